@@ -1,0 +1,176 @@
+"""The contract every provider module implements, and helpers shared by all of them.
+
+A provider module turns a canonical Request into one HTTP request for its API, and turns the
+answer (streamed or not) back into canonical events. It is sans-IO: `upstream.py` does the HTTP.
+Shared helpers here never branch on provider kind; quirks live in the provider's own module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+import orjson
+
+from gateway.sse import DEFAULT_MAX_LINE, SSELineTooLong, SSEParser
+from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
+from gateway.transcript.model import Request, ToolCall
+from gateway.transcript.target import Capabilities, Target
+
+
+class EncodeError(ValueError):
+    """The canonical request holds something this provider cannot express. Repair should have
+    prevented it; raising beats silently dropping content."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class StreamDecoder(Protocol):
+    """Per-request sans-IO state machine: bytes of the upstream body in, canonical events out."""
+
+    def feed(self, chunk: bytes) -> list[Event]: ...
+
+    def finish(self) -> list[Event]:
+        """End of the upstream body. A stream that ended before the provider's terminal event
+        yields a StreamError here."""
+        ...
+
+
+class ProviderAdapter(Protocol):
+    kind: str
+    capabilities: Capabilities
+
+    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
+        """`request.stream` selects the streaming endpoint/format. Tool-call ids in `request` are
+        already projected to this provider's format; continuity meta reaching here is the
+        target's own (repair filtered the rest)."""
+        ...
+
+    def stream_decoder(self, target: Target) -> StreamDecoder: ...
+
+    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+        """A non-streaming body as the same events a stream would have produced."""
+        ...
+
+    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError: ...
+
+
+def join_url(base_url: str, path: str) -> str:
+    return base_url.rstrip("/") + path
+
+
+def tool_call_names(request: Request) -> dict[str, str]:
+    """Tool-call id -> function name over the whole transcript (results that need the name)."""
+    names: dict[str, str] = {}
+    for message in request.messages:
+        for block in message.blocks:
+            if type(block) is ToolCall:
+                names[block.id] = block.name
+    return names
+
+
+def parse_arguments(arguments: str) -> object:
+    """A tool call's raw JSON arguments as an object, for APIs that take objects. Invalid JSON is
+    an explicit error (sending `{}` instead would silently change what the call did)."""
+    if not arguments.strip():
+        return {}
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError as exc:
+        raise EncodeError(f"tool call arguments are not valid JSON: {exc}") from None
+
+
+def loads_or_none(body: bytes | str) -> object | None:
+    try:
+        return orjson.loads(body)
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+
+
+def retry_after_header(headers: Mapping[str, str]) -> float | None:
+    """Seconds from a `Retry-After` (delta-seconds form) or `retry-after-ms` header."""
+    ms = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return None  # HTTP-date form: treated as unknown; routing backs off by itself
+    return None
+
+
+def category_for_status(status: int) -> ErrorCategory:
+    """Default classification by HTTP status, for bodies a provider module does not recognise."""
+    if status == 400 or status == 422:
+        return ErrorCategory.INVALID_REQUEST
+    if status == 401:
+        return ErrorCategory.AUTH
+    if status == 403:
+        return ErrorCategory.PERMISSION
+    if status == 404:
+        return ErrorCategory.NOT_FOUND
+    if status == 408:
+        return ErrorCategory.TIMEOUT
+    if status == 413:
+        return ErrorCategory.TOO_LARGE
+    if status == 429:
+        return ErrorCategory.RATE_LIMIT
+    if status == 529 or status == 503:
+        return ErrorCategory.OVERLOADED
+    if status == 409 or status >= 500:
+        return ErrorCategory.SERVER
+    return ErrorCategory.INVALID_REQUEST
+
+
+class SSEStreamDecoder:
+    """Base for SSE-speaking providers: frames the bytes, hands each event to `on_event`, and
+    reports a stream that ended before `self.done` was set as a truncated stream."""
+
+    def __init__(self, target: Target, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self.target = target
+        self.done = False  # set by the subclass when the provider's terminal event arrived
+        self.failed = False  # set once a StreamError has been emitted
+        self._sse = SSEParser(max_line)
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        out: list[Event] = []
+        try:
+            frames = self._sse.feed(chunk)
+        except SSELineTooLong as exc:
+            return self._fail(out, ErrorCategory.PROTOCOL, str(exc))
+        for name, data in frames:
+            if self.failed:
+                break
+            self.on_event(name, data, out)
+        return out
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        if not self.failed:
+            for name, data in self._sse.finish():
+                self.on_event(name, data, out)
+        if not self.done and not self.failed:
+            self.on_truncated(out)
+        return out
+
+    def on_event(self, name: str, data: str, out: list[Event]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def on_truncated(self, out: list[Event]) -> None:
+        self._fail(out, ErrorCategory.CONNECTION, "upstream stream ended before the response completed")
+
+    def _fail(self, out: list[Event], category: ErrorCategory, message: str, **kw) -> list[Event]:
+        if not self.failed:
+            self.failed = True
+            out.append(StreamError(UpstreamError(category, message, **kw)))
+        return out

@@ -1,0 +1,1 @@
+"""Strict, scriptable simulators of every provider family (see base.py)."""

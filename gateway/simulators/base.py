@@ -1,0 +1,257 @@
+"""Shared machinery of the strict provider simulators: scripts, faults, verifiable continuity
+tokens, request recording, SSE writing and one loopback server hosting every provider.
+
+The simulators are an independent second implementation of each provider's rules. They work on
+wire JSON only and never import the gateway's transcript, repair or provider code: a bug shared by
+the code under test and the code that judges it would be invisible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import itertools
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import orjson
+from aiohttp import web
+
+
+@dataclass
+class ToolCallSpec:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Reply:
+    """What the simulated model answers. Each simulator renders it in its provider's format."""
+
+    text: str = ""
+    reasoning: str = ""  # emitted only when the request enables reasoning / the model reasons
+    tool_calls: list[ToolCallSpec] = field(default_factory=list)
+    redacted_reasoning: bool = False  # Anthropic: add a redacted_thinking block
+    stop: str | None = None  # None: natural (tool calls or end of turn); "length": truncated
+    chunk_size: int = 12  # characters per streamed text/reasoning delta
+
+
+@dataclass
+class Fault:
+    """A failure to inject instead of (or in the middle of) a reply."""
+
+    status: int | None = None  # answer with this HTTP status and the provider's error body
+    error_type: str | None = None  # override the provider's error type / status string
+    message: str | None = None
+    retry_after: float | None = None  # Retry-After header (Gemini: RetryInfo in the body)
+    delay: float = 0.0  # seconds to wait before the response headers
+    reset_before_headers: bool = False  # drop the connection without any response
+    after_events: int | None = None  # stream this many events of `reply`, then `mid_stream`
+    mid_stream: str = "error"  # "error" (provider's in-stream error event) | "reset" | "stall"
+    stall_seconds: float = 30.0
+    reply: Reply | None = None  # what is streamed before a mid-stream fault
+
+
+@dataclass
+class Rejection:
+    """A request the real API would refuse, with the status, type and exact message it uses."""
+
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    rejection: Rejection | None = None
+
+
+class SimulatorState:
+    """Per-provider state: the scripted answers, the recording, and the signing secret."""
+
+    def __init__(self, kind: str, api_key: str = "sim-key", secret: bytes | None = None) -> None:
+        self.kind = kind
+        self.api_key = api_key
+        self.secret = secret or hashlib.sha256(f"simulator-secret:{kind}".encode()).digest()
+        self.script: deque[Reply | Fault] = deque()
+        self.requests: list[RecordedRequest] = []
+        self.default_reply: Callable[[Any], Reply] = lambda body: Reply(
+            text=f"Hello from the {kind} simulator.", reasoning="Considering the request."
+        )
+        self.open_streams = 0  # responses being written right now
+        self.closed_early = 0  # streams whose client went away before the end
+        self._counter = itertools.count(1)
+
+    def push(self, *items: Reply | Fault) -> None:
+        self.script.extend(items)
+
+    def next_item(self, body: Any) -> Reply | Fault:
+        return self.script.popleft() if self.script else self.default_reply(body)
+
+    def next_id(self) -> int:
+        return next(self._counter)
+
+    def reset(self) -> None:
+        self.script.clear()
+        self.requests.clear()
+
+    @property
+    def rejections(self) -> list[Rejection]:
+        return [r.rejection for r in self.requests if r.rejection is not None]
+
+    # -- verifiable continuity tokens --------------------------------------------------------
+    def sign(self, *parts: str) -> str:
+        """A token binding `parts` (model, content...) to this provider: base64 HMAC-SHA256."""
+        mac = hmac.new(self.secret, "\x1f".join(parts).encode(), hashlib.sha256).digest()
+        return base64.b64encode(b"sim1" + mac).decode()
+
+    def verify(self, token: Any, *parts: str) -> bool:
+        if not isinstance(token, str):
+            return False
+        return hmac.compare_digest(token, self.sign(*parts))
+
+
+def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(payload), status=status, headers=headers, content_type="application/json"
+    )
+
+
+async def read_json(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def split_text(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)] if text else []
+
+
+async def reset_connection(request: web.Request) -> web.StreamResponse:
+    """Drop the TCP connection without answering (a reset before headers)."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+    raise asyncio.CancelledError()  # nothing more to write; aiohttp tears the handler down
+
+
+async def stream_sse(
+    request: web.Request,
+    state: SimulatorState,
+    frames: list[bytes],
+    fault: Fault | None,
+    error_frame: Callable[[Fault], bytes],
+    headers: Mapping[str, str] | None = None,
+) -> web.StreamResponse:
+    """Write pre-rendered SSE frames, applying a mid-stream fault after `fault.after_events`."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", **(headers or {})})
+    await response.prepare(request)
+    state.open_streams += 1
+    try:
+        for n, frame in enumerate(frames):
+            if fault is not None and fault.after_events is not None and n == fault.after_events:
+                if fault.mid_stream == "reset":
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return response
+                if fault.mid_stream == "stall":
+                    await asyncio.sleep(fault.stall_seconds)
+                    return response
+                await response.write(error_frame(fault))
+                await response.write_eof()
+                return response
+            await response.write(frame)
+        await response.write_eof()
+        return response
+    except (ConnectionResetError, asyncio.CancelledError):
+        state.closed_early += 1
+        raise
+    finally:
+        state.open_streams -= 1
+
+
+def sse_frame(data: Any, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, (bytes, str)) else orjson.dumps(data)
+    if isinstance(payload, str):
+        payload = payload.encode()
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"data: " + payload + b"\n\n"
+
+
+def bearer_ok(headers: Mapping[str, str], api_key: str) -> bool:
+    value = headers.get("Authorization", "")
+    return hmac.compare_digest(value, f"Bearer {api_key}")
+
+
+# Which sub-path of the hub each kind is served under, and the base_url a config points at.
+KINDS = ("anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek")
+BASE_PATHS = {
+    "anthropic": "/anthropic",
+    "openai_responses": "/openai_responses/v1",
+    "openai_chat": "/openai_chat/v1",
+    "gemini": "/gemini",
+    "mistral": "/mistral/v1",
+    "kimi": "/kimi/v1",
+    "deepseek": "/deepseek/v1",
+}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class SimulatorHub:
+    """Every provider simulator on one loopback server, each under its own path prefix."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str = "sim-key") -> None:
+        from gateway.simulators import registry  # late: registry imports every simulator module
+
+        self.host = host
+        self.port = port
+        self.states: dict[str, SimulatorState] = {k: SimulatorState(k, api_key) for k in KINDS}
+        self._factories = registry.APP_FACTORIES
+        self._runner: web.AppRunner | None = None
+
+    def base_url(self, kind: str) -> str:
+        return f"http://{self.host}:{self.port}{BASE_PATHS[kind]}"
+
+    def build_app(self) -> web.Application:
+        root = web.Application(client_max_size=64 * 1024 * 1024)
+        for kind in KINDS:
+            # sub-apps route the provider's own paths ("/v1/messages", "/v1beta/models/...")
+            root.add_subapp("/" + kind, self._factories[kind](self.states[kind]))
+        return root
+
+    async def start(self) -> "SimulatorHub":
+        if not self.port:
+            self.port = free_port(self.host)
+        self._runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, shutdown_timeout=0.5)
+        await site.start()
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> "SimulatorHub":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

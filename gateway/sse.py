@@ -1,0 +1,78 @@
+"""Sans-IO Server-Sent Events framing (bytes in, (event, data) pairs out) with a bounded line
+length, so a hostile or broken upstream cannot make the gateway buffer without limit.
+
+Written here rather than taken from a library: httpx-sse imports httpx at package import and
+aiohttp ships no client-side SSE decoder; the framing rules (WHATWG event-stream) are small.
+"""
+
+from __future__ import annotations
+
+DEFAULT_MAX_LINE = 4 * 1024 * 1024
+
+
+class SSELineTooLong(ValueError):
+    pass
+
+
+class SSEParser:
+    __slots__ = ("_buf", "_event", "_data", "_max_line")
+
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self._buf = b""
+        self._event = ""
+        self._data: list[str] = []
+        self._max_line = max_line
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\n" not in buf and b"\r" not in buf:
+            if len(buf) > self._max_line:
+                raise SSELineTooLong(f"SSE line longer than {self._max_line} bytes")
+            self._buf = buf
+            return []
+        if b"\r" in buf:
+            # a lone trailing \r may be the first half of \r\n: keep it for the next chunk
+            keep_cr = buf.endswith(b"\r")
+            if keep_cr:
+                buf = buf[:-1]
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if keep_cr:
+                buf += b"\r"
+        lines = buf.split(b"\n")
+        rest = lines.pop()
+        if len(rest) > self._max_line:
+            raise SSELineTooLong(f"SSE line longer than {self._max_line} bytes")
+        self._buf = rest
+        out: list[tuple[str, str]] = []
+        for raw in lines:
+            if len(raw) > self._max_line:
+                raise SSELineTooLong(f"SSE line longer than {self._max_line} bytes")
+            self._line(raw, out)
+        return out
+
+    def finish(self) -> list[tuple[str, str]]:
+        """End of stream: a final event without its blank line still counts."""
+        out: list[tuple[str, str]] = []
+        if self._buf:
+            self._line(self._buf.rstrip(b"\r"), out)
+            self._buf = b""
+        self._line(b"", out)
+        return out
+
+    def _line(self, raw: bytes, out: list[tuple[str, str]]) -> None:
+        if not raw:
+            if self._data or self._event:
+                out.append((self._event, "\n".join(self._data)))
+                self._event = ""
+                self._data = []
+            return
+        if raw[0] == 58:  # b":" comment / keep-alive
+            return
+        name, sep, value = raw.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        # id / retry / unknown fields carry nothing a provider stream needs

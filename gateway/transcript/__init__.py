@@ -1,0 +1,1 @@
+"""Canonical transcript model, stream events and the assembler that folds them."""

@@ -1,0 +1,118 @@
+"""Fold canonical stream events into one assistant turn.
+
+Blocks keep the order in which they STARTED, not the order in which they finished: providers
+interleave reasoning, text and tool calls and finish them out of order (seed 000, section 3.4).
+"""
+
+from __future__ import annotations
+
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    Event,
+    Finish,
+    MessageStart,
+    StreamError,
+    UpstreamError,
+    UsageUpdate,
+)
+from gateway.transcript.model import (
+    AssistantTurn,
+    Block,
+    Continuity,
+    Reasoning,
+    StopReason,
+    Text,
+    ToolCall,
+    Usage,
+)
+
+
+class AssemblyError(ValueError):
+    """The event sequence broke the start/delta/stop protocol (a decoder bug or a broken
+    upstream); the caller turns it into a protocol error."""
+
+
+class _Open:
+    __slots__ = ("kind", "id", "name", "parts", "meta", "closed")
+
+    def __init__(self, kind: BlockKind, id: str, name: str) -> None:
+        self.kind = kind
+        self.id = id
+        self.name = name
+        self.parts: list[str] = []
+        self.meta: Continuity | None = None
+        self.closed = False
+
+
+class Assembler:
+    """Per-answer state machine. Feed every event with `add`; `finish` returns the turn."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, _Open] = {}  # dicts keep insertion (= start) order
+        self.usage = Usage()
+        self.stop_reason: StopReason | None = None
+        self.response_id = ""
+        self.model = ""
+        self.error: UpstreamError | None = None
+
+    def add(self, event: Event) -> None:
+        t = type(event)
+        if t is BlockDelta:
+            block = self._blocks.get(event.index)
+            if block is None or block.closed:
+                raise AssemblyError(f"delta for block {event.index} that is not open")
+            block.parts.append(event.text)
+        elif t is BlockStart:
+            if event.index in self._blocks:
+                raise AssemblyError(f"block {event.index} started twice")
+            self._blocks[event.index] = _Open(event.kind, event.id, event.name)
+        elif t is BlockStop:
+            block = self._blocks.get(event.index)
+            if block is None or block.closed:
+                raise AssemblyError(f"stop for block {event.index} that is not open")
+            block.closed = True
+            if event.meta is not None:
+                block.meta = event.meta
+        elif t is UsageUpdate:
+            self.usage = event.usage
+        elif t is Finish:
+            self.stop_reason = event.stop_reason
+        elif t is MessageStart:
+            self.response_id = event.response_id or self.response_id
+            self.model = event.model or self.model
+        elif t is StreamError:
+            self.error = event.error
+        else:  # pragma: no cover - Event is a closed union
+            raise AssemblyError(f"unknown event {event!r}")
+
+    def open_blocks(self) -> list[int]:
+        return [i for i, b in self._blocks.items() if not b.closed]
+
+    def finish(self) -> AssistantTurn:
+        """The assembled turn. Blocks still open are closed as they are (a truncated stream
+        has already produced a StreamError the caller acts on)."""
+        blocks: list[Block] = []
+        for block in self._blocks.values():
+            text = "".join(block.parts)
+            if block.kind is BlockKind.TEXT:
+                blocks.append(Text(text, block.meta))
+            elif block.kind is BlockKind.REASONING:
+                blocks.append(Reasoning(text, block.meta))
+            elif block.kind is BlockKind.TOOL_CALL:
+                blocks.append(ToolCall(block.id, block.name, text.strip() or "{}", block.meta))
+            else:  # pragma: no cover - BlockKind is closed
+                raise AssemblyError(f"unknown block kind {block.kind}")
+        stop = self.stop_reason
+        if stop is None:
+            stop = StopReason.ERROR if self.error else StopReason.END_TURN
+        return AssistantTurn(blocks, stop, self.usage, self.response_id, self.model)
+
+
+def fold(events: list[Event]) -> AssistantTurn:
+    assembler = Assembler()
+    for event in events:
+        assembler.add(event)
+    return assembler.finish()

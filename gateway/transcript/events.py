@@ -1,0 +1,108 @@
+"""Canonical stream events: what every provider stream decoder produces and every ingress
+encoder consumes. Blocks are addressed by `index`, unique within one answer; a block starts,
+receives deltas, and stops. The non-streaming path is the same events folded by the assembler.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Union
+
+from gateway.transcript.model import Continuity, StopReason, Usage
+
+
+class BlockKind(str, enum.Enum):
+    TEXT = "text"
+    REASONING = "reasoning"
+    TOOL_CALL = "tool_call"
+
+
+@dataclass(slots=True)
+class MessageStart:
+    response_id: str = ""
+    model: str = ""
+
+
+@dataclass(slots=True)
+class BlockStart:
+    index: int
+    kind: BlockKind
+    # tool calls: the provider's own id as it appeared on the wire (mapped to a canonical id
+    # before a client sees it) and the function name
+    id: str = ""
+    name: str = ""
+
+
+@dataclass(slots=True)
+class BlockDelta:
+    index: int
+    text: str  # text, reasoning text, or a fragment of the tool call's JSON arguments
+
+
+@dataclass(slots=True)
+class BlockStop:
+    index: int
+    meta: Continuity | None = None  # continuity token completed with the block, if any
+
+
+@dataclass(slots=True)
+class UsageUpdate:
+    usage: Usage  # the latest cumulative usage; later updates replace earlier ones
+
+
+@dataclass(slots=True)
+class Finish:
+    stop_reason: StopReason
+
+
+class ErrorCategory(str, enum.Enum):
+    INVALID_REQUEST = "invalid_request"
+    CONTINUITY = "continuity"  # rejected signature / missing thought signature / reasoning_content
+    PAIRING = "pairing"  # tool call / result structure rejected
+    AUTH = "auth"
+    PERMISSION = "permission"
+    QUOTA = "quota"
+    NOT_FOUND = "not_found"
+    TOO_LARGE = "too_large"
+    RATE_LIMIT = "rate_limit"
+    OVERLOADED = "overloaded"
+    SERVER = "server"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    PROTOCOL = "protocol"  # the upstream broke its own wire format
+
+
+RETRYABLE_CATEGORIES = frozenset(
+    {
+        ErrorCategory.RATE_LIMIT,
+        ErrorCategory.OVERLOADED,
+        ErrorCategory.SERVER,
+        ErrorCategory.TIMEOUT,
+        ErrorCategory.CONNECTION,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamError:
+    """A provider failure, classified by the provider module that understands its body."""
+
+    category: ErrorCategory
+    message: str
+    status: int = 0  # HTTP status; 0 for in-stream and connection failures
+    type: str = ""  # the provider's own error type / status string
+    code: str | None = None
+    retry_after: float | None = None  # seconds, from a header or a body (Gemini RetryInfo)
+
+    @property
+    def retryable(self) -> bool:
+        return self.category in RETRYABLE_CATEGORIES
+
+
+@dataclass(slots=True)
+class StreamError:
+    error: UpstreamError
+
+
+Event = Union[MessageStart, BlockStart, BlockDelta, BlockStop, UsageUpdate, Finish, StreamError]

@@ -1,0 +1,60 @@
+"""What a request is sent to: one upstream model on one configured provider entry, and the
+capability flags of that provider's kind. Pure data, shared by routing, repair and providers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gateway.transcript.model import Continuity
+
+
+@dataclass(frozen=True, slots=True)
+class ToolIdRule:
+    """The tool-call id format a provider accepts."""
+
+    pattern: str  # regex an id must fully match
+    max_len: int
+    style: str  # "prefixed" (prefix + digest), "alnum9" (Mistral), "kimi" (functions.name:idx)
+    prefix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """Provider quirks as data; repair passes read these instead of branching on provider kind."""
+
+    tool_ids: ToolIdRule
+    # its own reasoning can be replayed to it (signatures, encrypted items, reasoning_content)
+    reasoning_replay: bool = False
+    # assistant turns with tool calls must carry reasoning_content (DeepSeek / Kimi thinking)
+    reasoning_content_on_tool_turns: bool = False
+    # Gemini 3: placeholder accepted where a thought signature is required but unavailable
+    thought_signature_placeholder: str | None = None
+    # Anthropic with thinking on: the open tool loop must start with a signed thinking block
+    signed_thinking_for_tool_loop: bool = False
+    # Mistral: a user message may not directly follow a tool message
+    user_after_tool_forbidden: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    provider: str  # config entry name
+    kind: str
+    model: str  # upstream model id
+    base_url: str
+    scope: str = ""  # continuity scope (continuity_group or provider name)
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+    reasoning_policy: str = "drop"  # drop | as_text
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def continuity_scope(self) -> str:
+        return self.scope or self.provider
+
+    def continuity(self, data: Mapping[str, Any]) -> Continuity:
+        """Stamp provider-private continuity data with this target as its issuer."""
+        return Continuity(self.provider, self.continuity_scope, self.kind, self.model, data)
+
+    def owns(self, meta: Continuity | None) -> bool:
+        return meta is not None and meta.kind == self.kind and meta.valid_for(self.continuity_scope, self.model)
