@@ -87,6 +87,9 @@ class SimulatorState:
         self.default_reply: Callable[[Any], Reply] = lambda body: Reply(
             text=f"Hello from the {kind} simulator.", reasoning="Considering the request."
         )
+        self.verified_tokens = 0  # real (non-placeholder) continuity tokens accepted on replay
+        self.placeholder_tokens = 0  # documented placeholder signatures accepted (Gemini)
+        self.quality_warnings: list[str] = []  # accepted but degrading input (e.g. non-native Kimi ids)
         self.open_streams = 0  # responses being written right now
         self.closed_early = 0  # streams whose client went away before the end
         self._counter = itertools.count(1)
@@ -103,6 +106,8 @@ class SimulatorState:
     def reset(self) -> None:
         self.script.clear()
         self.requests.clear()
+        self.quality_warnings.clear()
+        self.verified_tokens = self.placeholder_tokens = 0
 
     @property
     def rejections(self) -> list[Rejection]:
@@ -239,9 +244,9 @@ class SimulatorHub:
     async def start(self) -> "SimulatorHub":
         if not self.port:
             self.port = free_port(self.host)
-        self._runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, shutdown_timeout=0.5)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         return self
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
 
+NATIVE_ID = "native_id"
+
+
 @dataclass(frozen=True, slots=True)
 class Continuity:
     """Opaque continuity data (signatures, encrypted reasoning, native ids) and who issued it.
@@ -19,6 +22,9 @@ class Continuity:
     Only the provider module of `kind` reads `data`; everybody else treats it as a sealed box that
     may be replayed solely to its issuer scope: the same `scope` (provider entry name, or the
     entry's `continuity_group`) and the same upstream `model`.
+
+    One key of `data` is the gateway's own, the same for every kind: NATIVE_ID, the id the
+    provider gave a tool call, kept so a turn returning to its issuer gets its original ids back.
     """
 
     provider: str  # config entry name of the provider that issued it

@@ -1,0 +1,51 @@
+"""`gateway serve | demo | check-config` (also `python -m gateway ...`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from gateway.config import ConfigError, describe, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway", description="LLM gateway that repairs transcripts between agent apps and providers")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", help="config file (default: $GATEWAY_CONFIG, else config/gateway.toml)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    demo = sub.add_parser("demo", help="run a scripted conversation through the gateway against embedded provider simulators")
+    demo.add_argument("--quiet", action="store_true", help="print only the summary")
+    check = sub.add_parser("check-config", help="validate a config file and print what it resolves to (no secrets)")
+    check.add_argument("path")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "check-config":
+            config = load_config(args.path)
+            print(describe(config), end="")
+            return 0
+        if args.command == "serve":
+            config = load_config(args.config, host=args.host, port=args.port)
+            logging.basicConfig(level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+            from gateway.serve import serve
+
+            asyncio.run(serve(config))
+            return 0
+        if args.command == "demo":
+            from gateway.demo import run_demo
+
+            return asyncio.run(run_demo(verbose=not args.quiet))
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+    return 2  # pragma: no cover - argparse requires a command

@@ -1,0 +1,439 @@
+"""Gateway configuration: the TOML schema (a fixed contract, DESIGN.md section 2), validation that
+names the key path of every mistake, layering (flags > environment > file > defaults), and secret
+lookup. This is the only module that reads the environment for configuration or secrets."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self, get_args
+from urllib.parse import urlsplit
+
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+DEFAULT_CONFIG_PATH = "config/gateway.toml"
+
+ProviderKind = Literal[
+    "anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek"
+]
+PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
+ReasoningPolicy = Literal["drop", "as_text"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+Loc = tuple[str | int, ...]
+
+# Names become metric label values and client-facing model names; "/" is reserved for the
+# "<provider>/<model>" direct addressing form.
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOML_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class ConfigError(Exception):
+    """A configuration mistake: one line per problem, each naming its key path."""
+
+    def __init__(self, *lines: str) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+class MissingApiKey(ConfigError):
+    """A provider's api_key_env variable is unset or empty when a request needs it."""
+
+
+class _CrossCheckFailed(ConfigError):
+    """Raised from inside model validation; carries key paths so callers can add the file name and
+    where an overridden value came from."""
+
+    def __init__(self, issues: Sequence[tuple[Loc, str]]) -> None:
+        self.issues = tuple(issues)
+        super().__init__(*(f"{key_path(loc)}: {msg}" for loc, msg in self.issues))
+
+
+def key_path(loc: Sequence[str | int]) -> str:
+    """Dotted TOML key path: `models."gpt-5.1".targets[0].provider`."""
+    out: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+            continue
+        key = part if _TOML_BARE_KEY_RE.fullmatch(part) else orjson.dumps(part).decode()
+        out.append(f".{key}" if out else key)
+    return "".join(out)
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_name(value: str) -> str:
+    if not _NAME_RE.fullmatch(value):
+        raise PydanticCustomError(
+            "invalid_name",
+            "invalid name: use only letters, digits, '_', '.' and '-'"
+            " ('/' is reserved for <provider>/<model>)",
+        )
+    return value
+
+
+def _check_env_name(value: str) -> str:
+    # Never echo the value: a pasted API key here would otherwise land in logs.
+    if not _ENV_NAME_RE.fullmatch(value):
+        raise PydanticCustomError(
+            "invalid_env_name",
+            "must be the NAME of an environment variable (letters, digits, '_'; not starting with a digit),"
+            " never the secret itself",
+        )
+    return value
+
+
+def _check_base_url(value: str) -> str:
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError as exc:
+        raise PydanticCustomError("invalid_url", "not a valid URL: {reason}", {"reason": str(exc)}) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+        raise PydanticCustomError("invalid_url", "must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise PydanticCustomError(
+            "invalid_url", "must not contain credentials; name the key's variable in api_key_env instead"
+        )
+    if parts.query or parts.fragment:
+        raise PydanticCustomError(
+            "invalid_url", "must not have a query or fragment (request paths are appended to it)"
+        )
+    # Request paths are appended as "/v1/messages" etc.; a trailing slash would double it.
+    return value.rstrip("/")
+
+
+def _check_redis_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in _REDIS_SCHEMES or not (parts.netloc or parts.path):
+        raise PydanticCustomError("invalid_url", "must be a redis://, rediss:// or unix:// URL")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_check_name)]
+EnvName = Annotated[str, AfterValidator(_check_env_name)]
+BaseUrl = Annotated[str, AfterValidator(_check_base_url)]
+RedisUrl = Annotated[str, AfterValidator(_check_redis_url)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Section(BaseModel):
+    # strict: a quoted number or a boolean where a number belongs is a mistake in a hand-written file
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ServerConfig(_Section):
+    host: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(8787, ge=1, le=65535)
+    max_body_bytes: int = Field(33554432, gt=0)
+    max_json_depth: int = Field(64, gt=0)
+    shutdown_grace_seconds: float = Field(10.0, ge=0, allow_inf_nan=False)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class AuthConfig(_Section):
+    tokens_env: list[EnvName] = Field(min_length=1)
+
+
+class StoreConfig(_Section):
+    backend: Literal["memory", "sqlite", "redis"] = "memory"
+    path: str = Field(".gateway/continuity.db", min_length=1)
+    url: RedisUrl = "redis://127.0.0.1:6379/0"
+    ttl_seconds: int = Field(604800, gt=0)
+    max_entries: int = Field(100000, gt=0)
+
+
+class TimeoutConfig(_Section):
+    connect_seconds: Seconds = 10.0
+    first_token_seconds: Seconds = 60.0
+    idle_seconds: Seconds = 120.0
+    total_seconds: Seconds = 600.0
+
+
+class ProviderConfig(_Section):
+    kind: ProviderKind
+    base_url: BaseUrl
+    api_key_env: EnvName
+    continuity_group: Name | None = None
+    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+
+
+class TargetConfig(_Section):
+    provider: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+    thinking_budget: Annotated[int, Field(ge=1024)] | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    reasoning_policy: ReasoningPolicy | None = None
+
+
+class ModelGroupConfig(_Section):
+    strategy: Literal["failover", "round_robin", "weighted"] = "failover"
+    targets: list[TargetConfig] = Field(min_length=1)
+    reasoning_policy: ReasoningPolicy = "drop"
+
+    def policy_for(self, target: TargetConfig) -> ReasoningPolicy:
+        """The reasoning policy in force for one of this group's targets (its own wins)."""
+        return target.reasoning_policy or self.reasoning_policy
+
+
+class GatewayConfig(_Section):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    auth: AuthConfig | None = None
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    providers: dict[Name, ProviderConfig] = Field(min_length=1)
+    models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> Self:
+        issues = list(_cross_issues(self))
+        if issues:
+            raise _CrossCheckFailed(issues)
+        return self
+
+
+def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
+    if config.auth is None and not is_loopback_host(config.server.host):
+        yield ("server", "host"), f"refusing to bind {config.server.host} without [auth] tokens"
+    known = ", ".join(sorted(config.providers))
+    for group_name, group in config.models.items():
+        for index, target in enumerate(group.targets):
+            if target.provider not in config.providers:
+                yield (
+                    ("models", group_name, "targets", index, "provider"),
+                    f"unknown provider {target.provider!r} (known: {known})",
+                )
+    # Continuity tokens are only ever valid within one provider family.
+    group_kinds: dict[str, tuple[str, str]] = {}
+    for name, provider in config.providers.items():
+        if provider.continuity_group is None:
+            continue
+        first = group_kinds.setdefault(provider.continuity_group, (name, provider.kind))
+        if first[1] != provider.kind:
+            yield (
+                ("providers", name, "continuity_group"),
+                f"group {provider.continuity_group!r} joins kind {provider.kind} with {first[1]}"
+                f" ({key_path(('providers', first[0]))}); continuity is shared only within one kind",
+            )
+
+
+def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc: Loc = err["loc"]
+        if loc and loc[-1] == "[key]":  # a bad table name: the path already shows it
+            loc = loc[:-1]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(_line(source, loc, msg, origins))
+    return lines
+
+
+def _line(source: str, loc: Loc, msg: str, origins: Mapping[Loc, str]) -> str:
+    origin = origins.get(loc)
+    suffix = f" (from {origin})" if origin else ""
+    return f"{source}: {key_path(loc)}: {msg}{suffix}" if loc else f"{source}: {msg}{suffix}"
+
+
+def _validate(data: Mapping[str, Any], source: str, origins: Mapping[Loc, str]) -> GatewayConfig:
+    try:
+        return GatewayConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(*_validation_lines(exc, source, origins)) from None
+    except _CrossCheckFailed as exc:
+        raise ConfigError(*(_line(source, loc, msg, origins) for loc, msg in exc.issues)) from None
+
+
+def config_from_dict(data: Mapping[str, Any], *, source: str = "<config>") -> GatewayConfig:
+    """Validate an in-memory config (same shape as the TOML file)."""
+    return _validate(data, source, {})
+
+
+def _read_toml(source: str, chosen_by: str | None) -> dict[str, Any]:
+    how = f" (from {chosen_by})" if chosen_by else ""
+    try:
+        raw = Path(source).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: config file not found{how}") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read config file{how}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not valid UTF-8 (byte offset {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: TOML syntax error: {exc}") from None
+
+
+def _env_port(value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"GATEWAY_PORT: must be an integer port number, got {value!r}") from None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GatewayConfig:
+    """Load the config file and layer the environment and command-line flags over it.
+
+    Precedence, highest first: host/port arguments > GATEWAY_HOST / GATEWAY_PORT /
+    GATEWAY_LOG_LEVEL > the file > built-in defaults. The file is `path`, else $GATEWAY_CONFIG,
+    else config/gateway.toml."""
+    env = os.environ if env is None else env
+    chosen_by = None
+    if path is None:
+        path = env.get("GATEWAY_CONFIG") or None
+        chosen_by = "GATEWAY_CONFIG" if path else None
+    source = os.fspath(path) if path is not None else DEFAULT_CONFIG_PATH
+    data = _read_toml(source, chosen_by)
+
+    overrides: list[tuple[str, Any, str]] = []
+    if env_host := env.get("GATEWAY_HOST"):
+        overrides.append(("host", env_host.strip(), "GATEWAY_HOST"))
+    if env_port := env.get("GATEWAY_PORT"):
+        overrides.append(("port", _env_port(env_port), "GATEWAY_PORT"))
+    if env_level := env.get("GATEWAY_LOG_LEVEL"):
+        overrides.append(("log_level", env_level.strip().lower(), "GATEWAY_LOG_LEVEL"))
+    if host is not None:
+        overrides.append(("host", host, "--host"))
+    if port is not None:
+        overrides.append(("port", port, "--port"))
+
+    origins: dict[Loc, str] = {}
+    server = data.get("server", {})
+    # A non-table [server] is left for validation to report; overrides have nowhere to go.
+    if overrides and isinstance(server, dict):
+        server = dict(server)
+        for key, value, origin in overrides:  # later entries win: flags come after env
+            server[key] = value
+            origins[("server", key)] = origin
+        data = {**data, "server": server}
+    return _validate(data, source, origins)
+
+
+def _env_value(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def resolve_api_key(config: GatewayConfig, provider: str, env: Mapping[str, str] | None = None) -> str:
+    """The provider's API key, read from its api_key_env variable at request time."""
+    env = os.environ if env is None else env
+    entry = config.providers.get(provider)
+    if entry is None:
+        known = ", ".join(sorted(config.providers))
+        raise ConfigError(f"{key_path(('providers', provider))}: unknown provider (known: {known})")
+    value = _env_value(env, entry.api_key_env)
+    if value is None:
+        raise MissingApiKey(
+            f"{key_path(('providers', provider, 'api_key_env'))}: environment variable"
+            f" {entry.api_key_env} is not set"
+        )
+    return value
+
+
+def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> list[str]:
+    """Client bearer tokens from the [auth] tokens_env variables; every one must be set."""
+    if config.auth is None:
+        return []
+    env = os.environ if env is None else env
+    tokens: list[str] = []
+    missing: list[str] = []
+    for index, name in enumerate(config.auth.tokens_env):
+        value = _env_value(env, name)
+        if value is None:
+            missing.append(f"auth.tokens_env[{index}]: environment variable {name} is not set")
+        else:
+            tokens.append(value)
+    if missing:
+        raise ConfigError(*missing)
+    return tokens
+
+
+def model_names(config: GatewayConfig) -> list[str]:
+    """Model group names clients can ask for, in config order."""
+    return list(config.models)
+
+
+def _toml_value(value: Any) -> str:
+    match value:
+        case bool():
+            return "true" if value else "false"
+        case int() | float():
+            return repr(value)
+        case str():
+            return orjson.dumps(value).decode()  # JSON string escapes are valid TOML basic strings
+        case list():
+            return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+        case BaseModel():
+            return _inline_table(value)
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def _inline_table(model: BaseModel) -> str:
+    return "{ " + ", ".join(f"{key_path((k,))} = {_toml_value(v)}" for k, v in _fields(model)) + " }"
+
+
+def _fields(model: BaseModel) -> Iterator[tuple[str, Any]]:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if value is not None:  # TOML has no null: an unset option is simply absent
+            yield name, value
+
+
+def _set_or_not(env: Mapping[str, str], name: str) -> str:
+    return "set" if _env_value(env, name) is not None else "NOT SET"
+
+
+def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str:
+    """The resolved config as TOML (it loads back to the same config). Secrets are never read into
+    the text: only whether each named variable is set."""
+    env = os.environ if env is None else env
+    lines = ["# resolved gateway configuration (secrets are not shown, only whether they are set)"]
+
+    def section(header: str, model: BaseModel, notes: Mapping[str, str] | None = None) -> None:
+        lines.extend(("", f"[{header}]"))
+        for name, value in _fields(model):
+            note = notes.get(name) if notes else None
+            lines.append(f"{name} = {_toml_value(value)}" + (f"  # {note}" if note else ""))
+
+    section("server", config.server)
+    if config.auth is not None:
+        status = ", ".join(f"{name} {_set_or_not(env, name)}" for name in config.auth.tokens_env)
+        section("auth", config.auth, {"tokens_env": status})
+    section("store", config.store)
+    for name, provider in config.providers.items():
+        section(
+            key_path(("providers", name)),
+            provider,
+            {"api_key_env": _set_or_not(env, provider.api_key_env)},
+        )
+    for name, group in config.models.items():
+        lines.extend(("", f"[{key_path(('models', name))}]"))
+        lines.append(f"strategy = {_toml_value(group.strategy)}")
+        lines.append(f"reasoning_policy = {_toml_value(group.reasoning_policy)}")
+        lines.append("targets = [")
+        lines.extend(f"  {_inline_table(target)}," for target in group.targets)
+        lines.append("]")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,250 @@
+"""`gateway demo`: strict provider simulators on loopback, a gateway wired to them, and a scripted
+tool conversation driven through the gateway like an OpenAI-SDK agent would, printing each turn.
+
+Needs no keys and no network. The client here is deliberately plain HTTP + SSE parsing so the demo
+has no dependency beyond the gateway's own.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from gateway.app import create_app
+from gateway.config import config_from_dict
+from gateway.simulators.base import BASE_PATHS, Reply, SimulatorHub, ToolCallSpec
+
+DEMO_KEY_ENV = "GATEWAY_DEMO_KEY"
+
+# (provider entry, kind, upstream model, target options)
+FAMILIES: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
+    ("claude", "anthropic", "claude-sonnet-4-5", {"thinking_budget": 2048}),
+    ("openai", "openai_responses", "gpt-5.1", {"reasoning_effort": "medium"}),
+    ("gemini", "gemini", "gemini-3-pro-preview", {"thinking_budget": 1024}),
+    ("openai-chat", "openai_chat", "gpt-4.1", {}),
+    ("mistral", "mistral", "magistral-medium-latest", {}),
+    ("kimi", "kimi", "kimi-k2-thinking", {}),
+    ("deepseek", "deepseek", "deepseek-reasoner", {}),
+)
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+]
+
+FINAL_TEXT = (
+    "Paris is sunny at 21°C and Tokyo is rainy at 17°C, where it is 22:40 local time. "
+    "If you are packing for both, bring sunglasses for Paris and an umbrella for Tokyo; "
+    "evenings in Tokyo are cooler, so a light jacket will help."
+)
+
+TOOL_RESULTS = {
+    ("get_weather", "Paris"): '{"city": "Paris", "sky": "sunny", "celsius": 21}',
+    ("get_weather", "Tokyo"): '{"city": "Tokyo", "sky": "rain", "celsius": 17}',
+    ("get_time", "Tokyo"): '{"city": "Tokyo", "local_time": "22:40"}',
+}
+
+
+def demo_script() -> list[Reply]:
+    """The model's side of one tool conversation: parallel calls, a sequential call, an answer."""
+    return [
+        Reply(
+            reasoning="The user wants the weather in two cities; I will query both at once.",
+            text="Let me check both cities.",
+            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"}), ToolCallSpec("get_weather", {"city": "Tokyo"})],
+        ),
+        Reply(
+            reasoning="Paris is sunny, Tokyo rainy. The local time in Tokyo would help the user plan.",
+            tool_calls=[ToolCallSpec("get_time", {"city": "Tokyo"})],
+        ),
+        Reply(reasoning="I have everything I need to answer.", text=FINAL_TEXT, chunk_size=16),
+    ]
+
+
+def demo_config(hub: SimulatorHub) -> dict[str, Any]:
+    providers = {
+        name: {"kind": kind, "base_url": hub.base_url(kind), "api_key_env": DEMO_KEY_ENV}
+        for name, kind, _, _ in FAMILIES
+    }
+    models = {
+        name: {"strategy": "failover", "targets": [{"provider": name, "model": model, **options}]}
+        for name, _, model, options in FAMILIES
+    }
+    return {"server": {"host": "127.0.0.1", "port": _free_port()}, "providers": providers, "models": models}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class TurnResult:
+    provider: str
+    attempts: str
+    repairs: str
+    message: dict[str, Any]
+    finish_reason: str
+    streamed: bool
+
+
+@dataclass
+class FamilyResult:
+    name: str
+    kind: str
+    turns: list[TurnResult] = field(default_factory=list)
+    tokens_verified: int = 0
+    rejections: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+async def _post_chat(client: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> TurnResult:
+    async with client.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"gateway answered {resp.status}: {(await resp.text())[:500]}")
+        info = (resp.headers.get("X-Gateway-Provider", "?"), resp.headers.get("X-Gateway-Attempts", "?"),
+                resp.headers.get("X-Gateway-Repairs", "none"))
+        if not body.get("stream"):
+            payload = orjson.loads(await resp.read())
+            choice = payload["choices"][0]
+            message = {k: v for k, v in choice["message"].items() if v is not None}
+            return TurnResult(*info, message, choice["finish_reason"], False)
+        return TurnResult(*info, *(await _collect_stream(resp)), True)
+
+
+async def _collect_stream(resp: aiohttp.ClientResponse) -> tuple[dict[str, Any], str]:
+    """Accumulate chat.completion.chunk deltas into the assistant message a client keeps."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    details: list[dict[str, Any]] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish = ""
+    buffer = b""
+    async for chunk in resp.content.iter_any():
+        buffer += chunk
+        while b"\n\n" in buffer:
+            frame, buffer = buffer.split(b"\n\n", 1)
+            data = frame.removeprefix(b"data: ")
+            if data == b"[DONE]":
+                continue
+            event = orjson.loads(data)
+            if "error" in event:
+                raise RuntimeError(f"stream ended with an error: {event['error']['message']}")
+            for choice in event.get("choices", ()):
+                delta = choice.get("delta", {})
+                content.append(delta.get("content") or "")
+                reasoning.append(delta.get("reasoning_content") or "")
+                details.extend(delta.get("reasoning_details") or ())
+                for call in delta.get("tool_calls") or ():
+                    slot = calls.setdefault(call["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                    slot["id"] = call.get("id") or slot["id"]
+                    fn = call.get("function", {})
+                    slot["function"]["name"] += fn.get("name") or ""
+                    slot["function"]["arguments"] += fn.get("arguments") or ""
+                finish = choice.get("finish_reason") or finish
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if any(reasoning):
+        message["reasoning_content"] = "".join(reasoning)
+    if details:
+        message["reasoning_details"] = details
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return {k: v for k, v in message.items() if v is not None}, finish
+
+
+async def run_family(
+    client: aiohttp.ClientSession, gateway_url: str, hub: SimulatorHub, name: str, kind: str, say: Any
+) -> FamilyResult:
+    state = hub.states[kind]
+    state.push(*demo_script())
+    result = FamilyResult(name, kind)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a concise travel assistant."},
+        {"role": "user", "content": "What's the weather in Paris and Tokyo right now?"},
+    ]
+    try:
+        for turn_no, stream in enumerate((True, False, True), start=1):
+            body = {"model": name, "messages": messages, "tools": TOOLS, "stream": stream}
+            if stream:
+                body["stream_options"] = {"include_usage": True}
+            turn = await _post_chat(client, f"{gateway_url}/v1/chat/completions", body)
+            result.turns.append(turn)
+            message = turn.message
+            calls = message.get("tool_calls", [])
+            say(
+                f"  turn {turn_no} ({'stream' if stream else 'json'}): served by {turn.provider} "
+                f"(attempts {turn.attempts}), repairs: {turn.repairs}; "
+                f"reasoning {len(message.get('reasoning_content', ''))} chars, "
+                f"{len(message.get('reasoning_details', []))} continuity entries, "
+                f"{len(calls)} tool call(s){': ' + ', '.join(c['function']['name'] + c['function']['arguments'] for c in calls) if calls else ''}"
+                f"{'; text: ' + repr(message['content'][:60]) if message.get('content') else ''}; finish={turn.finish_reason}"
+            )
+            messages.append(message)  # sent back exactly as the gateway returned it
+            for call in calls:
+                args = orjson.loads(call["function"]["arguments"])
+                output = TOOL_RESULTS.get((call["function"]["name"], args.get("city")), '{"error": "unknown"}')
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+            if not calls:
+                break
+    except (RuntimeError, aiohttp.ClientError) as exc:
+        result.error = str(exc)
+        say(f"  FAILED: {exc}")
+    result.tokens_verified = state.verified_tokens
+    result.rejections = [f"{r.status} {r.message}" for r in state.rejections]
+    return result
+
+
+async def run_demo(verbose: bool = True) -> int:
+    say = print if verbose else (lambda *_: None)
+    async with SimulatorHub() as hub:
+        config = config_from_dict(demo_config(hub), source="<demo>")
+        env = {DEMO_KEY_ENV: hub.states["anthropic"].api_key}
+        runner = web.AppRunner(create_app(config, env), handle_signals=False, access_log=None, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, config.server.host, config.server.port)
+        await site.start()
+        gateway_url = f"http://{config.server.host}:{config.server.port}"
+        say(f"simulators on {hub.base_url('anthropic').removesuffix(BASE_PATHS['anthropic'])}, gateway on {gateway_url}")
+        results: list[FamilyResult] = []
+        try:
+            async with aiohttp.ClientSession() as client:
+                for name, kind, model, _ in FAMILIES:
+                    say(f"\n[{kind}] {name} -> {model}: weather in two cities, parallel then sequential tool calls")
+                    results.append(await run_family(client, gateway_url, hub, name, kind, say))
+                    r = results[-1]
+                    say(f"  continuity tokens verified by the {kind} simulator: {r.tokens_verified}; rejections: {len(r.rejections)}")
+                    for rejection in r.rejections:
+                        say(f"    rejected: {rejection}")
+        finally:
+            await runner.cleanup()
+
+    turns = sum(len(r.turns) for r in results)
+    calls = sum(len(t.message.get("tool_calls", [])) for r in results for t in r.turns)
+    rejections = sum(len(r.rejections) for r in results)
+    failures = [r for r in results if r.error]
+    print(
+        f"\nsummary: {turns} turns on {len(results)} provider families, {calls} tool calls, "
+        f"{sum(r.tokens_verified for r in results)} continuity tokens verified, "
+        f"{rejections} provider rejections, {len(failures)} failed conversations"
+    )
+    return 0 if not rejections and not failures else 1

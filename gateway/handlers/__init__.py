@@ -1,0 +1,1 @@
+"""HTTP handlers: the glue between an ingress codec, the routing engine and the metrics."""

@@ -1,0 +1,46 @@
+"""Error answers shared by every handler."""
+
+from __future__ import annotations
+
+import math
+
+from aiohttp import web
+
+from gateway.ingress.errors import ClientError
+from gateway.routing.engine import AllTargetsFailed
+from gateway.transcript.events import ErrorCategory
+
+# upstream failure category -> the status the client sees
+_STATUS = {
+    ErrorCategory.INVALID_REQUEST: 400,
+    ErrorCategory.CONTINUITY: 400,
+    ErrorCategory.PAIRING: 400,
+    ErrorCategory.TOO_LARGE: 413,
+    ErrorCategory.RATE_LIMIT: 429,
+    ErrorCategory.QUOTA: 429,
+    ErrorCategory.OVERLOADED: 503,
+    ErrorCategory.TIMEOUT: 504,
+}
+
+
+def error_response(exc: ClientError) -> web.Response:
+    return web.Response(status=exc.status, body=exc.to_json(), headers=exc.headers, content_type="application/json")
+
+
+def client_error_for(failed: AllTargetsFailed) -> ClientError:
+    final = failed.final
+    tried = ", ".join(f"{a.provider}: {a.outcome}" for a in failed.attempts)
+    if final.type == "missing_api_key":
+        return ClientError(500, final.message, type="server_error", code="missing_api_key")
+    status = _STATUS.get(final.category, 502)
+    headers = {}
+    if final.retry_after is not None and status in (429, 503):
+        headers["Retry-After"] = str(max(1, math.ceil(final.retry_after)))
+    kind = "invalid_request_error" if status == 400 else "upstream_error"
+    return ClientError(
+        status,
+        f"{final.message} (attempts: {tried})",
+        type=kind,
+        code=final.code or final.category.value,
+        headers=headers,
+    )

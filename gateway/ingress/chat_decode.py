@@ -1,0 +1,190 @@
+"""Decode an OpenAI Chat Completions request into the canonical Request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from gateway.ingress import chat_wire as w
+from gateway.ingress.errors import invalid, json_path
+from gateway.ingress.reasoning_details import assistant_blocks
+from gateway.transcript.model import (
+    Block,
+    Image,
+    Message,
+    Request,
+    Role,
+    Text,
+    ToolCall,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolResult,
+    ToolSpec,
+)
+
+
+class DecodeStats:
+    """What decoding noticed that the metrics should count (unparseable echoed tokens)."""
+
+    __slots__ = ("ignored_tokens",)
+
+    def __init__(self) -> None:
+        self.ignored_tokens = 0
+
+
+def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
+    if not isinstance(body, dict):
+        raise invalid("request body must be a JSON object")
+    try:
+        wire = w.ChatCompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path = json_path(_field_loc(first["loc"]))
+        raise invalid(first["msg"], param=path or None) from None
+    if wire.n not in (None, 1):
+        raise invalid("only n=1 is supported", param="n")
+    stats = stats or DecodeStats()
+
+    system: list[str] = []
+    messages: list[Message] = []
+    for i, msg in enumerate(wire.messages):
+        where = f"messages[{i}]"
+        if isinstance(msg, w.SystemMessage):
+            system.append(_plain_text(msg.content, f"{where}.content"))
+        elif isinstance(msg, w.UserMessage):
+            messages.append(Message(Role.USER, _user_blocks(msg.content, f"{where}.content")))
+        elif isinstance(msg, w.AssistantMessage):
+            messages.append(Message(Role.ASSISTANT, _assistant(msg, where, stats)))
+        elif isinstance(msg, w.ToolMessage):
+            text, images = _tool_content(msg.content, f"{where}.content")
+            messages.append(Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images),)))
+        else:  # pragma: no cover - the discriminated union is closed
+            raise invalid("unsupported message role", param=f"{where}.role")
+
+    tools = tuple(
+        ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {"type": "object", "properties": {}})
+        for t in wire.tools or ()
+    )
+    names = {t.name for t in tools}
+    if len(names) != len(tools):
+        raise invalid("tool names must be unique", param="tools")
+
+    choice: ToolChoice | None = None
+    if isinstance(wire.tool_choice, str):
+        choice = ToolChoice(ToolChoiceMode(wire.tool_choice))
+    elif wire.tool_choice is not None:
+        name = wire.tool_choice.function.name
+        if name not in names:
+            raise invalid(f"tool_choice names unknown tool {name!r}", param="tool_choice.function.name")
+        choice = ToolChoice(ToolChoiceMode.TOOL, name)
+    if choice is not None and choice.mode is not ToolChoiceMode.NONE and not tools and choice.mode is not ToolChoiceMode.AUTO:
+        raise invalid("tool_choice requires tools", param="tool_choice")
+
+    stop = wire.stop
+    return Request(
+        model=wire.model,
+        messages=tuple(messages),
+        system="\n\n".join(s for s in system if s),
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=wire.parallel_tool_calls,
+        stream=wire.stream,
+        include_usage=bool(wire.stream_options and wire.stream_options.include_usage),
+        max_tokens=wire.max_completion_tokens or wire.max_tokens,
+        temperature=wire.temperature,
+        top_p=wire.top_p,
+        stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
+        reasoning_effort=wire.reasoning_effort,
+    )
+
+
+_ROLE_TAGS = frozenset({"system", "developer", "user", "assistant", "tool"})
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
+
+
+def _field_loc(loc: tuple) -> list:
+    """Pydantic error locations name union branches (the role tag, `str`, `TextPart`...);
+    clients want the JSON path of their own field."""
+    out: list = []
+    for part in loc:
+        if isinstance(part, str):
+            if part in _TYPE_NAMES or part[:1].isupper() or "[" in part:
+                continue
+            if part in _ROLE_TAGS and out and isinstance(out[-1], int) and out[:1] == ["messages"]:
+                continue
+        out.append(part)
+    return out
+
+
+def _plain_text(content: str | list, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    out = []
+    for j, part in enumerate(content):
+        if not isinstance(part, w.TextPart):
+            raise invalid(f"only text parts are allowed here, got {part.type!r}", param=f"{where}[{j}].type")
+        out.append(part.text)
+    return "".join(out)
+
+
+def _user_blocks(content: str | list, where: str) -> tuple[Block, ...]:
+    if isinstance(content, str):
+        return (Text(content),)
+    blocks: list[Block] = []
+    for j, part in enumerate(content):
+        if isinstance(part, w.TextPart):
+            blocks.append(Text(part.text))
+        elif isinstance(part, w.ImagePart):
+            blocks.append(Image(part.image_url.url, part.image_url.detail))
+        else:
+            raise invalid(f"content part type {part.type!r} is not supported", param=f"{where}[{j}].type")
+    return tuple(blocks)
+
+
+def _tool_content(content: str | list, where: str) -> tuple[str, tuple[Image, ...]]:
+    if isinstance(content, str):
+        return content, ()
+    texts: list[str] = []
+    images: list[Image] = []
+    for j, part in enumerate(content):
+        if isinstance(part, w.TextPart):
+            texts.append(part.text)
+        elif isinstance(part, w.ImagePart):
+            images.append(Image(part.image_url.url, part.image_url.detail))
+        else:
+            raise invalid(f"content part type {part.type!r} is not supported", param=f"{where}[{j}].type")
+    return "".join(texts), tuple(images)
+
+
+def _assistant(msg: w.AssistantMessage, where: str, stats: DecodeStats) -> tuple[Block, ...]:
+    content = msg.content
+    if isinstance(content, list):
+        text = "".join(p.text for p in content if isinstance(p, w.TextPart))
+    else:
+        text = content or ""
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for j, call in enumerate(msg.tool_calls or ()):
+        if call.id in seen:
+            raise invalid(f"duplicate tool call id {call.id!r}", param=f"{where}.tool_calls[{j}].id")
+        seen.add(call.id)
+        args = call.function.arguments
+        if args.strip():
+            try:
+                orjson.loads(args)
+            except orjson.JSONDecodeError:
+                raise invalid(
+                    "tool call arguments must be a JSON string", param=f"{where}.tool_calls[{j}].function.arguments"
+                ) from None
+        calls.append(ToolCall(call.id, call.function.name, args or "{}"))
+    try:
+        blocks, ignored = assistant_blocks(text, calls, msg.reasoning_content, msg.reasoning_details)
+    except ValueError as exc:
+        raise invalid(str(exc), param=f"{where}.reasoning_details") from None
+    stats.ignored_tokens += ignored
+    if not blocks:
+        raise invalid("assistant message needs content or tool_calls", param=f"{where}.content")
+    return blocks
+

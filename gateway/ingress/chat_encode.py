@@ -1,0 +1,178 @@
+"""Encode canonical answer events as OpenAI Chat Completions: `chat.completion.chunk` SSE for
+streaming clients, `chat.completion` JSON for the rest (a fold of the same events)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from gateway.ingress.reasoning_details import encode_details
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    Event,
+    Finish,
+    UpstreamError,
+    UsageUpdate,
+)
+from gateway.transcript.model import AssistantTurn, Reasoning, StopReason, Text, ToolCall, Usage
+
+FINISH_REASONS = {
+    StopReason.END_TURN: "stop",
+    StopReason.STOP_SEQUENCE: "stop",
+    StopReason.TOOL_CALLS: "tool_calls",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.CONTENT_FILTER: "content_filter",
+    StopReason.ERROR: "stop",
+}
+
+DONE = b"data: [DONE]\n\n"
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def error_json(error: UpstreamError) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": error.message,
+            "type": "upstream_error",
+            "param": None,
+            "code": error.category.value,
+        }
+    }
+
+
+class ChatStreamEncoder:
+    """Per-response state: block index -> message position and tool-call index."""
+
+    __slots__ = (
+        "_head", "_include_usage", "_position", "_tool_index", "_kinds", "_call_ids", "_reasoning", "_usage", "_finish"
+    )
+
+    def __init__(self, response_id: str, model: str, include_usage: bool) -> None:
+        created = int(time.time())
+        # every chunk shares these fields: render the prefix once
+        self._head = orjson.dumps({"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model})[:-1]
+        self._include_usage = include_usage
+        self._position: dict[int, int] = {}
+        self._tool_index: dict[int, int] = {}
+        self._kinds: dict[int, BlockKind] = {}
+        self._call_ids: dict[int, str] = {}
+        # reasoning text per block: a stateless client sends it back inside reasoning_details
+        self._reasoning: dict[int, list[str]] = {}
+        self._usage: Usage | None = None
+        self._finish: StopReason | None = None
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return b"data: " + self._head + b',"choices":' + orjson.dumps([choice]) + b"}\n\n"
+
+    def start(self) -> bytes:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def event(self, event: Event) -> bytes | None:
+        t = type(event)
+        if t is BlockDelta:
+            kind = self._kinds.get(event.index)
+            if kind is BlockKind.TEXT:
+                return self._chunk({"content": event.text}) if event.text else None
+            if kind is BlockKind.REASONING:
+                if not event.text:
+                    return None
+                self._reasoning[event.index].append(event.text)
+                return self._chunk({"reasoning_content": event.text})
+            if kind is BlockKind.TOOL_CALL:
+                if not event.text:
+                    return None
+                call = {"index": self._tool_index[event.index], "function": {"arguments": event.text}}
+                return self._chunk({"tool_calls": [call]})
+            return None
+        if t is BlockStart:
+            self._position[event.index] = len(self._position)
+            self._kinds[event.index] = event.kind
+            if event.kind is BlockKind.REASONING:
+                self._reasoning[event.index] = []
+            elif event.kind is BlockKind.TOOL_CALL:
+                self._call_ids[event.index] = event.id
+                index = self._tool_index[event.index] = len(self._tool_index)
+                call = {"index": index, "id": event.id, "type": "function", "function": {"name": event.name, "arguments": ""}}
+                return self._chunk({"tool_calls": [call]})
+            return None
+        if t is BlockStop:
+            if event.meta is None:
+                return None
+            kind = self._kinds.get(event.index)
+            position = self._position.get(event.index, 0)
+            if kind is BlockKind.REASONING:
+                block = Reasoning("".join(self._reasoning.get(event.index, ())), event.meta)
+            elif kind is BlockKind.TOOL_CALL:
+                block = ToolCall(self._call_ids.get(event.index, ""), "", "", event.meta)
+            else:
+                block = Text("", event.meta)
+            entries = encode_details([block])
+            for entry in entries:
+                entry["index"] = position
+            return self._chunk({"reasoning_details": entries}) if entries else None
+        if t is UsageUpdate:
+            self._usage = event.usage
+            return None
+        if t is Finish:
+            self._finish = event.stop_reason
+            return None
+        return None
+
+    def finish(self) -> bytes:
+        out = self._chunk({}, FINISH_REASONS[self._finish or StopReason.END_TURN])
+        if self._include_usage:
+            usage = usage_json(self._usage or Usage())
+            out += b"data: " + self._head + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
+        return out + DONE
+
+    def error(self, error: UpstreamError) -> bytes:
+        return b"data: " + orjson.dumps(error_json(error)) + b"\n\n"
+
+
+def completion_json(turn: AssistantTurn, response_id: str, model: str) -> bytes:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in turn.blocks:
+        t = type(block)
+        if t is Text:
+            texts.append(block.text)
+        elif t is Reasoning:
+            if block.text:
+                reasoning.append(block.text)
+        elif t is ToolCall:
+            calls.append({"id": block.id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}})
+        else:  # pragma: no cover - assistant turns hold only these kinds
+            raise TypeError(f"unexpected block in an assistant turn: {block!r}")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if reasoning:
+        message["reasoning_content"] = "\n\n".join(reasoning)
+    details = encode_details(turn.blocks)
+    if details:
+        message["reasoning_details"] = details
+    if calls:
+        message["tool_calls"] = calls
+    body = {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH_REASONS[turn.stop_reason]}],
+        "usage": usage_json(turn.usage),
+    }
+    return orjson.dumps(body)

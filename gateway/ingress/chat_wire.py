@@ -1,0 +1,121 @@
+"""Pydantic models of an OpenAI Chat Completions request as clients send it.
+
+Unknown top-level and message fields are tolerated (SDKs add new ones all the time); fields the
+gateway cannot honour are rejected with the JSON path of the problem.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class TextPart(_Wire):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(_Wire):
+    url: str
+    detail: str | None = None
+
+
+class ImagePart(_Wire):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class OtherPart(_Wire):
+    """Any other part type (input_audio, file, refusal...): decoded only to be refused by name."""
+
+    type: str
+
+
+UserPart = Union[TextPart, ImagePart, OtherPart]
+
+
+class FunctionCall(_Wire):
+    name: str
+    arguments: str = ""
+
+
+class ToolCallWire(_Wire):
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class SystemMessage(_Wire):
+    role: Literal["system", "developer"]
+    content: Union[str, list[UserPart]]
+
+
+class UserMessage(_Wire):
+    role: Literal["user"]
+    content: Union[str, list[UserPart]]
+
+
+class AssistantMessage(_Wire):
+    role: Literal["assistant"]
+    content: Union[str, list[UserPart], None] = None
+    tool_calls: list[ToolCallWire] | None = None
+    reasoning_content: str | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+    # LiteLLM's echo formats
+    thinking_blocks: list[dict[str, Any]] | None = None
+    provider_specific_fields: dict[str, Any] | None = None
+
+
+class ToolMessage(_Wire):
+    role: Literal["tool"]
+    tool_call_id: str = Field(min_length=1)
+    content: Union[str, list[UserPart]]
+
+
+Message = Annotated[Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage], Field(discriminator="role")]
+
+
+class FunctionSpec(_Wire):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolSpecWire(_Wire):
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class NamedFunction(_Wire):
+    name: str
+
+
+class NamedToolChoice(_Wire):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class StreamOptions(_Wire):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(_Wire):
+    model: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    tools: list[ToolSpecWire] | None = None
+    tool_choice: Union[Literal["auto", "none", "required"], NamedToolChoice, None] = None
+    parallel_tool_calls: bool | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    stop: Union[str, list[str], None] = None
+    n: int | None = Field(default=None, ge=1)

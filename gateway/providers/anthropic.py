@@ -1,0 +1,270 @@
+"""Anthropic Messages API (/v1/messages): request encoding, error classification and the
+adapter. Stream and body decoding live in anthropic_decode (the meta layouts are documented there
+and read back here when encoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
+from gateway.providers.base import (
+    EncodeError,
+    HttpRequest,
+    category_for_status,
+    join_url,
+    loads_or_none,
+    parse_arguments,
+    retry_after_header,
+)
+from gateway.transcript.events import ErrorCategory, Event, UpstreamError
+from gateway.transcript.model import (
+    Image,
+    Reasoning,
+    Request,
+    Role,
+    Text,
+    ToolCall,
+    ToolChoiceMode,
+    ToolResult,
+)
+from gateway.transcript.target import Capabilities, Target, ToolIdRule
+
+KIND = "anthropic"
+API_VERSION = "2023-06-01"
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
+# max_tokens is required by the API; with thinking it must also exceed budget_tokens, so the
+# default leaves this much room for the answer on top of the budget
+DEFAULT_MAX_TOKENS = 8192
+MIN_THINKING_BUDGET = 1024  # the API rejects smaller budgets
+EFFORT_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32768}
+# with thinking on the API accepts top_p only in [0.95, 1] and rejects any temperature
+MIN_TOP_P_WITH_THINKING = 0.95
+
+CAPABILITIES = Capabilities(
+    tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="toolu_"),
+    reasoning_replay=True,
+    signed_thinking_for_tool_loop=True,
+)
+
+# lower-cased fragments of 400 messages (PROVIDERS.md) that rejection recovery acts on
+CONTINUITY_MARKERS = (
+    "invalid `signature`",
+    "must start with a thinking block",
+    "cannot be modified",
+    "first block must be thinking",
+    "cannot contain `thinking`",
+    "final block in an assistant message cannot be `thinking`",
+)
+PAIRING_MARKERS = (
+    "`tool_use` ids were found without `tool_result`",
+    "unexpected `tool_use_id`",
+    "`tool_use` ids must be unique",
+)
+MAX_ERROR_TEXT = 1000
+
+
+# -- request -----------------------------------------------------------------------------------
+
+
+def thinking_budget(request: Request, target: Target) -> int | None:
+    """Budget tokens for this request: a client's effort overrides the target's budget, and
+    effort "none" turns thinking off."""
+    effort = request.reasoning_effort
+    if effort is None:
+        return target.thinking_budget or None
+    if effort == "none":
+        return None
+    budget = EFFORT_BUDGETS.get(effort)
+    if budget is None:
+        raise EncodeError(f"unknown reasoning_effort {effort!r}")
+    return budget
+
+
+def _image(image: Image) -> dict[str, Any]:
+    if image.url.startswith("data:"):
+        header, sep, data = image.url[5:].partition(",")
+        media_type, _, encoding = header.partition(";")
+        if not sep or encoding != "base64" or not media_type:
+            raise EncodeError("image data URL must be base64 with a media type")
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": image.url}}
+
+
+def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
+    meta = block.meta
+    if meta is None or not target.owns(meta):
+        raise EncodeError("reasoning without this target's continuity reached the Anthropic encoder")
+    data = meta.data
+    signature = data.get("signature")
+    if signature:
+        return {"type": "thinking", "thinking": block.text, "signature": signature}
+    redacted = data.get("redacted")
+    if redacted:
+        return {"type": "redacted_thinking", "data": redacted}
+    raise EncodeError("Anthropic reasoning meta holds neither a signature nor redacted data")
+
+
+def _tool_result(block: ToolResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
+    if block.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": block.content}] if block.content else []
+        parts.extend(_image(image) for image in block.images)
+        out["content"] = parts
+    elif block.content:
+        out["content"] = block.content
+    if block.is_error:
+        out["is_error"] = True
+    return out
+
+
+def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | None:
+    """One canonical block as an Anthropic content block; None for empty text, which the API
+    rejects and which carries nothing."""
+    match block:
+        case Text(text=text):
+            return {"type": "text", "text": text} if text else None
+        case Image() if not assistant:
+            return _image(block)
+        case ToolResult() if not assistant:
+            return _tool_result(block)
+        case ToolCall(id=call_id, name=name, arguments=arguments) if assistant:
+            return {"type": "tool_use", "id": call_id, "name": name, "input": parse_arguments(arguments)}
+        case Reasoning() if assistant:
+            return _reasoning(block, target)
+        case _:
+            side = "assistant" if assistant else "user"
+            raise EncodeError(f"{type(block).__name__} block cannot appear in an Anthropic {side} message")
+
+
+def _messages(request: Request, target: Target) -> list[dict[str, Any]]:
+    """Alternating user/assistant messages: tool messages become user messages and consecutive
+    same-role messages merge, tool results first (the API wants them before any user text)."""
+    merged: list[tuple[str, list[dict[str, Any]]]] = []
+    for message in request.messages:
+        assistant = message.role is Role.ASSISTANT
+        role = "assistant" if assistant else "user"
+        content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(content)
+        else:
+            merged.append((role, content))
+    out: list[dict[str, Any]] = []
+    for n, (role, content) in enumerate(merged):
+        if not content:
+            raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
+        if role == "user":
+            content.sort(key=lambda b: b["type"] != "tool_result")  # stable: order kept within groups
+        out.append({"role": role, "content": content})
+    return out
+
+
+def _tool_choice(request: Request) -> dict[str, Any] | None:
+    choice = request.tool_choice
+    if choice is None and request.parallel_tool_calls is not False:
+        return None
+    mode = choice.mode if choice is not None else ToolChoiceMode.AUTO
+    if mode is ToolChoiceMode.NONE:
+        return {"type": "none"}
+    if mode is ToolChoiceMode.TOOL:
+        name = choice.name if choice is not None else None
+        if not name:
+            raise EncodeError("tool_choice TOOL needs a tool name")
+        out: dict[str, Any] = {"type": "tool", "name": name}
+    elif mode is ToolChoiceMode.REQUIRED:
+        out = {"type": "any"}
+    else:
+        out = {"type": "auto"}
+    if request.parallel_tool_calls is False:
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    budget = thinking_budget(request, target)
+    max_tokens = request.max_tokens
+    if budget is not None:
+        if max_tokens is None:
+            max_tokens = budget + DEFAULT_MAX_TOKENS
+        elif budget >= max_tokens:
+            # the client's limit covers thinking too: shrink the budget to fit under it
+            budget = max_tokens - 1 if max_tokens - 1 >= MIN_THINKING_BUDGET else None
+    elif max_tokens is None:
+        max_tokens = DEFAULT_MAX_TOKENS
+
+    body: dict[str, Any] = {"model": target.model, "max_tokens": max_tokens}
+    if request.system:
+        body["system"] = request.system
+    body["messages"] = _messages(request, target)
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+            if t.description
+            else {"name": t.name, "input_schema": dict(t.parameters)}
+            for t in request.tools
+        ]
+        choice = _tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
+    headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
+    if budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        headers["anthropic-beta"] = INTERLEAVED_THINKING_BETA
+        if request.top_p is not None and request.top_p >= MIN_TOP_P_WITH_THINKING:
+            body["top_p"] = request.top_p
+    else:
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    body["stream"] = request.stream
+    return HttpRequest(join_url(target.base_url, "/v1/messages"), headers, orjson.dumps(body))
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+    parsed = loads_or_none(body)
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        etype = str(error.get("type") or "")
+        message = str(error.get("message") or etype or f"HTTP {status}")
+    else:
+        etype = ""
+        message = body[:MAX_ERROR_TEXT].decode("utf-8", "replace").strip() or f"HTTP {status}"
+    category = ERROR_TYPES.get(etype) or category_for_status(status)
+    if category is ErrorCategory.INVALID_REQUEST:
+        lowered = message.lower()
+        if any(marker in lowered for marker in PAIRING_MARKERS):
+            category = ErrorCategory.PAIRING
+        elif any(marker in lowered for marker in CONTINUITY_MARKERS):
+            category = ErrorCategory.CONTINUITY
+    return UpstreamError(
+        category, redact(message), status=status, type=etype, retry_after=retry_after_header(headers)
+    )
+
+
+class AnthropicAdapter:
+    kind = KIND
+    capabilities = CAPABILITIES
+
+    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
+        return encode_request(request, target, api_key)
+
+    def stream_decoder(self, target: Target) -> AnthropicStreamDecoder:
+        return AnthropicStreamDecoder(target)
+
+    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+        return decode_response(body, target)
+
+    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+        return classify_error(status, headers, body)
+
+
+ADAPTER = AnthropicAdapter()

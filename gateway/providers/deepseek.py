@@ -1,0 +1,36 @@
+"""DeepSeek chat completions: OpenAI-shaped, with `reasoning_content` that thinking mode wants
+back on every assistant turn that made tool calls."""
+
+from __future__ import annotations
+
+from gateway.providers.openai_compat import (
+    OPENAI_ERROR_MESSAGES,
+    OPENAI_ERROR_TYPES,
+    ChatAdapter,
+    ChatDialect,
+    ReasoningReplay,
+)
+from gateway.transcript.events import ErrorCategory
+from gateway.transcript.target import Capabilities, ToolIdRule
+
+CAPABILITIES = Capabilities(
+    tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
+    reasoning_replay=True,
+    reasoning_content_on_tool_turns=True,
+)
+
+DIALECT = ChatDialect(
+    kind="deepseek",
+    capabilities=CAPABILITIES,
+    reasoning_replay=ReasoningReplay.FIELD,
+    cache_read_paths=(("prompt_cache_hit_tokens",), ("prompt_tokens_details", "cached_tokens")),
+    error_messages=(
+        ("missing reasoning_content field", ErrorCategory.CONTINUITY),
+        ("reasoning_content in the thinking mode must be passed back", ErrorCategory.CONTINUITY),
+        ("insufficient balance", ErrorCategory.QUOTA),  # HTTP 402
+        *OPENAI_ERROR_MESSAGES,
+    ),
+    error_types=OPENAI_ERROR_TYPES,
+)
+
+ADAPTER = ChatAdapter(DIALECT)

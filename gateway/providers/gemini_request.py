@@ -1,0 +1,276 @@
+"""Gemini request encoding: canonical Request -> generateContent body, with each owned
+thoughtSignature put back on the part it came from and tool schemas cut down to the OpenAPI
+subset Gemini accepts."""
+
+from __future__ import annotations
+
+import mimetypes
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import orjson
+
+from gateway.providers.base import EncodeError, HttpRequest, join_url, parse_arguments, tool_call_names
+from gateway.transcript.model import (
+    Continuity,
+    Image,
+    Reasoning,
+    Request,
+    Role,
+    Text,
+    ToolCall,
+    ToolChoiceMode,
+    ToolResult,
+    ToolSpec,
+)
+from gateway.transcript.target import Target
+
+SIGNATURE = "thought_signature"  # key of the signature in Continuity.data
+
+THINKING_LEVELS: Mapping[str, str] = MappingProxyType(
+    {"none": "low", "minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "high"}
+)
+
+FUNCTION_CALLING_MODES: Mapping[ToolChoiceMode, str] = MappingProxyType(
+    {
+        ToolChoiceMode.AUTO: "AUTO",
+        ToolChoiceMode.NONE: "NONE",
+        ToolChoiceMode.REQUIRED: "ANY",
+        ToolChoiceMode.TOOL: "ANY",
+    }
+)
+
+# The OpenAPI-subset keys Gemini's function `parameters` accept; everything else (JSON-schema
+# extras such as additionalProperties, $schema, examples) makes the API reject the request.
+SCHEMA_KEYS = frozenset(
+    [
+        "type",
+        "format",
+        "title",
+        "description",
+        "nullable",
+        "enum",
+        "maxItems",
+        "minItems",
+        "properties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "example",
+        "anyOf",
+        "propertyOrdering",
+        "default",
+        "items",
+        "minimum",
+        "maximum",
+    ]
+)
+
+_REF_PREFIXES = ("#/$defs/", "#/definitions/")
+
+
+def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    names = tool_call_names(request)
+    contents: list[dict[str, Any]] = []
+    results_turn: list[dict[str, Any]] | None = None  # parts of the function-response turn being built
+    for position, message in enumerate(request.messages):
+        try:
+            if message.role is Role.TOOL:
+                parts = [_function_response(block, names) for block in message.blocks]
+                if results_turn is not None:
+                    # results of one step answer one function-call turn: they share ONE user turn
+                    results_turn.extend(parts)
+                    continue
+                results_turn = parts
+                contents.append({"role": "user", "parts": parts})
+                continue
+            results_turn = None
+            if message.role is Role.USER:
+                parts = [_user_part(block) for block in message.blocks]
+                role = "user"
+            elif message.role is Role.ASSISTANT:
+                parts = [_model_part(block, target) for block in message.blocks]
+                role = "model"
+            else:  # pragma: no cover - Role is closed
+                raise EncodeError(f"unknown role {message.role!r}")
+        except EncodeError as exc:
+            raise EncodeError(f"messages[{position}]: {exc}") from None
+        parts = [p for p in parts if p is not None]
+        if parts:  # an empty message says nothing, and Gemini rejects a content without parts
+            contents.append({"role": role, "parts": parts})
+    body: dict[str, Any] = {"contents": contents}
+    if request.system:
+        body["systemInstruction"] = {"parts": [{"text": request.system}]}
+    if request.tools:
+        body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in request.tools]}]
+    if request.tool_choice is not None:
+        config: dict[str, Any] = {"mode": FUNCTION_CALLING_MODES[request.tool_choice.mode]}
+        if request.tool_choice.mode is ToolChoiceMode.TOOL:
+            if not request.tool_choice.name:
+                raise EncodeError("tool_choice names no tool")
+            config["allowedFunctionNames"] = [request.tool_choice.name]
+        body["toolConfig"] = {"functionCallingConfig": config}
+    generation = _generation_config(request, target)
+    if generation:
+        body["generationConfig"] = generation
+    model = quote(target.model.removeprefix("models/"), safe="-._~")
+    if request.stream:
+        path = f"/v1beta/models/{model}:streamGenerateContent?alt=sse"
+    else:
+        path = f"/v1beta/models/{model}:generateContent"
+    # the key goes in a header only: URLs end up in logs and proxies
+    headers = {"x-goog-api-key": api_key, "Content-Type": "application/json"}
+    return HttpRequest(join_url(target.base_url, path), headers, orjson.dumps(body))
+
+
+def _generation_config(request: Request, target: Target) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        config["maxOutputTokens"] = request.max_tokens
+    if request.temperature is not None:
+        config["temperature"] = request.temperature
+    if request.top_p is not None:
+        config["topP"] = request.top_p
+    if request.stop:
+        config["stopSequences"] = list(request.stop)
+    effort = request.reasoning_effort or target.reasoning_effort
+    if target.thinking_budget is not None:
+        config["thinkingConfig"] = {"thinkingBudget": target.thinking_budget, "includeThoughts": True}
+    elif effort:
+        level = THINKING_LEVELS.get(effort)
+        if level is None:
+            raise EncodeError(f"unknown reasoning_effort {effort!r}")
+        config["thinkingConfig"] = {"thinkingLevel": level, "includeThoughts": True}
+    return config
+
+
+def _owned_signature(meta: Continuity | None, target: Target) -> str | None:
+    if meta is None or not target.owns(meta):
+        return None
+    return meta.data.get(SIGNATURE) or None
+
+
+def _model_part(block: object, target: Target) -> dict[str, Any] | None:
+    t = type(block)
+    if t is Text:
+        signature = _owned_signature(block.meta, target)
+        if signature is None:
+            return {"text": block.text} if block.text else None
+        return {"text": block.text, "thoughtSignature": signature}
+    if t is ToolCall:
+        args = parse_arguments(block.arguments)
+        if type(args) is not dict:
+            raise EncodeError(f"tool call {block.id!r}: Gemini takes an arguments object")
+        call: dict[str, Any] = {"name": block.name, "args": args}
+        if block.id:
+            call["id"] = block.id
+        part: dict[str, Any] = {"functionCall": call}
+        signature = _owned_signature(block.meta, target)
+        if signature is not None:
+            part["thoughtSignature"] = signature
+        return part
+    if t is Reasoning:
+        if not target.owns(block.meta):
+            raise EncodeError("reasoning from another issuer reached the encoder (repair must drop it)")
+        part = {"text": block.text, "thought": True}
+        signature = _owned_signature(block.meta, target)
+        if signature is not None:
+            part["thoughtSignature"] = signature
+        return part
+    if t is Image or t is ToolResult:
+        raise EncodeError(f"a model turn cannot hold a {t.__name__} block")
+    raise EncodeError(f"unsupported block {t.__name__}")
+
+
+def _user_part(block: object) -> dict[str, Any] | None:
+    t = type(block)
+    if t is Text:
+        return {"text": block.text} if block.text else None
+    if t is Image:
+        return _image_part(block)
+    raise EncodeError(f"a user message cannot hold a {t.__name__} block")
+
+
+def _image_part(image: Image) -> dict[str, Any]:
+    url = image.url
+    if url.startswith("data:"):
+        header, sep, data = url[5:].partition(",")
+        mime, _, encoding = header.partition(";")
+        if not sep or encoding != "base64" or not mime:
+            raise EncodeError("image data URLs must be base64 with a media type")
+        return {"inlineData": {"mimeType": mime, "data": data}}
+    mime, _ = mimetypes.guess_type(urlsplit(url).path)
+    if mime is None:
+        raise EncodeError(f"cannot tell the media type of image {url!r}; send it as a data URL")
+    return {"fileData": {"mimeType": mime, "fileUri": url}}
+
+
+def _function_response(block: object, names: Mapping[str, str]) -> dict[str, Any]:
+    if type(block) is not ToolResult:
+        raise EncodeError(f"a tool message holds a {type(block).__name__} block")
+    if block.images:
+        raise EncodeError("Gemini function responses cannot carry images here")
+    name = names.get(block.call_id)
+    if name is None:
+        raise EncodeError(f"tool result {block.call_id!r} answers no tool call in the transcript")
+    response = {"error": block.content} if block.is_error else {"content": block.content}
+    return {"functionResponse": {"name": name, "id": block.call_id, "response": response}}
+
+
+def _declaration(tool: ToolSpec) -> dict[str, Any]:
+    declaration: dict[str, Any] = {"name": tool.name, "description": tool.description}
+    schema = tool.parameters
+    # Gemini rejects an OBJECT schema without properties: a tool without arguments has none
+    if schema and (schema.get("properties") or schema.get("type") != "object"):
+        declaration["parameters"] = gemini_schema(schema)
+    return declaration
+
+
+def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON schema in the OpenAPI subset Gemini accepts: local `$ref`s inlined, `oneOf` as
+    `anyOf`, `type: [x, "null"]` as `nullable`, `const` as a one-value enum, the rest of the
+    unsupported keys removed."""
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    return _schema(schema, defs, ())
+
+
+def _schema(node: Mapping[str, Any], defs: Mapping[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+    if type(node) is not dict:
+        raise EncodeError("tool parameter schemas must be objects")
+    ref = node.get("$ref")
+    if ref is not None:
+        name = next((ref[len(p) :] for p in _REF_PREFIXES if ref.startswith(p)), None)
+        if name is None or name not in defs:
+            raise EncodeError(f"tool parameter schema $ref {ref!r} cannot be resolved")
+        if name in seen:
+            raise EncodeError(f"tool parameter schema $ref {ref!r} is recursive; Gemini cannot express it")
+        resolved = _schema(defs[name], defs, (*seen, name))
+        # sibling keys of a $ref (description, ...) refine the referenced schema
+        siblings = _schema({k: v for k, v in node.items() if k != "$ref"}, defs, seen)
+        return {**resolved, **siblings}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _schema(sub, defs, seen) for name, sub in value.items()}
+        elif key == "items":
+            out[key] = _schema(value, defs, seen)
+        elif key == "anyOf" or key == "oneOf":
+            out["anyOf"] = [_schema(sub, defs, seen) for sub in value]
+        elif key == "type" and type(value) is list:
+            kinds = [k for k in value if k != "null"]
+            if len(kinds) != len(value):
+                out["nullable"] = True
+            if len(kinds) == 1:
+                out["type"] = kinds[0]
+            elif kinds:
+                out["anyOf"] = [{"type": k} for k in kinds]
+        elif key == "const":
+            out["enum"] = [value]
+        elif key in SCHEMA_KEYS:
+            out[key] = value
+    return out

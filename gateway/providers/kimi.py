@@ -1,0 +1,45 @@
+"""Moonshot Kimi chat completions: OpenAI-shaped, `functions.{name}:{idx}` tool ids, and
+`reasoning_content` required on tool-call turns of thinking models."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from gateway.providers.openai_compat import (
+    OPENAI_ERROR_MESSAGES,
+    OPENAI_ERROR_TYPES,
+    ChatAdapter,
+    ChatDialect,
+    ReasoningReplay,
+)
+from gateway.transcript.events import ErrorCategory
+from gateway.transcript.target import Capabilities, ToolIdRule
+
+CAPABILITIES = Capabilities(
+    tool_ids=ToolIdRule(pattern=r"^functions\.[\w-]+:\d+$", max_len=128, style="kimi"),
+    reasoning_replay=True,
+    reasoning_content_on_tool_turns=True,
+)
+
+DIALECT = ChatDialect(
+    kind="kimi",
+    capabilities=CAPABILITIES,
+    reasoning_replay=ReasoningReplay.FIELD,
+    tool_message_name=True,  # Moonshot's tool-call guide sends the function name back
+    # Kimi reports cached tokens at the top level of usage (and in prompt_tokens_details)
+    cache_read_paths=(("cached_tokens",), ("prompt_tokens_details", "cached_tokens")),
+    error_messages=(
+        ("reasoning_content is missing", ErrorCategory.CONTINUITY),
+        *OPENAI_ERROR_MESSAGES,
+    ),
+    error_types=MappingProxyType(
+        {
+            **OPENAI_ERROR_TYPES,
+            "rate_limit_reached_error": ErrorCategory.RATE_LIMIT,
+            "engine_overloaded_error": ErrorCategory.OVERLOADED,
+            "exceeded_current_quota_error": ErrorCategory.QUOTA,
+        }
+    ),
+)
+
+ADAPTER = ChatAdapter(DIALECT)

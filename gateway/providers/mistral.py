@@ -1,0 +1,30 @@
+"""Mistral chat completions: OpenAI-like, 9-character tool ids, whole tool calls per chunk, and
+reasoning as `thinking` chunks inside a content array."""
+
+from __future__ import annotations
+
+from gateway.providers.openai_compat import OPENAI_ERROR_TYPES, ChatAdapter, ChatDialect, ReasoningReplay
+from gateway.transcript.events import ErrorCategory
+from gateway.transcript.target import Capabilities, ToolIdRule
+
+CAPABILITIES = Capabilities(
+    tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9]{9}$", max_len=9, style="alnum9"),
+    reasoning_replay=True,
+    user_after_tool_forbidden=True,
+)
+
+DIALECT = ChatDialect(
+    kind="mistral",
+    capabilities=CAPABILITIES,
+    stream_usage_option=False,  # Mistral sends usage on the finish chunk and has no stream_options
+    reasoning_replay=ReasoningReplay.THINKING_CHUNKS,
+    tool_message_name=True,
+    error_messages=(
+        ("tool call id was", ErrorCategory.PAIRING),
+        ("unexpected role", ErrorCategory.PAIRING),
+        ("not the same number of function calls and responses", ErrorCategory.PAIRING),
+    ),
+    error_types=OPENAI_ERROR_TYPES,
+)
+
+ADAPTER = ChatAdapter(DIALECT)

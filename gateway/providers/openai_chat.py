@@ -1,0 +1,30 @@
+"""OpenAI Chat Completions (and Azure OpenAI chat) as a dialect of the shared chat codec."""
+
+from __future__ import annotations
+
+from gateway.providers.openai_compat import (
+    OPENAI_ERROR_MESSAGES,
+    OPENAI_ERROR_TYPES,
+    ChatAdapter,
+    ChatDialect,
+    ReasoningReplay,
+)
+from gateway.transcript.target import Capabilities, ToolIdRule
+
+CAPABILITIES = Capabilities(
+    # chat tool-call ids are free-form strings; the API caps them at 40 characters
+    tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,40}$", max_len=40, style="prefixed", prefix="call_"),
+    reasoning_replay=False,
+)
+
+DIALECT = ChatDialect(
+    kind="openai_chat",
+    capabilities=CAPABILITIES,
+    max_tokens_field="max_completion_tokens",  # max_tokens is rejected by reasoning models
+    sends_reasoning_effort=True,
+    reasoning_replay=ReasoningReplay.NONE,
+    error_messages=OPENAI_ERROR_MESSAGES,
+    error_types=OPENAI_ERROR_TYPES,
+)
+
+ADAPTER = ChatAdapter(DIALECT)

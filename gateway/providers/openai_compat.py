@@ -1,0 +1,290 @@
+"""The Chat Completions codec shared by the OpenAI-style family (openai_chat, mistral, kimi,
+deepseek). Each member differs only in data: a `ChatDialect` declared in its own module. Nothing
+here branches on provider kind.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+from gateway.providers.base import EncodeError, HttpRequest, join_url, loads_or_none, tool_call_names
+from gateway.providers.openai_compat_decode import ChatStreamDecoder, classify_payload
+from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
+from gateway.transcript.model import (
+    Image,
+    Message,
+    Reasoning,
+    Request,
+    Role,
+    Text,
+    ToolCall,
+    ToolChoiceMode,
+    ToolResult,
+)
+from gateway.transcript.target import Capabilities, Target
+
+
+class ReasoningReplay(str, enum.Enum):
+    """How a dialect takes its own earlier reasoning back on an assistant message."""
+
+    NONE = "none"  # the API has no input field for reasoning (OpenAI chat)
+    FIELD = "field"  # `reasoning_content` string on the message (DeepSeek, Kimi)
+    THINKING_CHUNKS = "thinking_chunks"  # content array with {type: thinking} chunks (Mistral)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDialect:
+    """Everything that distinguishes one Chat Completions dialect from another."""
+
+    kind: str
+    capabilities: Capabilities
+    max_tokens_field: str = "max_tokens"
+    stream_usage_option: bool = True  # accepts stream_options.include_usage
+    sends_reasoning_effort: bool = False
+    reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
+    tool_message_name: bool = False  # tool messages carry the function name
+    error_result_prefix: str = "Error: "
+    # where the usage object reports cached prompt tokens, first match wins
+    cache_read_paths: tuple[tuple[str, ...], ...] = (("prompt_tokens_details", "cached_tokens"),)
+    # (lower-case message fragment, category) refinements of 4xx / in-stream errors
+    error_messages: tuple[tuple[str, ErrorCategory], ...] = ()
+    # provider error `type` / `code` value -> category, for any status
+    error_types: Mapping[str, ErrorCategory] = field(default_factory=dict)
+
+
+# The OpenAI wire format's own rejection texts; every dialect of the family can answer with them.
+OPENAI_ERROR_MESSAGES: tuple[tuple[str, ErrorCategory], ...] = (
+    ("must be followed by tool messages", ErrorCategory.PAIRING),
+    ("must be a response to a preceeding message with 'tool_calls'", ErrorCategory.PAIRING),
+    ("must be a response to a preceding message with 'tool_calls'", ErrorCategory.PAIRING),
+    ("not found in 'tool_calls' of previous message", ErrorCategory.PAIRING),
+)
+OPENAI_ERROR_TYPES: Mapping[str, ErrorCategory] = MappingProxyType(
+    {
+        "insufficient_quota": ErrorCategory.QUOTA,
+        "rate_limit_exceeded": ErrorCategory.RATE_LIMIT,
+        "server_is_overloaded": ErrorCategory.OVERLOADED,
+        "context_length_exceeded": ErrorCategory.TOO_LARGE,
+        "invalid_api_key": ErrorCategory.AUTH,
+    }
+)
+
+_TOOL_CHOICE_WORDS = {
+    ToolChoiceMode.AUTO: "auto",
+    ToolChoiceMode.NONE: "none",
+    ToolChoiceMode.REQUIRED: "required",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# request encoding
+
+
+class ChatEncoder:
+    def __init__(self, dialect: ChatDialect) -> None:
+        self.dialect = dialect
+
+    def encode(self, request: Request, target: Target, api_key: str) -> HttpRequest:
+        d = self.dialect
+        names = tool_call_names(request) if d.tool_message_name else {}
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        for position, message in enumerate(request.messages):
+            try:
+                self._message(message, target, names, messages)
+            except EncodeError as exc:
+                raise EncodeError(f"messages[{position}]: {exc}") from None
+        body: dict[str, Any] = {"model": target.model, "messages": messages}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice.mode is ToolChoiceMode.TOOL:
+                if not choice.name:
+                    raise EncodeError("tool_choice names no tool")
+                body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+            else:
+                body["tool_choice"] = _TOOL_CHOICE_WORDS[choice.mode]
+        if request.parallel_tool_calls is not None and request.tools:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+        if request.max_tokens is not None:
+            body[d.max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.stop:
+            body["stop"] = list(request.stop)
+        effort = request.reasoning_effort or target.reasoning_effort
+        if d.sends_reasoning_effort and effort:
+            body["reasoning_effort"] = effort
+        headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        if request.stream:
+            body["stream"] = True
+            if d.stream_usage_option:
+                body["stream_options"] = {"include_usage": True}
+            headers["Accept"] = "text/event-stream"
+        return HttpRequest(join_url(target.base_url, "/chat/completions"), headers, orjson.dumps(body))
+
+    def _message(
+        self, message: Message, target: Target, names: dict[str, str], out: list[dict[str, Any]]
+    ) -> None:
+        role = message.role
+        if role is Role.USER:
+            out.append({"role": "user", "content": _user_content(message)})
+        elif role is Role.ASSISTANT:
+            out.append(self._assistant(message, target))
+        elif role is Role.TOOL:
+            for block in message.blocks:
+                if type(block) is not ToolResult:
+                    raise EncodeError(f"a tool message holds a {type(block).__name__} block")
+                if block.images:
+                    raise EncodeError("Chat Completions tool messages cannot carry images")
+                content = (
+                    self.dialect.error_result_prefix + block.content if block.is_error else block.content
+                )
+                tool_msg: dict[str, Any] = {"role": "tool", "tool_call_id": block.call_id, "content": content}
+                if self.dialect.tool_message_name:
+                    name = names.get(block.call_id)
+                    if name is None:
+                        raise EncodeError(
+                            f"tool result {block.call_id!r} answers no tool call in the transcript"
+                        )
+                    tool_msg["name"] = name
+                out.append(tool_msg)
+        else:  # pragma: no cover - Role is closed
+            raise EncodeError(f"unknown role {role!r}")
+
+    def _assistant(self, message: Message, target: Target) -> dict[str, Any]:
+        replay = self.dialect.reasoning_replay
+        texts: list[str] = []
+        reasoning: list[str] = []
+        chunks: list[dict[str, Any]] = []  # THINKING_CHUNKS: the content array in block order
+        calls: list[dict[str, Any]] = []
+        for block in message.blocks:
+            t = type(block)
+            if t is Text:
+                texts.append(block.text)
+                if block.text:
+                    chunks.append({"type": "text", "text": block.text})
+            elif t is ToolCall:
+                calls.append(
+                    {
+                        "id": block.id,
+                        "type": "function",
+                        "function": {"name": block.name, "arguments": block.arguments or "{}"},
+                    }
+                )
+            elif t is Reasoning:
+                if not target.owns(block.meta):
+                    raise EncodeError(
+                        "reasoning from another issuer reached the encoder (repair must drop it)"
+                    )
+                reasoning.append(block.text)
+                chunks.append({"type": "thinking", "thinking": [{"type": "text", "text": block.text}]})
+            elif t is Image or t is ToolResult:
+                raise EncodeError(f"an assistant message cannot hold a {t.__name__} block")
+            else:
+                raise EncodeError(f"unsupported block {t.__name__}")
+        out: dict[str, Any] = {"role": "assistant"}
+        text = "".join(texts)
+        if replay is ReasoningReplay.THINKING_CHUNKS and reasoning:
+            out["content"] = chunks
+        else:
+            # NONE: OpenAI chat has no reasoning input; its capabilities say it replays nothing
+            out["content"] = text if text or not calls else None
+        # thinking-mode APIs reject a tool-call turn without reasoning_content, even an empty one
+        tool_turn_needs_it = bool(calls) and self.dialect.capabilities.reasoning_content_on_tool_turns
+        if replay is ReasoningReplay.FIELD and (reasoning or tool_turn_needs_it):
+            out["reasoning_content"] = "".join(reasoning)
+        if calls:
+            out["tool_calls"] = calls
+        return out
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    plain = True
+    for block in message.blocks:
+        t = type(block)
+        if t is Text:
+            parts.append({"type": "text", "text": block.text})
+        elif t is Image:
+            plain = False
+            image: dict[str, Any] = {"url": block.url}
+            if block.detail:
+                image["detail"] = block.detail
+            parts.append({"type": "image_url", "image_url": image})
+        else:
+            raise EncodeError(f"a user message cannot hold a {t.__name__} block")
+    if plain:
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+# --------------------------------------------------------------------------------------------
+# the adapter
+
+
+class ChatAdapter:
+    """A ProviderAdapter for one Chat Completions dialect."""
+
+    def __init__(self, dialect: ChatDialect) -> None:
+        self.dialect = dialect
+        self.kind = dialect.kind
+        self.capabilities = dialect.capabilities
+        self._encoder = ChatEncoder(dialect)
+
+    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
+        return self._encoder.encode(request, target, api_key)
+
+    def stream_decoder(self, target: Target) -> ChatStreamDecoder:
+        return ChatStreamDecoder(target, self.dialect)
+
+    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+        # a complete message has the shape of one big delta: decode it as a one-chunk stream
+        decoder = ChatStreamDecoder(target, self.dialect)
+        out: list[Event] = []
+        payload = loads_or_none(body)
+        if type(payload) is not dict:
+            return [
+                StreamError(
+                    UpstreamError(ErrorCategory.PROTOCOL, "upstream response body is not a JSON object")
+                )
+            ]
+        try:
+            decoder.on_chunk(payload, "message", out)
+        except (AttributeError, TypeError) as exc:
+            return [StreamError(UpstreamError(ErrorCategory.PROTOCOL, f"malformed response body: {exc}"))]
+        decoder.end_body(out)
+        return out
+
+    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+        payload = loads_or_none(body)
+        if type(payload) is dict:
+            error = payload.get("error")
+            if error is None and (payload.get("object") == "error" or "message" in payload):
+                error = payload  # Mistral's flat error body
+            if error is None and "detail" in payload:
+                error = {"message": payload["detail"]}
+        else:
+            text = body.decode("utf-8", "replace").strip() if body else ""
+            error = {"message": text[:500]} if text else None
+        return classify_payload(self.dialect, status, error or {}, headers)

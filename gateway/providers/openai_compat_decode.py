@@ -1,0 +1,286 @@
+"""Decoding what a Chat Completions dialect sends back: SSE streams, whole bodies (decoded as a
+one-chunk stream), and error objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from gateway.providers.base import SSEStreamDecoder, category_for_status, loads_or_none, retry_after_header
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    ErrorCategory,
+    Event,
+    Finish,
+    MessageStart,
+    StreamError,
+    UpstreamError,
+    UsageUpdate,
+)
+from gateway.transcript.model import StopReason, Usage
+from gateway.transcript.target import Target
+
+if TYPE_CHECKING:
+    from gateway.providers.openai_compat import ChatDialect
+
+FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(
+    {
+        "stop": StopReason.END_TURN,
+        "tool_calls": StopReason.TOOL_CALLS,
+        "function_call": StopReason.TOOL_CALLS,
+        "length": StopReason.MAX_TOKENS,
+        "model_length": StopReason.MAX_TOKENS,
+        "content_filter": StopReason.CONTENT_FILTER,
+        "error": StopReason.ERROR,
+        "insufficient_system_resource": StopReason.ERROR,
+    }
+)
+
+
+class ChatStreamDecoder(SSEStreamDecoder):
+    """`data: {chunk}` events closed by `data: [DONE]`. The finish_reason chunk closes the blocks;
+    usage (which OpenAI sends after it, in a `choices: []` chunk) and Finish are emitted at [DONE]."""
+
+    def __init__(self, target: Target, dialect: ChatDialect) -> None:
+        super().__init__(target)
+        self.dialect = dialect
+        self._started = False
+        self._next = 0
+        self._text: int | None = None
+        self._reasoning: int | None = None
+        self._tools: dict[int, int] = {}  # provider tool index -> block index
+        self._open_tools: list[int] = []
+        self._last_tool: int | None = None
+        self._unindexed = 0
+        self._saw_tool = False
+        self._stop: StopReason | None = None
+        self._usage: Usage | None = None
+        self._reasoning_meta = target.continuity({})
+
+    def on_event(self, name: str, data: str, out: list[Event]) -> None:
+        if data == "[DONE]":
+            self.done = True
+            self._complete(out)
+            return
+        chunk = loads_or_none(data)
+        if type(chunk) is not dict:
+            self._fail(out, ErrorCategory.PROTOCOL, "upstream sent a stream chunk that is not a JSON object")
+            return
+        try:
+            self.on_chunk(chunk, "delta", out)
+        except (AttributeError, TypeError) as exc:
+            self._fail(out, ErrorCategory.PROTOCOL, f"malformed stream chunk: {exc}")
+
+    def on_chunk(self, chunk: dict[str, Any], field_name: str, out: list[Event]) -> None:
+        error = chunk.get("error")
+        if error:
+            self._fail_with(out, classify_payload(self.dialect, 0, error, {}))
+            return
+        choices = chunk.get("choices") or ()
+        if not self._started and (chunk.get("id") or choices):
+            self._started = True
+            out.append(MessageStart(chunk.get("id") or "", chunk.get("model") or ""))
+        usage = chunk.get("usage")
+        for choice in choices:
+            if choice.get("index", 0) != 0:
+                continue  # the gateway asks for one choice; others are not part of this answer
+            delta = choice.get(field_name)
+            if delta:
+                self._delta(delta, out)
+                if self.failed:
+                    return
+            if choice.get("usage"):
+                usage = choice["usage"]  # Kimi reports usage inside the choice as well
+            reason = choice.get("finish_reason")
+            if reason:
+                self._close_all(out)
+                stop = FINISH_REASONS.get(reason)
+                if stop is None:
+                    stop = StopReason.TOOL_CALLS if self._saw_tool else StopReason.END_TURN
+                self._stop = stop
+        if usage:
+            self._usage = self._parse_usage(usage)
+
+    def _delta(self, delta: dict[str, Any], out: list[Event]) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning:
+            self._reasoning_text(reasoning, out)
+        content = delta.get("content")
+        if content:
+            if type(content) is str:
+                self._plain_text(content, out)
+            elif type(content) is list:
+                self._content_chunks(content, out)
+            else:
+                self._fail(
+                    out, ErrorCategory.PROTOCOL, f"unexpected content of type {type(content).__name__}"
+                )
+                return
+        calls = delta.get("tool_calls")
+        if calls:
+            for call in calls:
+                self._tool_call(call, out)
+
+    def _content_chunks(self, content: list[Any], out: list[Event]) -> None:
+        for chunk in content:
+            kind = chunk.get("type") if type(chunk) is dict else None
+            if kind == "text":
+                if chunk.get("text"):
+                    self._plain_text(chunk["text"], out)
+            elif kind == "thinking":
+                for part in chunk.get("thinking") or ():
+                    if part.get("type") != "text":
+                        self._fail(
+                            out, ErrorCategory.PROTOCOL, f"unsupported thinking chunk {part.get('type')!r}"
+                        )
+                        return
+                    if part.get("text"):
+                        self._reasoning_text(part["text"], out)
+            else:
+                self._fail(out, ErrorCategory.PROTOCOL, f"unsupported content chunk type {kind!r}")
+                return
+
+    def _plain_text(self, text: str, out: list[Event]) -> None:
+        if self._text is None:
+            self._close_reasoning(out)
+            self._text = self._start(out, BlockKind.TEXT)
+        out.append(BlockDelta(self._text, text))
+
+    def _reasoning_text(self, text: str, out: list[Event]) -> None:
+        if self._reasoning is None:
+            self._close_text(out)
+            self._reasoning = self._start(out, BlockKind.REASONING)
+        out.append(BlockDelta(self._reasoning, text))
+
+    def _tool_call(self, call: dict[str, Any], out: list[Event]) -> None:
+        function = call.get("function") or {}
+        key = call.get("index")
+        if key is None:
+            # Mistral sends every call whole, without an index: a fragment naming an id or a
+            # function starts a new call, anything else continues the latest one
+            if call.get("id") or function.get("name") or self._last_tool is None:
+                self._unindexed -= 1
+                key = self._unindexed
+            else:
+                key = self._last_tool
+        block = self._tools.get(key)
+        if block is None:
+            self._close_text(out)
+            self._close_reasoning(out)
+            block = self._start(out, BlockKind.TOOL_CALL, call.get("id") or "", function.get("name") or "")
+            self._tools[key] = block
+            self._open_tools.append(block)
+            self._saw_tool = True
+        self._last_tool = key
+        arguments = function.get("arguments")
+        if arguments:
+            out.append(
+                BlockDelta(block, arguments if type(arguments) is str else orjson.dumps(arguments).decode())
+            )
+
+    def _start(self, out: list[Event], kind: BlockKind, id: str = "", name: str = "") -> int:
+        index = self._next
+        self._next += 1
+        out.append(BlockStart(index, kind, id, name))
+        return index
+
+    def _close_text(self, out: list[Event]) -> None:
+        if self._text is not None:
+            out.append(BlockStop(self._text))
+            self._text = None
+
+    def _close_reasoning(self, out: list[Event]) -> None:
+        if self._reasoning is not None:
+            out.append(BlockStop(self._reasoning, self._reasoning_meta))
+            self._reasoning = None
+
+    def _close_all(self, out: list[Event]) -> None:
+        self._close_reasoning(out)
+        self._close_text(out)
+        for block in self._open_tools:
+            out.append(BlockStop(block))
+        self._open_tools.clear()
+
+    def end_body(self, out: list[Event]) -> None:
+        """A non-streaming body was fed whole: close what it opened and finish."""
+        if not self.failed and self._stop is None:
+            self._close_all(out)
+        self._complete(out)
+
+    def _complete(self, out: list[Event]) -> None:
+        if self.failed:
+            return
+        if self._stop is None:
+            self._fail(out, ErrorCategory.PROTOCOL, "upstream ended the answer without a finish_reason")
+            return
+        if self._usage is not None:
+            out.append(UsageUpdate(self._usage))
+        out.append(Finish(self._stop))
+
+    def _fail_with(self, out: list[Event], error: UpstreamError) -> None:
+        if not self.failed:
+            self.failed = True
+            out.append(StreamError(error))
+
+    def _parse_usage(self, raw: dict[str, Any]) -> Usage:
+        cache_read = 0
+        for path in self.dialect.cache_read_paths:
+            value: Any = raw
+            for key in path:
+                value = value.get(key) if type(value) is dict else None
+            if value:
+                cache_read = value
+                break
+        details = raw.get("completion_tokens_details")
+        reasoning = (details.get("reasoning_tokens") or 0) if type(details) is dict else 0
+        return Usage(
+            input_tokens=raw.get("prompt_tokens") or 0,
+            output_tokens=raw.get("completion_tokens") or 0,
+            cache_read_tokens=cache_read,
+            reasoning_tokens=reasoning,
+        )
+
+
+def classify_payload(
+    dialect: ChatDialect, status: int, error: Any, headers: Mapping[str, str]
+) -> UpstreamError:
+    """An error object (`{"message", "type", "code", ...}` or a bare string) as an UpstreamError."""
+    if type(error) is dict:
+        raw_message = error.get("message")
+        err_type = error.get("type")
+        code = error.get("code")
+    else:
+        raw_message, err_type, code = error, None, None
+    if raw_message is None:
+        message = ""
+    elif type(raw_message) is str:
+        message = raw_message
+    else:  # Mistral validation errors carry a structured `message`
+        message = orjson.dumps(raw_message).decode()
+    err_type = str(err_type) if err_type is not None else ""
+    code = str(code) if code is not None else None
+    category = None
+    if status == 0 or 400 <= status < 500:
+        lowered = message.lower()
+        for fragment, rule_category in dialect.error_messages:
+            if fragment in lowered:
+                category = rule_category
+                break
+    if category is None:
+        category = dialect.error_types.get(err_type) or (dialect.error_types.get(code) if code else None)
+    if category is None:
+        category = category_for_status(status) if status else ErrorCategory.SERVER
+    return UpstreamError(
+        category,
+        message or f"upstream error (HTTP {status})",
+        status=status,
+        type=err_type,
+        code=code,
+        retry_after=retry_after_header(headers),
+    )

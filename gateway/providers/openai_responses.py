@@ -1,0 +1,260 @@
+"""OpenAI Responses API (/responses), used statelessly: request encoding, error classification
+and the adapter. Stream and body decoding live in openai_responses_decode (the meta layouts are
+documented there and read back here when encoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gateway.providers.base import (
+    EncodeError,
+    HttpRequest,
+    category_for_status,
+    join_url,
+    loads_or_none,
+    retry_after_header,
+)
+from gateway.providers.openai_responses_decode import (
+    ResponsesStreamDecoder,
+    decode_response,
+    error_category,
+    redact,
+)
+from gateway.transcript.events import ErrorCategory, Event, UpstreamError
+from gateway.transcript.model import (
+    Image,
+    Message,
+    Reasoning,
+    Request,
+    Role,
+    Text,
+    ToolCall,
+    ToolChoiceMode,
+    ToolResult,
+)
+from gateway.transcript.target import Capabilities, Target, ToolIdRule
+
+KIND = "openai_responses"
+
+CAPABILITIES = Capabilities(
+    tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="call_"),
+    reasoning_replay=True,
+)
+
+# lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on
+CONTINUITY_MARKERS = (
+    "without its required 'reasoning' item",
+    "without its required following item",
+    "item with id 'rs_",
+    "encrypted content for item",
+    "could not be decrypted",
+)
+PAIRING_MARKERS = (
+    "no tool call found for function call output",
+    "no tool output found for function call",
+)
+MAX_ERROR_TEXT = 1000
+
+
+# -- request -----------------------------------------------------------------------------------
+
+
+def _image(image: Image) -> dict[str, Any]:
+    return {"type": "input_image", "image_url": image.url, "detail": image.detail or "auto"}
+
+
+def _function_output(block: ToolResult) -> dict[str, Any]:
+    output: str | list[dict[str, Any]] = block.content
+    if block.images:
+        parts: list[dict[str, Any]] = [{"type": "input_text", "text": block.content}] if block.content else []
+        parts.extend(_image(image) for image in block.images)
+        output = parts
+    return {"type": "function_call_output", "call_id": block.call_id, "output": output}
+
+
+def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
+    """User and tool messages: text and images gather into user message items, each tool
+    result is its own function_call_output item, in transcript order."""
+    content: list[dict[str, Any]] = []
+    for block in message.blocks:
+        match block:
+            case Text(text=text):
+                content.append({"type": "input_text", "text": text})
+            case Image():
+                content.append(_image(block))
+            case ToolResult():
+                if content:
+                    items.append({"role": "user", "content": content})
+                    content = []
+                items.append(_function_output(block))
+            case _:
+                raise EncodeError(f"{type(block).__name__} block cannot appear in a Responses user message")
+    if content:
+        items.append({"role": "user", "content": content})
+
+
+def _reasoning_item(block: Reasoning, target: Target) -> dict[str, Any]:
+    meta = block.meta
+    if meta is None or not target.owns(meta):
+        raise EncodeError("reasoning without this target's continuity reached the Responses encoder")
+    data = meta.data
+    item_id = data.get("id")
+    if not item_id:
+        raise EncodeError("Responses reasoning meta has no item id")
+    item: dict[str, Any] = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": text} for text in data.get("summary") or ()],
+    }
+    if data.get("encrypted_content"):
+        item["encrypted_content"] = data["encrypted_content"]
+    return item
+
+
+def _assistant_items(message: Message, target: Target, items: list[dict[str, Any]]) -> None:
+    """Assistant blocks as output items. A function_call keeps its fc_ id only when its
+    reasoning item precedes it (directly, or through the calls of the same parallel batch):
+    the API rejects an fc_ id whose reasoning item is missing, and accepts a call without id."""
+    text_parts: list[dict[str, Any]] | None = None
+    reasoning_chain = False  # the last non-call item emitted was this target's reasoning item
+    for block in message.blocks:
+        match block:
+            case Text(text=text):
+                if text_parts is None:
+                    text_parts = []
+                    items.append({"type": "message", "role": "assistant", "content": text_parts})
+                text_parts.append({"type": "output_text", "text": text})
+                reasoning_chain = False
+                continue
+            case Reasoning():
+                items.append(_reasoning_item(block, target))
+                reasoning_chain = True
+            case ToolCall(id=call_id, name=name, arguments=arguments, meta=meta):
+                item: dict[str, Any] = {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": name,
+                    "arguments": arguments if arguments.strip() else "{}",
+                }
+                if reasoning_chain and meta is not None and target.owns(meta) and meta.data.get("item_id"):
+                    item["id"] = meta.data["item_id"]
+                items.append(item)
+            case _:
+                raise EncodeError(
+                    f"{type(block).__name__} block cannot appear in a Responses assistant message"
+                )
+        text_parts = None
+
+
+def _tool_choice(request: Request) -> str | dict[str, Any] | None:
+    choice = request.tool_choice
+    if choice is None:
+        return None
+    if choice.mode is ToolChoiceMode.TOOL:
+        if not choice.name:
+            raise EncodeError("tool_choice TOOL needs a tool name")
+        return {"type": "function", "name": choice.name}
+    return choice.mode.value  # auto | none | required: the API's own words
+
+
+def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    items: list[dict[str, Any]] = []
+    for message in request.messages:
+        if message.role is Role.ASSISTANT:
+            _assistant_items(message, target, items)
+        else:
+            _user_items(message, items)
+    # stateless: nothing is stored upstream, so reasoning travels back as encrypted content
+    body: dict[str, Any] = {
+        "model": target.model,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }
+    if request.system:
+        body["instructions"] = request.system
+    body["input"] = items
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.parameters),
+            }
+            if t.description
+            else {"type": "function", "name": t.name, "parameters": dict(t.parameters)}
+            for t in request.tools
+        ]
+        choice = _tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+    effort = request.reasoning_effort or target.reasoning_effort
+    if effort:
+        body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": "auto"}
+    if request.max_tokens is not None:
+        body["max_output_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    body["stream"] = request.stream
+    headers = {"Authorization": f"Bearer {api_key}", "content-type": "application/json"}
+    return HttpRequest(join_url(target.base_url, "/responses"), headers, orjson.dumps(body))
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+    parsed = loads_or_none(body)
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        code = error.get("code")
+        code = str(code) if code is not None else None
+        etype = str(error.get("type") or "")
+        message = str(error.get("message") or code or etype or f"HTTP {status}")
+        category = error_category(error, category_for_status(status))
+    else:
+        code, etype = None, ""
+        message = body[:MAX_ERROR_TEXT].decode("utf-8", "replace").strip() or f"HTTP {status}"
+        category = category_for_status(status)
+    if category is ErrorCategory.INVALID_REQUEST or category is ErrorCategory.NOT_FOUND:
+        lowered = message.lower()
+        if any(marker in lowered for marker in PAIRING_MARKERS):
+            category = ErrorCategory.PAIRING
+        elif any(marker in lowered for marker in CONTINUITY_MARKERS):
+            category = ErrorCategory.CONTINUITY
+    return UpstreamError(
+        category,
+        redact(message),
+        status=status,
+        type=etype,
+        code=code,
+        retry_after=retry_after_header(headers),
+    )
+
+
+class ResponsesAdapter:
+    kind = KIND
+    capabilities = CAPABILITIES
+
+    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
+        return encode_request(request, target, api_key)
+
+    def stream_decoder(self, target: Target) -> ResponsesStreamDecoder:
+        return ResponsesStreamDecoder(target)
+
+    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+        return decode_response(body, target)
+
+    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+        return classify_error(status, headers, body)
+
+
+ADAPTER = ResponsesAdapter()

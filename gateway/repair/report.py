@@ -1,0 +1,31 @@
+"""What a repair pass changed: feeds `gateway_repairs_total{kind}` and the access log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# the `kind` label values of gateway_repairs_total (a fixed contract, DESIGN.md section 2)
+REPAIR_KINDS = (
+    "synthetic_tool_result",
+    "orphan_tool_result_dropped",
+    "duplicate_tool_result_dropped",
+    "tool_result_moved",
+    "tool_id_projected",
+    "continuity_restored",
+    "reasoning_dropped",
+    "reasoning_as_text",
+    "thinking_disabled",
+    "placeholder_thought_signature",
+    "reasoning_content_filled",
+    "retried_after_rejection",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    kind: str  # one of REPAIR_KINDS
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in REPAIR_KINDS:
+            raise ValueError(f"unknown repair kind {self.kind!r}")

@@ -1,0 +1,1 @@
+"""Model groups, target order, and the attempt loop with its commit point."""

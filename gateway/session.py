@@ -1,0 +1,26 @@
+"""Session keys: the client's `X-Session-Id`, or one derived from the conversation's stable prefix."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from gateway.transcript.model import Request, Role
+
+_VALID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def valid_session_id(value: str) -> bool:
+    return _VALID.fullmatch(value) is not None
+
+
+def derive_session_key(request: Request) -> str:
+    """Deterministic from the system prompt and the first user message, so every turn of one
+    conversation maps to the same key without any client cooperation."""
+    first_user = next((m for m in request.messages if m.role is Role.USER), None)
+    h = hashlib.sha256()
+    h.update(request.system.encode())
+    h.update(b"\x00")
+    if first_user is not None:
+        h.update(first_user.text().encode())
+    return "sess_" + h.hexdigest()[:32]

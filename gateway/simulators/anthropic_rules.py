@@ -1,0 +1,189 @@
+"""The Anthropic Messages API's transcript rules - role alternation, tool_use/tool_result pairing,
+thinking placement, and verification of thinking signatures and redacted_thinking data - with the
+exact messages recorded in PROVIDERS.md. Messages marked "unverified" are the most plausible
+wording where no recording exists. Field and block shapes are checked first (`anthropic_shapes`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from gateway.simulators.anthropic_shapes import Invalid, check_shape
+from gateway.simulators.base import Rejection, SimulatorState
+
+THINKING_TYPES = frozenset(("thinking", "redacted_thinking"))
+MISSING_RESULTS = (
+    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {ids}. "
+    "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+)
+UNEXPECTED_RESULT = (
+    "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {ids}. "
+    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+)
+LOOP_NEEDS_THINKING = (
+    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. "
+    "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+    "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include "
+    "thinking blocks from previous turns. To avoid this requirement, disable `thinking`."
+)
+THINKING_FIRST = (
+    "messages.{i}.content.0: If an assistant message contains any thinking blocks, the first block "
+    "must be thinking or redacted_thinking. Found {found}."
+)
+THINKING_WHEN_DISABLED = (
+    "messages.{i}.content.{j}: When thinking is disabled, an `assistant` message in the final position "
+    "cannot contain `thinking`. To use thinking blocks, enable `thinking` in your request."
+)
+THINKING_LAST = "messages.{i}: The final block in an assistant message cannot be `thinking`."
+BAD_SIGNATURE = "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+BAD_REDACTED = "messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"  # unverified
+
+
+def thinking_signature(state: SimulatorState, model: str, thinking: str) -> str:
+    return state.sign(model, "thinking", thinking)
+
+
+def thinking_signature_ok(state: SimulatorState, model: str, thinking: str, signature: str) -> bool:
+    return state.verify(signature, model, "thinking", thinking)
+
+
+def redacted_data(state: SimulatorState, model: str, nonce: str) -> str:
+    """Redacted thinking is opaque and self-contained: the nonce travels in front of its MAC."""
+    return nonce + state.sign(model, "redacted", nonce)
+
+
+NONCE_LEN = 32  # hex characters of the per-response nonce in redacted_thinking data
+
+
+def redacted_data_ok(state: SimulatorState, model: str, data: Any) -> bool:
+    if not isinstance(data, str) or len(data) <= NONCE_LEN:
+        return False
+    return state.verify(data[NONCE_LEN:], model, "redacted", data[:NONCE_LEN])
+
+
+def validate(state: SimulatorState, body: Any, model: str) -> Rejection | None:
+    return check(state, body, model)[0]
+
+
+def check(state: SimulatorState, body: Any, model: str) -> tuple[Rejection | None, int]:
+    """(rejection, number of continuity tokens verified). Pure: the caller counts the tokens
+    only when it accepts the request."""
+    try:
+        return None, _check(state, body, model)
+    except Invalid as exc:
+        return exc.rejection, 0
+
+
+def _check(state: SimulatorState, body: Any, model: str) -> int:
+    thinking, messages, blocks = check_shape(body)
+    _check_alternation(messages)
+    _check_tool_pairing(blocks)
+    _check_thinking_placement(messages, blocks, thinking)
+    return _verify_tokens(state, model, blocks)
+
+
+def _check_alternation(messages: list[dict]) -> None:
+    # unverified (historic wording): the API now merges same-role runs; the simulator stays strict
+    if messages[0]["role"] != "user":
+        raise Invalid('messages: first message must use the "user" role')
+    for prev, cur in itertools.pairwise(messages):
+        if prev["role"] == cur["role"]:
+            raise Invalid(
+                f'messages: roles must alternate between "user" and "assistant", but found '
+                f'multiple "{cur["role"]}" roles in a row'
+            )
+
+
+def _tool_use_ids(blocks: list[dict]) -> list[str]:
+    return [b["id"] for b in blocks if b["type"] == "tool_use"]
+
+
+def _leading_result_ids(blocks: list[dict]) -> set[str]:
+    """Results count as "immediately after" only when they open the next user message."""
+    ids: set[str] = set()
+    for block in blocks:
+        if block["type"] != "tool_result":
+            break
+        ids.add(block["tool_use_id"])
+    return ids
+
+
+def _check_tool_pairing(blocks: list[list[dict]]) -> None:
+    seen_ids: set[str] = set()
+    for i, message in enumerate(blocks):
+        for j, block in enumerate(message):
+            if block["type"] == "tool_use":
+                if block["id"] in seen_ids:
+                    raise Invalid(f"messages.{i}.content.{j}: `tool_use` ids must be unique")
+                seen_ids.add(block["id"])
+        calls = _tool_use_ids(message)
+        if calls:
+            answered = _leading_result_ids(blocks[i + 1]) if i + 1 < len(blocks) else set()
+            missing = [c for c in calls if c not in answered]
+            if missing:
+                raise Invalid(MISSING_RESULTS.format(i=i, ids=", ".join(missing)))
+        results = [(j, b["tool_use_id"]) for j, b in enumerate(message) if b["type"] == "tool_result"]
+        if results:
+            expected = set(_tool_use_ids(blocks[i - 1])) if i > 0 else set()
+            unexpected = [(j, r) for j, r in results if r not in expected]
+            if unexpected:
+                ids = ", ".join(r for _, r in unexpected)
+                raise Invalid(UNEXPECTED_RESULT.format(i=i, j=unexpected[0][0], ids=ids))
+            answered_ids: set[str] = set()
+            for j, result_id in results:
+                if result_id in answered_ids:
+                    raise Invalid(
+                        f"messages.{i}.content.{j}: each tool_use must have a single result. "
+                        f"Found multiple `tool_result` blocks with id: {result_id}"
+                    )  # unverified
+                answered_ids.add(result_id)
+
+
+def _loop_opener(messages: list[dict], blocks: list[list[dict]]) -> int | None:
+    """Index of the assistant message that opened the current tool loop, when the request ends
+    inside one (its last user message carries tool results)."""
+    last = len(messages) - 1
+    if messages[last]["role"] != "user" or not any(b["type"] == "tool_result" for b in blocks[last]):
+        return None
+    opener = last - 1  # pairing guarantees an assistant message with the calls sits here
+    while opener >= 2 and any(b["type"] == "tool_result" for b in blocks[opener - 1]):
+        opener -= 2
+    return opener
+
+
+def _check_thinking_placement(messages: list[dict], blocks: list[list[dict]], thinking: bool) -> None:
+    for i, message in enumerate(blocks):
+        if messages[i]["role"] != "assistant" or not message:
+            continue
+        if any(b["type"] in THINKING_TYPES for b in message):
+            if message[0]["type"] not in THINKING_TYPES:
+                raise Invalid(THINKING_FIRST.format(i=i, found=message[0]["type"]))
+            if message[-1]["type"] in THINKING_TYPES:
+                raise Invalid(THINKING_LAST.format(i=i))
+    last = len(messages) - 1
+    if not thinking and messages[last]["role"] == "assistant":
+        for j, block in enumerate(blocks[last]):
+            if block["type"] in THINKING_TYPES:
+                raise Invalid(THINKING_WHEN_DISABLED.format(i=last, j=j))
+    if thinking:
+        opener = _loop_opener(messages, blocks)
+        if opener is not None and blocks[opener][0]["type"] not in THINKING_TYPES:
+            raise Invalid(LOOP_NEEDS_THINKING.format(i=opener, found=blocks[opener][0]["type"]))
+
+
+def _verify_tokens(state: SimulatorState, model: str, blocks: list[list[dict]]) -> int:
+    """Every thinking block sent is verified (the API may strip old ones but never accepts a
+    forged or edited one); returns how many real tokens were accepted."""
+    verified = 0
+    for i, message in enumerate(blocks):
+        for j, block in enumerate(message):
+            if block["type"] == "thinking":
+                if not thinking_signature_ok(state, model, block["thinking"], block["signature"]):
+                    raise Invalid(BAD_SIGNATURE.format(i=i, j=j))
+                verified += 1
+            elif block["type"] == "redacted_thinking":
+                if not redacted_data_ok(state, model, block["data"]):
+                    raise Invalid(BAD_REDACTED.format(i=i, j=j))
+                verified += 1
+    return verified

@@ -1,0 +1,429 @@
+"""Shared machinery of the Chat Completions simulators (openai_chat, mistral, kimi, deepseek).
+
+Each provider module describes its dialect as data (`ChatDialect`): which roles and parameters it
+knows, how it words body-shape errors, its ordering/pairing rules, its error envelope, and how its
+stream looks (`chat_render.ChatRendering`). This module checks the common body shape, runs the
+dialect's rules and serves the answers; it never branches on which provider it is serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from gateway.simulators.base import (
+    Fault,
+    RecordedRequest,
+    Rejection,
+    SimulatorState,
+    json_response,
+    reset_connection,
+    sse_frame,
+    stream_sse,
+)
+from gateway.simulators.chat_render import ChatRendering, ReplyRenderer
+
+# -- body shape ------------------------------------------------------------------------------
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class ShapeIssue:
+    """One structural problem in a request body; each dialect words it its own way."""
+
+    kind: str  # "missing" | "type" | "value" | "empty" | "extra"
+    path: Path
+    expected: str = ""  # "a string", "an array"...; for "value": the supported values
+    got: Any = None
+
+
+def dotted(path: Path) -> str:
+    """OpenAI's JSON path spelling: messages[1].tool_calls[0].function.name"""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def json_type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a decimal"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+STRING = "a string"
+ARRAY = "an array"
+OBJECT = "an object"
+BOOLEAN = "a boolean"
+NUMBER = "a number"
+INTEGER = "an integer"
+CONTENT = "one of a string or array of objects"
+
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    STRING: lambda v: isinstance(v, str),
+    ARRAY: lambda v: isinstance(v, list),
+    OBJECT: lambda v: isinstance(v, dict),
+    BOOLEAN: lambda v: isinstance(v, bool),
+    NUMBER: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    INTEGER: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    CONTENT: lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(p, dict) for p in v)),
+}
+
+# Optional top-level parameters every dialect checks the type of when present.
+_PARAM_TYPES = {
+    "stream": BOOLEAN,
+    "stream_options": OBJECT,
+    "max_tokens": INTEGER,
+    "max_completion_tokens": INTEGER,
+    "temperature": NUMBER,
+    "top_p": NUMBER,
+    "tools": ARRAY,
+    "n": INTEGER,
+    "seed": INTEGER,
+}
+
+
+def _typed(value: Any, expected: str, path: Path) -> ShapeIssue | None:
+    return None if _CHECKS[expected](value) else ShapeIssue("type", path, expected, value)
+
+
+def _field(obj: dict, key: str, expected: str, path: Path, required: bool = True) -> ShapeIssue | None:
+    if obj.get(key) is None:
+        return ShapeIssue("missing", path + (key,)) if required else None
+    return _typed(obj[key], expected, path + (key,))
+
+
+def check_shape(body: Any, dialect: ChatDialect) -> ShapeIssue | None:
+    """The first structural problem of a chat completions body, in the order the APIs report."""
+    if not isinstance(body, dict):
+        return ShapeIssue("type", (), OBJECT, body)
+    if dialect.allowed_params is not None:
+        for key in body:
+            if key not in dialect.allowed_params:
+                return ShapeIssue("extra", (key,), got=body[key])
+    issue = _field(body, "model", STRING, ())
+    if issue:
+        return issue
+    issue = _field(body, "messages", ARRAY, ())
+    if issue:
+        return issue
+    if not body["messages"]:
+        return ShapeIssue("empty", ("messages",))
+    for key, expected in _PARAM_TYPES.items():
+        if body.get(key) is not None and (issue := _typed(body[key], expected, (key,))):
+            return issue
+    if isinstance(body.get("stop"), (int, float, bool, dict)):
+        return ShapeIssue("type", ("stop",), "one of a string or array of strings", body["stop"])
+    for i, message in enumerate(body["messages"]):
+        if issue := _check_message(message, ("messages", i), dialect):
+            return issue
+    for i, tool in enumerate(body.get("tools") or ()):
+        if issue := _check_tool(tool, ("tools", i), dialect):
+            return issue
+    return _check_tool_choice(body, dialect)
+
+
+def _check_message(message: Any, path: Path, dialect: ChatDialect) -> ShapeIssue | None:
+    if not isinstance(message, dict):
+        return ShapeIssue("type", path, OBJECT, message)
+    issue = _field(message, "role", STRING, path)
+    if issue:
+        return issue
+    role = message["role"]
+    if role not in dialect.roles:
+        return ShapeIssue("value", path + ("role",), ", ".join(f"'{r}'" for r in dialect.roles), role)
+    calls = message.get("tool_calls")
+    content_required = not (role == "assistant" and calls)
+    if role == "assistant" and not calls and message.get("content") is None:
+        return ShapeIssue("missing", path + ("content",))
+    if issue := _field(message, "content", CONTENT, path, required=content_required):
+        return issue
+    for p, part in enumerate(message.get("content") if isinstance(message.get("content"), list) else ()):
+        if issue := _field(part, "type", STRING, path + ("content", p)):
+            return issue
+        kind = part["type"]
+        allowed = dialect.content_parts.get(role, ("text",))
+        if kind not in allowed:
+            expected = ", ".join(f"'{k}'" for k in allowed)
+            return ShapeIssue("value", path + ("content", p, "type"), expected, kind)
+        if kind == "text" and (issue := _field(part, "text", STRING, path + ("content", p))):
+            return issue
+    if role == "tool" and (issue := _field(message, "tool_call_id", STRING, path)):
+        return issue
+    if calls is not None and role == "assistant":
+        if issue := _typed(calls, ARRAY, path + ("tool_calls",)):
+            return issue
+        for c, call in enumerate(calls):
+            if issue := _check_call(call, path + ("tool_calls", c), dialect):
+                return issue
+    return None
+
+
+def _check_call(call: Any, path: Path, dialect: ChatDialect) -> ShapeIssue | None:
+    if not isinstance(call, dict):
+        return ShapeIssue("type", path, OBJECT, call)
+    if issue := _field(call, "id", STRING, path):
+        return issue
+    if issue := _field(call, "type", STRING, path, required=dialect.tool_call_type_required):
+        return issue
+    if "type" in call and call["type"] != "function":
+        return ShapeIssue("value", path + ("type",), "'function'", call["type"])
+    if issue := _field(call, "function", OBJECT, path):
+        return issue
+    function = call["function"]
+    if issue := _field(function, "name", STRING, path + ("function",)):
+        return issue
+    return _field(function, "arguments", STRING, path + ("function",))
+
+
+def _check_tool(tool: Any, path: Path, dialect: ChatDialect) -> ShapeIssue | None:
+    if not isinstance(tool, dict):
+        return ShapeIssue("type", path, OBJECT, tool)
+    if issue := _field(tool, "type", STRING, path, required=dialect.tool_call_type_required):
+        return issue
+    if tool.get("type", "function") != "function":
+        return ShapeIssue("value", path + ("type",), "'function'", tool["type"])
+    if issue := _field(tool, "function", OBJECT, path):
+        return issue
+    function = tool["function"]
+    if issue := _field(function, "name", STRING, path + ("function",)):
+        return issue
+    if issue := _field(function, "description", STRING, path + ("function",), required=False):
+        return issue
+    return _field(function, "parameters", OBJECT, path + ("function",), required=False)
+
+
+def _check_tool_choice(body: dict, dialect: ChatDialect) -> ShapeIssue | None:
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        if choice not in dialect.tool_choice_modes:
+            supported = ", ".join(f"'{m}'" for m in dialect.tool_choice_modes)
+            return ShapeIssue("value", ("tool_choice",), supported, choice)
+        return None
+    if not isinstance(choice, dict):
+        return ShapeIssue("type", ("tool_choice",), "one of a string or object", choice)
+    if issue := _field(choice, "function", OBJECT, ("tool_choice",)):
+        return issue
+    return _field(choice["function"], "name", STRING, ("tool_choice", "function"))
+
+
+# -- conversation rules -----------------------------------------------------------------------
+@dataclass
+class Findings:
+    """What validation noticed besides a rejection; applied to the state only when accepted."""
+
+    quality_warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    body: dict
+    model: str
+    messages: list[dict]
+    findings: Findings
+
+
+Rule = Callable[[Conversation], Rejection | None]
+
+
+def call_ids(message: dict) -> list[str]:
+    return [call["id"] for call in message.get("tool_calls") or ()]
+
+
+def check_tool_pairing(
+    messages: Sequence[dict],
+    *,
+    unknown_id: Callable[[int, str], Rejection],
+    orphan_tool: Callable[[int], Rejection],
+    unanswered: Callable[[int, list[str]], Rejection],
+) -> Rejection | None:
+    """Calls answered by the tool messages right after them; tool messages answer those calls.
+
+    `unanswered` gets the index of the message that broke the run (the calling assistant
+    message when the conversation ends there) and the ids left without a response."""
+    i, n = 0, len(messages)
+    while i < n:
+        message = messages[i]
+        ids = call_ids(message) if message["role"] == "assistant" else []
+        if ids:
+            answered: set[str] = set()
+            j = i + 1
+            while j < n and messages[j]["role"] == "tool":
+                tool_call_id = messages[j]["tool_call_id"]
+                if tool_call_id not in ids:
+                    return unknown_id(j, tool_call_id)
+                answered.add(tool_call_id)
+                j += 1
+            missing = [tid for tid in ids if tid not in answered]
+            if missing:
+                return unanswered(j if j < n else i, missing)
+            i = j
+            continue
+        if message["role"] == "tool":
+            return orphan_tool(i)
+        i += 1
+    return None
+
+
+def require_reasoning_content(
+    conversation: Conversation, rejection: Callable[[int], Rejection]
+) -> Rejection | None:
+    """Thinking-mode rule of DeepSeek and Kimi: assistant tool-call turns carry their reasoning."""
+    for i, message in enumerate(conversation.messages):
+        has_calls = message["role"] == "assistant" and message.get("tool_calls")
+        if has_calls and not isinstance(message.get("reasoning_content"), str):
+            return rejection(i)
+    return None
+
+
+def thinking_param(body: dict) -> str | None:
+    """The `thinking: {"type": ...}` switch DeepSeek and Kimi accept, if given."""
+    thinking = body.get("thinking")
+    return thinking.get("type") if isinstance(thinking, dict) else None
+
+
+@dataclass(frozen=True)
+class ChatDialect:
+    kind: str
+    roles: tuple[str, ...]
+    content_parts: Mapping[str, tuple[str, ...]]  # role -> content part types it accepts
+    tool_choice_modes: tuple[str, ...]
+    allowed_params: frozenset[str] | None  # None: unknown top-level keys are ignored
+    tool_call_type_required: bool
+    shape_rejection: Callable[[ShapeIssue], Rejection]
+    rules: tuple[Rule, ...]
+    error_body: Callable[[Rejection], dict]
+    fault_error: Callable[[int, Fault], Rejection]  # injected HTTP / in-stream error
+    auth_rejection: Callable[[bool], Rejection]  # (a key was sent) -> rejection
+    invalid_json: Rejection
+    reasons: Callable[[str, dict], bool]  # (model, body): does this answer carry reasoning
+    rendering: ChatRendering
+
+
+def check(dialect: ChatDialect, body: Any, model: str) -> tuple[Rejection | None, Findings]:
+    findings = Findings()
+    issue = check_shape(body, dialect)
+    if issue is not None:
+        return dialect.shape_rejection(issue), findings
+    conversation = Conversation(body, model, body["messages"], findings)
+    for rule in dialect.rules:
+        rejection = rule(conversation)
+        if rejection is not None:
+            return rejection, findings
+    return None, findings
+
+
+FaultTable = Mapping[int, tuple[str, str, str | None]]  # status -> (type, message, code)
+
+
+def fault_errors(table: FaultTable) -> Callable[[int, Fault], Rejection]:
+    """A dialect's `fault_error` from its table of default error types and messages per status."""
+
+    def make(status: int, fault: Fault) -> Rejection:
+        error_type, message, code = table.get(status, table[500])
+        return Rejection(status, fault.message or message, fault.error_type or error_type, None, code)
+
+    return make
+
+
+# -- serving ----------------------------------------------------------------------------------
+def error_response(
+    dialect: ChatDialect, rejection: Rejection, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return json_response(dialect.error_body(rejection), status=rejection.status, headers=headers)
+
+
+def error_frame(dialect: ChatDialect) -> Callable[[Fault], bytes]:
+    def frame(fault: Fault) -> bytes:
+        return sse_frame(dialect.error_body(dialect.fault_error(fault.status or 500, fault)))
+
+    return frame
+
+
+def _retry_headers(fault: Fault) -> dict[str, str]:
+    return {} if fault.retry_after is None else {"retry-after": f"{fault.retry_after:g}"}
+
+
+async def serve_fault(
+    request: web.Request,
+    state: SimulatorState,
+    dialect: ChatDialect,
+    body: dict,
+    fault: Fault,
+    prompt_chars: int,
+) -> web.StreamResponse:
+    if fault.delay:
+        await asyncio.sleep(fault.delay)
+    if fault.reset_before_headers:
+        return await reset_connection(request)
+    if fault.status is not None and fault.after_events is None:
+        return error_response(dialect, dialect.fault_error(fault.status, fault), _retry_headers(fault))
+    reply = fault.reply or state.default_reply(body)
+    renderer = ReplyRenderer(
+        dialect.rendering, dialect.reasons(body["model"], body), body, reply, prompt_chars
+    )
+    if body.get("stream"):
+        return await stream_sse(request, state, renderer.frames(), fault, error_frame(dialect))
+    if fault.after_events is not None:
+        # a non-streamed answer has no middle: the fault hits before the body is sent
+        if fault.mid_stream == "reset":
+            return await reset_connection(request)
+        if fault.mid_stream == "stall":
+            await asyncio.sleep(fault.stall_seconds)
+        else:
+            return error_response(
+                dialect, dialect.fault_error(fault.status or 500, fault), _retry_headers(fault)
+            )
+    return json_response(renderer.body())
+
+
+def create_chat_app(state: SimulatorState, dialect: ChatDialect) -> web.Application:
+    async def completions(request: web.Request) -> web.StreamResponse:
+        headers = dict(request.headers)
+        authorization = request.headers.get("Authorization")
+        if authorization != f"Bearer {state.api_key}":
+            rejection = dialect.auth_rejection(bool(authorization))
+            state.requests.append(RecordedRequest(request.path, headers, None, rejection))
+            return error_response(dialect, rejection)
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            state.requests.append(RecordedRequest(request.path, headers, None, dialect.invalid_json))
+            return error_response(dialect, dialect.invalid_json)
+        model = body.get("model") if isinstance(body, dict) else None
+        rejection, findings = check(dialect, body, model if isinstance(model, str) else "")
+        state.requests.append(RecordedRequest(request.path, headers, body, rejection))
+        if rejection is not None:
+            return error_response(dialect, rejection)
+        state.quality_warnings.extend(findings.quality_warnings)
+        item = state.next_item(body)
+        if isinstance(item, Fault):
+            return await serve_fault(request, state, dialect, body, item, len(raw))
+        renderer = ReplyRenderer(
+            dialect.rendering, dialect.reasons(body["model"], body), body, item, len(raw)
+        )
+        if body.get("stream"):
+            return await stream_sse(request, state, renderer.frames(), None, error_frame(dialect))
+        return json_response(renderer.body())
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", completions)
+    return app

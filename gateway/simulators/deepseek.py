@@ -1,0 +1,180 @@
+"""Strict simulator of DeepSeek chat completions, including thinking mode (deepseek-reasoner)."""
+
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from gateway.simulators import chat_family as cf
+from gateway.simulators import chat_render as cr
+from gateway.simulators.base import Rejection, SimulatorState
+
+THINKING_MODELS = frozenset({"deepseek-reasoner"})
+INVALID = "invalid_request_error"
+
+
+def thinking(model: str, body: dict) -> bool:
+    switch = cf.thinking_param(body)
+    if switch is not None:
+        return switch == "enabled"
+    return model in THINKING_MODELS
+
+
+def _invalid(message: str, status: int = 400) -> Rejection:
+    return Rejection(status, message, INVALID, None, INVALID)
+
+
+def _serde_expected(expected: str) -> str:
+    variants = [f"`{v.strip()[1:-1]}`" for v in expected.split(",")]
+    return f"expected {variants[0]}" if len(variants) == 1 else f"expected one of {', '.join(variants)}"
+
+
+def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
+    # DeepSeek deserializes with serde: 422 "Failed to deserialize the JSON body into the target type"
+    if issue.kind == "empty":
+        return _invalid("Empty input messages")  # unverified wording
+    if issue.kind == "missing":
+        where, detail = issue.path[:-1], f"missing field `{issue.path[-1]}`"
+    elif issue.kind == "type":
+        where, detail = issue.path, f"invalid type: {cf.json_type_name(issue.got)}, expected {issue.expected}"
+    elif issue.kind == "value":
+        where, detail = issue.path[:-1], f"unknown variant `{issue.got}`, {_serde_expected(issue.expected)}"
+    else:
+        raise ValueError(f"unknown shape issue {issue.kind!r}")
+    prefix = f"{cf.dotted(where)}: " if where else ""
+    return _invalid(f"Failed to deserialize the JSON body into the target type: {prefix}{detail}", 422)
+
+
+def reasoning_content(c: cf.Conversation) -> Rejection | None:
+    if not thinking(c.model, c.body):
+        return None
+    return cf.require_reasoning_content(
+        c,
+        lambda i: _invalid(
+            f"Missing reasoning_content field in the assistant message at message index {i}. For more information, "
+            "please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+        ),
+    )
+
+
+TOOL_WITHOUT_CALL = "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'"
+
+
+def pairing(c: cf.Conversation) -> Rejection | None:
+    return cf.check_tool_pairing(
+        c.messages,
+        # unverified: an unknown id is reported like a tool message without a call
+        unknown_id=lambda i, tid: _invalid(TOOL_WITHOUT_CALL),
+        orphan_tool=lambda i: _invalid(TOOL_WITHOUT_CALL),
+        # unverified wording
+        unanswered=lambda i, ids: _invalid(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            "'tool_call_id'. (insufficient tool messages following tool_calls message)"
+        ),
+    )
+
+
+def error_body(rejection: Rejection) -> dict:
+    return {
+        "error": {
+            "message": rejection.message,
+            "type": rejection.type,
+            "param": rejection.param,
+            "code": rejection.code,
+        }
+    }
+
+
+def auth_rejection(key_sent: bool) -> Rejection:
+    reason = "Your api key is invalid" if key_sent else "No api key provided"  # unverified wording
+    return Rejection(
+        401, f"Authentication Fails, {reason}", "authentication_error", None, "invalid_request_error"
+    )
+
+
+FAULTS: cf.FaultTable = {  # unverified type names; messages from DeepSeek's error code table
+    400: (INVALID, "Invalid Format", INVALID),
+    401: ("authentication_error", "Authentication Fails", "invalid_request_error"),
+    402: ("unknown_error", "Insufficient Balance", "invalid_request_error"),
+    429: ("rate_limit_error", "Rate Limit Reached", "rate_limit_error"),
+    500: ("server_error", "Server Error", "server_error"),
+    503: ("server_error", "Server Overloaded", "server_error"),
+}
+
+
+def usage(u: cr.Usage) -> dict:
+    return {
+        "prompt_tokens": u.prompt,
+        "completion_tokens": u.completion,
+        "total_tokens": u.prompt + u.completion,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning},
+        "prompt_cache_hit_tokens": 0,
+        "prompt_cache_miss_tokens": u.prompt,
+    }
+
+
+def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:
+    out: dict = {"role": "assistant", "content": text}
+    if is_thinking:
+        out["reasoning_content"] = reasoning
+    if calls:
+        out["tool_calls"] = [
+            {
+                "index": n,
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for n, c in enumerate(calls)
+        ]
+    return out
+
+
+FINGERPRINT = "fp_5im0d33p_prod0820_fp8_kvcache"
+
+DIALECT = cf.ChatDialect(
+    kind="deepseek",
+    roles=("system", "user", "assistant", "tool"),
+    content_parts={role: ("text",) for role in ("system", "user", "assistant", "tool")},
+    tool_choice_modes=("none", "auto", "required"),
+    allowed_params=None,
+    tool_call_type_required=True,
+    shape_rejection=shape_rejection,
+    rules=(reasoning_content, pairing),
+    error_body=error_body,
+    fault_error=cf.fault_errors(FAULTS),
+    auth_rejection=auth_rejection,
+    invalid_json=_invalid("Failed to parse the request body as JSON"),
+    reasons=thinking,
+    rendering=cr.ChatRendering(
+        completion_id=lambda: str(uuid.uuid4()),
+        tool_call_id=lambda messages, n, name: f"call_{n:02d}_" + cr.random_token(24),
+        usage=usage,
+        role_delta=lambda t: (
+            {"role": "assistant", "content": None, "reasoning_content": ""}
+            if t
+            else {"role": "assistant", "content": ""}
+        ),
+        reasoning_delta=lambda text: {"content": None, "reasoning_content": text},
+        content_delta=lambda text, t: (
+            {"content": text, "reasoning_content": None} if t else {"content": text}
+        ),
+        finish_delta=lambda t: {"content": "", "reasoning_content": None} if t else {"content": ""},
+        message=message,
+        usage_placement="finish",
+        chunk_extra={"system_fingerprint": FINGERPRINT},
+        choice_extra={"logprobs": None},
+        body_extra={"system_fingerprint": FINGERPRINT},
+        null_usage_on_chunks=True,
+    ),
+)
+
+
+def validate(state: SimulatorState, body: dict, model: str) -> Rejection | None:
+    return cf.check(DIALECT, body, model)[0]
+
+
+def create_app(state: SimulatorState) -> web.Application:
+    return cf.create_chat_app(state, DIALECT)

@@ -1,0 +1,389 @@
+"""Strict simulator of the Gemini API (v1beta generateContent / streamGenerateContent).
+
+Gemini 3 thought signatures are issued with the state's key, bound to the model and the content
+they cover (a function call's name and arguments; a text answer's text), and verified when they
+come back in the current turn, as the real API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from gateway.simulators.base import (
+    Fault,
+    RecordedRequest,
+    Rejection,
+    Reply,
+    SimulatorState,
+    json_response,
+    reset_connection,
+    stream_sse,
+)
+from gateway.simulators.gemini_render import ReplyRenderer, call_covers, signs, text_covers, thinking_config
+from gateway.simulators.gemini_schema import decode_bytes, parse
+
+INVALID = "INVALID_ARGUMENT"
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+FAULT_MESSAGES = {
+    400: "Request contains an invalid argument.",
+    401: "API key not valid. Please pass a valid API key.",
+    403: "The caller does not have permission",
+    404: "Requested entity was not found.",
+    429: "You exceeded your current quota, please check your plan and billing details. For more information on "
+    "this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+    500: "An internal error has occurred. Please retry or report in "
+    "https://developers.generativeai.google/guide/troubleshooting",
+    503: "The model is overloaded. Please try again later.",
+    504: "Deadline expired before operation could complete.",
+}
+# Documented dummy signatures for histories that did not come from this model.
+PLACEHOLDERS = frozenset({"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"})
+PLACEHOLDER_BYTES = frozenset(p.encode() for p in PLACEHOLDERS)
+FUNCTION_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$")
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
+    "call `default_api:{name}` , position {position}. Please refer to "
+    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+BAD_SIGNATURE = "Corrupted thought signature."  # unverified wording for a forged/foreign signature
+
+
+def _invalid(message: str) -> Rejection:
+    return Rejection(400, message, INVALID)
+
+
+def _field_error(path: str, message: str) -> Rejection:
+    return _invalid(f"* GenerateContentRequest.{path}: {message}\n")
+
+
+@dataclass
+class Findings:
+    verified: int = 0
+    placeholders: int = 0
+
+
+@dataclass
+class Turn:
+    """One content, with its function parts picked out."""
+
+    index: int
+    role: str
+    parts: list[dict]
+    calls: list[dict] = field(default_factory=list)
+    responses: list[dict] = field(default_factory=list)
+
+
+def _turns(contents: list[dict]) -> list[Turn]:
+    turns = []
+    for i, content in enumerate(contents):
+        parts = content.get("parts", [])
+        turn = Turn(i, content.get("role") or "user", parts)
+        turn.calls = [p for p in parts if "functionCall" in p]
+        turn.responses = [p for p in parts if "functionResponse" in p]
+        turns.append(turn)
+    return turns
+
+
+def _check_fields(req: dict, model: str) -> Rejection | None:
+    contents = req.get("contents")
+    if not contents:
+        return _field_error("contents", "contents is not specified")
+    for i, content in enumerate(contents):
+        if content.get("role") not in (None, "", "user", "model"):
+            return _invalid("Please use a valid role: user, model.")
+        if not content.get("parts"):
+            return _field_error(f"contents[{i}].parts", "contents.parts must not be empty.")
+        for j, part in enumerate(content["parts"]):
+            path = f"contents[{i}].parts[{j}]"
+            if not any(
+                key in part
+                for key in (
+                    "text",
+                    "inlineData",
+                    "functionCall",
+                    "functionResponse",
+                    "fileData",
+                    "executableCode",
+                    "codeExecutionResult",
+                )
+            ):
+                return _field_error(
+                    f"{path}.data", "required oneof field 'data' must have one initialized field"
+                )
+            for key, proto in (("functionCall", "function_call"), ("functionResponse", "function_response")):
+                if key in part and not part[key].get("name"):
+                    return _field_error(f"{path}.{proto}.name", "Name cannot be empty.")  # unverified wording
+    for t, tool in enumerate(req.get("tools", [])):
+        for d, declaration in enumerate(tool.get("functionDeclarations", [])):
+            path = f"tools[{t}].function_declarations[{d}]"
+            if not FUNCTION_NAME.match(declaration.get("name", "")):
+                # unverified wording
+                return _field_error(
+                    f"{path}.name",
+                    "Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, "
+                    "A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 64.",
+                )
+            if "parameters" in declaration and (
+                rejection := _check_schema(declaration["parameters"], f"{path}.parameters")
+            ):
+                return rejection
+    return _check_thinking(req, model)
+
+
+def _check_schema(schema: dict, path: str) -> Rejection | None:
+    properties = schema.get("properties", {})
+    for r, name in enumerate(schema.get("required", [])):
+        if name not in properties:
+            return _field_error(f"{path}.required[{r}]", "property is not defined")
+    for p, sub in enumerate(properties.values()):
+        if rejection := _check_schema(sub, f"{path}.properties[{p}].value"):
+            return rejection
+    if "items" in schema:
+        return _check_schema(schema["items"], f"{path}.items")
+    return None
+
+
+def _check_thinking(req: dict, model: str) -> Rejection | None:
+    config = thinking_config(req)
+    if "thinkingBudget" in config and "thinkingLevel" in config:
+        return _invalid(
+            "You can only set only one of thinking budget and thinking level."
+        )  # unverified wording
+    if "thinkingLevel" in config and not signs(model):
+        return _invalid("Thinking level is not supported for this model.")  # unverified wording
+    if int(config.get("thinkingBudget", -1)) == 0 and "gemini-2.5-pro" in model:
+        return _invalid("Budget 0 is invalid. This model only works in thinking mode.")
+    return None
+
+
+def _check_turn_order(turns: list[Turn]) -> Rejection | None:
+    for k, turn in enumerate(turns):
+        previous = turns[k - 1] if k else None
+        following = turns[k + 1] if k + 1 < len(turns) else None
+        if turn.calls and (previous is None or previous.role != "user"):
+            return _invalid(
+                "Please ensure that function call turn comes immediately after a user turn or after a function response turn."
+            )
+        if turn.responses:
+            if previous is None or not previous.calls:
+                return _invalid(
+                    "Please ensure that function response turn comes immediately after a function call turn"
+                )
+            if len(turn.responses) != len(previous.calls):
+                return _invalid(COUNT_MISMATCH)
+        # unverified: a call turn answered by a turn without any function response counts as a mismatch
+        if turn.calls and following is not None and not following.responses:
+            return _invalid(COUNT_MISMATCH)
+    return None
+
+
+COUNT_MISMATCH = (
+    "Please ensure that the number of function response parts is equal to the number of function call parts of "
+    "the function call turn."
+)
+
+
+def _signature_ok(state: SimulatorState, model: str, turn: Turn, part: dict, findings: Findings) -> bool:
+    signature = part["thoughtSignature"]
+    raw = decode_bytes(signature)
+    if signature in PLACEHOLDERS or raw in PLACEHOLDER_BYTES:
+        findings.placeholders += 1
+        return True
+    # the API takes URL-safe base64 back for the standard base64 it issued
+    token = base64.b64encode(raw).decode() if raw is not None else signature
+    if "functionCall" in part:
+        call = part["functionCall"]
+        ok = state.verify(token, *call_covers(model, call["name"], call.get("args")))
+    elif "text" in part and not part.get("thought"):
+        text = "".join(p["text"] for p in turn.parts if "text" in p and not p.get("thought"))
+        ok = state.verify(token, *text_covers(model, text))
+    else:
+        ok = False  # this simulator signs nothing else
+    findings.verified += ok
+    return ok
+
+
+def _check_signatures(
+    state: SimulatorState, model: str, turns: list[Turn], findings: Findings
+) -> Rejection | None:
+    """Signatures are validated in the current turn only: after the last user content that is more
+    than function responses."""
+    start = 0
+    for turn in turns:
+        if turn.role == "user" and any("functionResponse" not in p for p in turn.parts):
+            start = turn.index + 1
+    for turn in turns[start:]:
+        if turn.role != "model":
+            continue
+        for part in turn.parts:
+            if "thoughtSignature" in part and not _signature_ok(state, model, turn, part, findings):
+                return _invalid(BAD_SIGNATURE)
+        if signs(model) and turn.calls and "thoughtSignature" not in turn.calls[0]:
+            # position: 1-based index of the content in `contents` (unverified)
+            name = turn.calls[0]["functionCall"]["name"]
+            return _invalid(MISSING_SIGNATURE.format(name=name, position=turn.index + 1))
+    return None
+
+
+def check(state: SimulatorState, body: Any, model: str) -> tuple[Rejection | None, Findings, dict]:
+    findings = Findings()
+    req, errors = parse(body)
+    if errors:
+        return _invalid("\n".join(errors)), findings, req
+    rejection = _check_fields(req, model)
+    if rejection is not None:
+        return rejection, findings, req
+    turns = _turns(req["contents"])
+    rejection = _check_turn_order(turns) or _check_signatures(state, model, turns, findings)
+    return rejection, findings, req
+
+
+def validate(state: SimulatorState, body: dict, model: str) -> Rejection | None:
+    return check(state, body, model)[0]
+
+
+# -- serving ----------------------------------------------------------------------------------
+def error_body(rejection: Rejection, details: list[dict] | None = None) -> dict:
+    error: dict[str, Any] = {"code": rejection.status, "message": rejection.message, "status": rejection.type}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def fault_rejection(status: int, fault: Fault) -> Rejection:
+    return Rejection(
+        status,
+        fault.message or FAULT_MESSAGES.get(status, FAULT_MESSAGES[500]),
+        fault.error_type or STATUS_NAMES.get(status, "INTERNAL"),
+    )
+
+
+def _retry_details(fault: Fault) -> list[dict] | None:
+    if fault.retry_after is None:
+        return None
+    return [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{fault.retry_after:g}s"}]
+
+
+def _sse(payload: dict) -> bytes:
+    # Google frames its SSE events with CRLF
+    return b"data: " + orjson.dumps(payload) + b"\r\n\r\n"
+
+
+def _fault_frame(fault: Fault) -> bytes:
+    return _sse(error_body(fault_rejection(fault.status or 500, fault)))
+
+
+def _array_frames(chunks: list[dict]) -> list[bytes]:
+    """streamGenerateContent without alt=sse: one JSON array, written element by element."""
+    frames = [(b"[" if n == 0 else b",\r\n") + orjson.dumps(chunk) for n, chunk in enumerate(chunks)]
+    frames.append(b"]")
+    return frames
+
+
+def _array_fault_frame(fault: Fault) -> bytes:
+    return b",\r\n" + orjson.dumps(error_body(fault_rejection(fault.status or 500, fault))) + b"]"
+
+
+AUTH_MISSING = Rejection(
+    401,
+    "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other "
+    "valid authentication credential.",
+    "UNAUTHENTICATED",
+)
+# The real API answers a wrong key with 400 API_KEY_INVALID; the simulators' contract is a 401.
+AUTH_INVALID = Rejection(401, "API key not valid. Please pass a valid API key.", "UNAUTHENTICATED")
+INVALID_KEY_DETAILS = [
+    {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": "API_KEY_INVALID",
+        "domain": "googleapis.com",
+    }
+]
+
+
+def create_app(state: SimulatorState) -> web.Application:
+    async def models(request: web.Request) -> web.StreamResponse:
+        headers = dict(request.headers)
+        model, _, action = request.match_info["model_and_action"].rpartition(":")
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        if key != state.api_key:
+            rejection = AUTH_INVALID if key else AUTH_MISSING
+            state.requests.append(RecordedRequest(request.path, headers, None, rejection))
+            return json_response(
+                error_body(rejection, INVALID_KEY_DETAILS if key else None), rejection.status
+            )
+        if action not in ("generateContent", "streamGenerateContent") or not model:
+            rejection = Rejection(404, f"models/{model} is not found for API version v1beta.", "NOT_FOUND")
+            state.requests.append(RecordedRequest(request.path, headers, None, rejection))
+            return json_response(error_body(rejection), 404)
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            rejection = _invalid("Invalid JSON payload received. Unexpected token.")
+            state.requests.append(RecordedRequest(request.path, headers, None, rejection))
+            return json_response(error_body(rejection), 400)
+        rejection, findings, req = check(state, body, model)
+        state.requests.append(RecordedRequest(request.path, headers, body, rejection))
+        if rejection is not None:
+            return json_response(error_body(rejection), rejection.status)
+        state.verified_tokens += findings.verified
+        state.placeholder_tokens += findings.placeholders
+        item = state.next_item(body)
+        fault = item if isinstance(item, Fault) else None
+        if fault is not None:
+            if fault.delay:
+                await asyncio.sleep(fault.delay)
+            if fault.reset_before_headers:
+                return await reset_connection(request)
+            if fault.status is not None and fault.after_events is None:
+                return json_response(
+                    error_body(fault_rejection(fault.status, fault), _retry_details(fault)), fault.status
+                )
+        reply = (
+            item
+            if isinstance(item, Reply)
+            else (fault.reply if fault and fault.reply else state.default_reply(body))
+        )
+        renderer = ReplyRenderer(state, model, req, reply, len(raw))
+        if action == "streamGenerateContent":
+            sse = request.query.get("alt") == "sse"
+            chunks = renderer.chunks()
+            frames = [_sse(c) for c in chunks] if sse else _array_frames(chunks)
+            error_frame: Callable[[Fault], bytes] = _fault_frame if sse else _array_fault_frame
+            headers_out = None if sse else {"Content-Type": "application/json"}
+            return await stream_sse(request, state, frames, fault, error_frame, headers_out)
+        if fault is not None and fault.after_events is not None:
+            # a non-streamed answer has no middle: the fault hits before the body is sent
+            if fault.mid_stream == "reset":
+                return await reset_connection(request)
+            if fault.mid_stream == "stall":
+                await asyncio.sleep(fault.stall_seconds)
+            else:
+                status = fault.status or 500
+                return json_response(
+                    error_body(fault_rejection(status, fault), _retry_details(fault)), status
+                )
+        return json_response(renderer.body())
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1beta/models/{model_and_action}", models)
+    return app

@@ -1,0 +1,176 @@
+"""Strict simulator of Moonshot Kimi chat completions (OpenAI-compatible, with thinking models)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from aiohttp import web
+
+from gateway.simulators import chat_family as cf
+from gateway.simulators import chat_render as cr
+from gateway.simulators.base import Rejection, SimulatorState
+
+NATIVE_ID = re.compile(r"^functions\.[\w-]+:\d+$")
+INVALID = "invalid_request_error"
+
+
+def thinking(model: str, body: dict) -> bool:
+    switch = cf.thinking_param(body)
+    if switch is not None:
+        return switch == "enabled"
+    return "thinking" in model
+
+
+def _invalid(message: str) -> Rejection:
+    return Rejection(400, message, INVALID)
+
+
+def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
+    # unverified wordings: Moonshot prefixes request problems with "Invalid request: "
+    path = cf.dotted(issue.path)
+    if issue.kind == "missing":
+        return _invalid(f"Invalid request: {path} is required")
+    if issue.kind == "type":
+        return _invalid(
+            f"Invalid request: {path} must be {issue.expected}, got {cf.json_type_name(issue.got)}"
+        )
+    if issue.kind == "value":
+        return _invalid(f"Invalid request: {path} must be one of {issue.expected}, got '{issue.got}'")
+    if issue.kind == "empty":
+        return _invalid(f"Invalid request: {path} must not be empty")
+    raise ValueError(f"unknown shape issue {issue.kind!r}")
+
+
+def reasoning_content(c: cf.Conversation) -> Rejection | None:
+    if not thinking(c.model, c.body):
+        return None
+    return cf.require_reasoning_content(
+        c,
+        lambda i: _invalid(
+            f"thinking is enabled but reasoning_content is missing in assistant tool call message at index {i}"
+        ),
+    )
+
+
+def pairing(c: cf.Conversation) -> Rejection | None:
+    # unverified wordings; the pairing itself mirrors the OpenAI API Kimi is compatible with
+    return cf.check_tool_pairing(
+        c.messages,
+        unknown_id=lambda i, tid: _invalid(f"Invalid request: tool_call_id {tid} is not found"),
+        orphan_tool=lambda i: _invalid(
+            f"Invalid request: tool_call_id {c.messages[i]['tool_call_id']} is not found"
+        ),
+        unanswered=lambda i, ids: _invalid(
+            "Invalid request: an assistant message with 'tool_calls' must be followed by tool messages responding "
+            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(ids)}"
+        ),
+    )
+
+
+def native_ids(c: cf.Conversation) -> Rejection | None:
+    """Accepted, but Kimi models act unreliably on ids not in their own global-index form."""
+    index = 0
+    for i, message in enumerate(c.messages):
+        if message["role"] != "assistant":
+            continue
+        for n, call in enumerate(message.get("tool_calls") or ()):
+            expected = f"functions.{call['function']['name']}:{index}"
+            if not NATIVE_ID.match(call["id"]):
+                c.findings.quality_warnings.append(
+                    f"messages[{i}].tool_calls[{n}].id {call['id']!r} is not a native Kimi id (expected {expected!r})"
+                )
+            elif call["id"] != expected:
+                c.findings.quality_warnings.append(
+                    f"messages[{i}].tool_calls[{n}].id {call['id']!r} does not match the call's name and global "
+                    f"index (expected {expected!r})"
+                )
+            index += 1
+    return None
+
+
+def error_body(rejection: Rejection) -> dict:
+    return {"error": {"message": rejection.message, "type": rejection.type}}
+
+
+def auth_rejection(key_sent: bool) -> Rejection:
+    return Rejection(401, "Invalid Authentication", "invalid_authentication_error")
+
+
+FAULTS: cf.FaultTable = {
+    400: (INVALID, "Invalid request", None),
+    401: ("invalid_authentication_error", "Invalid Authentication", None),
+    403: ("permission_denied_error", "The API you are accessing is not open", None),
+    404: ("resource_not_found_error", "Not found the model or Permission denied", None),
+    429: ("rate_limit_reached_error", "Your account reached max request rate, please try again later", None),
+    500: ("server_error", "Internal server error", None),
+    503: ("engine_overloaded_error", "The engine is currently overloaded, please try again later", None),
+}
+
+
+def prior_calls(messages: list[dict]) -> int:
+    return sum(len(m.get("tool_calls") or ()) for m in messages if m["role"] == "assistant")
+
+
+def usage(u: cr.Usage) -> dict:
+    return {
+        "prompt_tokens": u.prompt,
+        "completion_tokens": u.completion,
+        "total_tokens": u.prompt + u.completion,
+        "cached_tokens": 0,
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning},
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+
+
+def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:
+    out: dict = {"role": "assistant", "content": text}
+    if is_thinking:
+        out["reasoning_content"] = reasoning
+    if calls:
+        out["tool_calls"] = [
+            {
+                "index": n,
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for n, c in enumerate(calls)
+        ]
+    return out
+
+
+DIALECT = cf.ChatDialect(
+    kind="kimi",
+    roles=("system", "user", "assistant", "tool"),
+    content_parts={"user": ("text", "image_url", "video_url")},
+    tool_choice_modes=("none", "auto", "required"),
+    allowed_params=None,
+    tool_call_type_required=True,
+    shape_rejection=shape_rejection,
+    rules=(reasoning_content, pairing, native_ids),
+    error_body=error_body,
+    fault_error=cf.fault_errors(FAULTS),
+    auth_rejection=auth_rejection,
+    invalid_json=_invalid("Invalid request: failed to parse the request body as JSON"),  # unverified wording
+    reasons=thinking,
+    rendering=cr.ChatRendering(
+        completion_id=lambda: f"chatcmpl-{uuid.uuid4()}",
+        tool_call_id=lambda messages, n, name: f"functions.{name}:{prior_calls(messages) + n}",
+        usage=usage,
+        role_delta=lambda t: {"role": "assistant", "content": ""},
+        reasoning_delta=lambda text: {"reasoning_content": text},
+        content_delta=lambda text, t: {"content": text},
+        finish_delta=lambda t: {},
+        message=message,
+        usage_placement="choice",
+    ),
+)
+
+
+def validate(state: SimulatorState, body: dict, model: str) -> Rejection | None:
+    return cf.check(DIALECT, body, model)[0]
+
+
+def create_app(state: SimulatorState) -> web.Application:
+    return cf.create_chat_app(state, DIALECT)

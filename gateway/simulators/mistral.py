@@ -1,0 +1,258 @@
+"""Strict simulator of Mistral chat completions (OpenAI-like; magistral models reason)."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from gateway.simulators import chat_family as cf
+from gateway.simulators import chat_render as cr
+from gateway.simulators.base import Rejection, SimulatorState
+
+TOOL_CALL_ID = re.compile(r"^[a-zA-Z0-9]{9}$")
+ORDER = "invalid_request_message_order"
+ORDER_CODE = "3230"
+# Role pairs Mistral refuses outright; an assistant without tool_calls is refused before 'tool' too.
+FORBIDDEN_AFTER = frozenset({("user", "tool"), ("tool", "user"), ("tool", "system"), ("system", "tool")})
+
+# Mistral's request model forbids unknown fields (pydantic extra="forbid").
+PARAMS = frozenset(
+    [
+        "model",
+        "messages",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "stream",
+        "stop",
+        "random_seed",
+        "response_format",
+        "tools",
+        "tool_choice",
+        "presence_penalty",
+        "frequency_penalty",
+        "n",
+        "prediction",
+        "parallel_tool_calls",
+        "prompt_mode",
+        "safe_prompt",
+        "metadata",
+        "reasoning_effort",
+    ]
+)
+
+_PYDANTIC_TYPES = {
+    cf.STRING: ("string_type", "Input should be a valid string"),
+    cf.CONTENT: ("string_type", "Input should be a valid string"),
+    cf.ARRAY: ("list_type", "Input should be a valid list"),
+    cf.OBJECT: ("dict_type", "Input should be a valid dictionary"),
+    cf.BOOLEAN: ("bool_type", "Input should be a valid boolean"),
+    cf.NUMBER: ("float_type", "Input should be a valid number"),
+    cf.INTEGER: ("int_type", "Input should be a valid integer"),
+}
+
+
+def reasons(model: str, body: dict) -> bool:
+    return model.startswith("magistral")
+
+
+def _validation(path: cf.Path, error_type: str, message: str) -> Rejection:
+    # 422 pydantic validation error; the body renders `param` back into a `loc` list
+    return Rejection(422, message, "invalid_request_error", cf.dotted(path), error_type)
+
+
+def _pydantic_literal(expected: str) -> str:
+    values = [v.strip() for v in expected.split(",")]
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+
+
+def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
+    if issue.kind == "missing":
+        return _validation(issue.path, "missing", "Field required")
+    if issue.kind == "type":
+        return _validation(issue.path, *_PYDANTIC_TYPES.get(issue.expected, ("value_error", "Invalid value")))
+    if issue.kind == "value":
+        return _validation(
+            issue.path, "literal_error", f"Input should be {_pydantic_literal(issue.expected)}"
+        )
+    if issue.kind == "empty":
+        return _validation(
+            issue.path, "too_short", "List should have at least 1 item after validation, not 0"
+        )
+    if issue.kind == "extra":
+        return _validation(issue.path, "extra_forbidden", "Extra inputs are not permitted")
+    raise ValueError(f"unknown shape issue {issue.kind!r}")
+
+
+def thinking_chunks(c: cf.Conversation) -> Rejection | None:
+    for i, message in enumerate(c.messages):
+        content = message.get("content")
+        for p, part in enumerate(content if isinstance(content, list) else ()):
+            if part["type"] != "thinking":
+                continue
+            path: cf.Path = ("messages", i, "content", p, "thinking")
+            inner = part.get("thinking")
+            if not isinstance(inner, list):
+                return _validation(path, "list_type", "Input should be a valid list")
+            for t, chunk in enumerate(inner):
+                if (
+                    not isinstance(chunk, dict)
+                    or chunk.get("type") != "text"
+                    or not isinstance(chunk.get("text"), str)
+                ):
+                    return _validation(path + (t,), "model_type", "Input should be a valid text chunk")
+    return None
+
+
+def tool_call_ids(c: cf.Conversation) -> Rejection | None:
+    for message in c.messages:
+        ids = cf.call_ids(message) if message["role"] == "assistant" else []
+        if message["role"] == "tool":
+            ids = [message["tool_call_id"]]
+        for tool_call_id in ids:
+            if not TOOL_CALL_ID.match(tool_call_id):
+                return Rejection(
+                    400,
+                    f"Tool call id was {tool_call_id} but must be a-z, A-Z, 0-9, with a length of 9.",
+                    "invalid_function_call",
+                    None,
+                    "3280",
+                )
+    return None
+
+
+def _order(message: str) -> Rejection:
+    return Rejection(400, message, ORDER, None, ORDER_CODE)
+
+
+def message_order(c: cf.Conversation) -> Rejection | None:
+    messages = c.messages
+    for i, message in enumerate(messages):
+        role = message["role"]
+        if i:
+            before = messages[i - 1]
+            previous = before["role"]
+            refused_tool = role == "tool" and previous == "assistant" and not before.get("tool_calls")
+            if (previous, role) in FORBIDDEN_AFTER or refused_tool:
+                return _order(f"Unexpected role '{role}' after role '{previous}'")
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            answers = 0
+            while i + 1 + answers < len(messages) and messages[i + 1 + answers]["role"] == "tool":
+                answers += 1
+            if answers != len(calls):
+                return _order("Not the same number of function calls and responses")  # unverified type/code
+    last = messages[-1]
+    if last["role"] not in ("user", "tool") and not (
+        last["role"] == "assistant" and last.get("prefix") is True
+    ):
+        return _order(
+            f"Expected last role User or Tool (or Assistant with prefix True) for serving but got {last['role']}"
+        )
+    return None
+
+
+def _loc(param: str) -> list[str | int]:
+    return [int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", param)]
+
+
+def error_body(rejection: Rejection) -> dict:
+    if rejection.status == 422:
+        detail = {
+            "type": rejection.code,
+            "loc": ["body", *_loc(rejection.param or "")],
+            "msg": rejection.message,
+        }
+        return {
+            "object": "error",
+            "message": {"detail": [detail]},
+            "type": rejection.type,
+            "param": None,
+            "code": None,
+        }
+    return {
+        "object": "error",
+        "message": rejection.message,
+        "type": rejection.type,
+        "param": None,
+        "code": rejection.code,
+    }
+
+
+def auth_rejection(key_sent: bool) -> Rejection:
+    return Rejection(401, "Unauthorized", "unauthorized", None, "1000")  # unverified type/code
+
+
+FAULTS: cf.FaultTable = {  # unverified types and codes
+    400: ("invalid_request_error", "Invalid request", None),
+    401: ("unauthorized", "Unauthorized", "1000"),
+    429: ("rate_limited", "Requests rate limit exceeded", "1300"),
+    500: ("internal_server_error", "Internal server error", "3000"),
+    503: ("service_unavailable", "Service unavailable", "3001"),
+}
+
+
+def usage(u: cr.Usage) -> dict:
+    return {
+        "prompt_tokens": u.prompt,
+        "total_tokens": u.prompt + u.completion,
+        "completion_tokens": u.completion,
+    }
+
+
+def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:
+    content: str | list[dict] = text
+    if reasoning:
+        content = [
+            {"type": "thinking", "thinking": [{"type": "text", "text": reasoning}], "closed": True},
+            {"type": "text", "text": text},
+        ]
+    tool_calls = [{"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    return {"role": "assistant", "tool_calls": tool_calls or None, "content": content}
+
+
+DIALECT = cf.ChatDialect(
+    kind="mistral",
+    roles=("system", "user", "assistant", "tool"),
+    content_parts={
+        "user": ("text", "image_url", "document_url", "input_audio", "file"),
+        "assistant": ("text", "thinking"),
+        "system": ("text", "thinking"),
+        "tool": ("text",),
+    },
+    tool_choice_modes=("auto", "none", "any", "required"),
+    allowed_params=PARAMS,
+    tool_call_type_required=False,
+    shape_rejection=shape_rejection,
+    rules=(thinking_chunks, tool_call_ids, message_order),
+    error_body=error_body,
+    fault_error=cf.fault_errors(FAULTS),
+    auth_rejection=auth_rejection,
+    invalid_json=Rejection(400, "Invalid JSON body", "invalid_request_error"),  # unverified wording
+    reasons=reasons,
+    rendering=cr.ChatRendering(
+        completion_id=lambda: cr.random_token(32, "0123456789abcdef"),
+        tool_call_id=lambda messages, n, name: cr.random_token(9),
+        usage=usage,
+        role_delta=lambda t: {"role": "assistant", "content": ""},
+        reasoning_delta=lambda text: {
+            "content": [{"type": "thinking", "thinking": [{"type": "text", "text": text}]}]
+        },
+        reasoning_close={"content": [{"type": "thinking", "thinking": []}]},
+        content_delta=lambda text, t: {"content": text},
+        finish_delta=lambda t: {"content": ""},
+        message=message,
+        usage_placement="finish",
+        choice_extra={"logprobs": None},
+        tool_calls_whole=True,
+    ),
+)
+
+
+def validate(state: SimulatorState, body: dict, model: str) -> Rejection | None:
+    return cf.check(DIALECT, body, model)[0]
+
+
+def create_app(state: SimulatorState) -> web.Application:
+    return cf.create_chat_app(state, DIALECT)

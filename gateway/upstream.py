@@ -1,0 +1,116 @@
+"""The only module that talks HTTP to providers.
+
+It sends an encoded request and hands back the raw status, headers and body chunks; it knows
+nothing about any provider's format. Failures become UpstreamError values, never exceptions that
+could carry a provider key into a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import aiohttp
+
+from gateway.providers.base import HttpRequest
+from gateway.transcript.events import ErrorCategory, UpstreamError
+
+MAX_ERROR_BODY = 256 * 1024
+MAX_RESPONSE_BODY = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect: float = 10.0
+    first_token: float = 60.0
+    idle: float = 120.0
+    total: float = 600.0
+
+
+class UpstreamFailure(Exception):
+    def __init__(self, error: UpstreamError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _describe(exc: BaseException) -> str:
+    # aiohttp's messages name host:port, never the headers that hold the key
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def connection_error(exc: BaseException) -> UpstreamError:
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return UpstreamError(ErrorCategory.TIMEOUT, f"upstream timed out ({_describe(exc)})")
+    return UpstreamError(ErrorCategory.CONNECTION, f"upstream connection failed ({_describe(exc)})")
+
+
+class Upstream:
+    """One response from a provider. Use as an async context manager; leaving it releases (or, if
+    the body was not read to the end, closes) the connection, which cancels the provider's work."""
+
+    def __init__(self, session: aiohttp.ClientSession, request: HttpRequest, timeouts: Timeouts) -> None:
+        self._session = session
+        self._request = request
+        self._timeouts = timeouts
+        self._response: aiohttp.ClientResponse | None = None
+
+    async def __aenter__(self) -> "Upstream":
+        timeout = aiohttp.ClientTimeout(
+            total=self._timeouts.total, sock_connect=self._timeouts.connect, sock_read=self._timeouts.idle
+        )
+        try:
+            self._response = await self._session.post(
+                self._request.url, data=self._request.body, headers=self._request.headers, timeout=timeout,
+                allow_redirects=False,
+            )
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise UpstreamFailure(connection_error(exc)) from None
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        response = self._response
+        if response is not None:
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()  # abandon: closes the socket, the provider stops generating
+
+    @property
+    def status(self) -> int:
+        assert self._response is not None
+        return self._response.status
+
+    @property
+    def headers(self) -> "aiohttp.typedefs.CIMultiDictProxy[str]":
+        assert self._response is not None
+        return self._response.headers
+
+    async def read(self, limit: int = MAX_RESPONSE_BODY) -> bytes:
+        assert self._response is not None
+        chunks = []
+        size = 0
+        try:
+            async for chunk in self._response.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise UpstreamFailure(
+                        UpstreamError(ErrorCategory.PROTOCOL, f"upstream body larger than {limit} bytes")
+                    )
+                chunks.append(chunk)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise UpstreamFailure(connection_error(exc)) from None
+        return b"".join(chunks)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Body chunks as they arrive; a broken or stalled connection raises UpstreamFailure."""
+        assert self._response is not None
+        content = self._response.content
+        while True:
+            try:
+                chunk = await content.readany()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                raise UpstreamFailure(connection_error(exc)) from None
+            if not chunk:
+                return
+            yield chunk

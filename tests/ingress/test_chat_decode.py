@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import pytest
+
+from gateway.ingress.chat_decode import DecodeStats, decode_request
+from gateway.ingress.errors import ClientError, check_depth, parse_json_body
+from gateway.transcript.model import Image, Reasoning, Role, Text, ToolCall, ToolChoiceMode, ToolResult
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+
+def test_a_full_request_decodes_into_the_canonical_transcript():
+    req = decode_request(
+        {
+            "model": "smart",
+            "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "developer", "content": [{"type": "text", "text": "dev"}]},
+                {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+                {"role": "assistant", "content": None, "reasoning_content": "hmm",
+                 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"P\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
+            ],
+            "tools": [TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "reasoning_effort": "high",
+            "max_completion_tokens": 100,
+            "temperature": 0.5,
+            "stop": "END",
+            "user": "ignored-extra-field",
+        }
+    )
+    assert req.system == "sys\n\ndev"
+    assert req.messages[0].blocks == (Text("look"), Image("data:image/png;base64,AAAA"))
+    assert req.messages[1].role is Role.ASSISTANT
+    assert req.messages[1].blocks == (Reasoning("hmm"), ToolCall("call_1", "get_weather", '{"city":"P"}'))
+    assert req.messages[2].blocks == (ToolResult("call_1", "sunny"),)
+    assert req.tool_choice.mode is ToolChoiceMode.TOOL and req.tool_choice.name == "get_weather"
+    assert (req.stream, req.include_usage, req.reasoning_effort, req.max_tokens, req.stop) == (True, True, "high", 100, ("END",))
+
+
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}, "messages[0]"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 7}, "temperature"),
+        ({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}, "messages[0].content[0].type"),
+        ({"model": "m", "messages": [{"role": "assistant", "content": None}]}, "messages[0].content"),
+        ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3}, "n"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL, TOOL]}, "tools"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL],
+          "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice.function.name"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_json_path(body, param):
+    with pytest.raises(ClientError) as info:
+        decode_request(body)
+    assert info.value.status == 400
+    assert info.value.param is not None and info.value.param.startswith(param)
+    assert info.value.body()["error"]["type"] == "invalid_request_error"
+
+
+def test_unparseable_echoed_tokens_are_counted():
+    stats = DecodeStats()
+    decode_request(
+        {"model": "m", "messages": [{"role": "assistant", "content": "x", "reasoning_details": [{"type": "reasoning.text", "text": "t", "signature": "forged"}]}]},
+        stats,
+    )
+    assert stats.ignored_tokens == 1
+
+
+def test_json_depth_and_syntax_limits():
+    deep = b"[" * 100 + b"]" * 100
+    with pytest.raises(ClientError, match="nesting deeper than 64"):
+        parse_json_body(deep, 64)
+    with pytest.raises(ClientError, match="not valid JSON"):
+        parse_json_body(b"{", 64)
+    check_depth({"a": [{"b": 1}]}, 3)

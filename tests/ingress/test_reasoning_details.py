@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from gateway.ingress.reasoning_details import assistant_blocks, encode_details
+from gateway.transcript.model import Continuity, Reasoning, Text, ToolCall
+
+
+def meta(kind: str, **data) -> Continuity:
+    return Continuity("p", "p", kind, "m", data)
+
+
+def roundtrip(blocks):
+    text = "".join(b.text for b in blocks if type(b) is Text)
+    calls = [ToolCall(b.id, b.name, b.arguments) for b in blocks if type(b) is ToolCall]
+    reasoning = "".join(b.text for b in blocks if type(b) is Reasoning) or None
+    return assistant_blocks(text, calls, reasoning, encode_details(blocks))
+
+
+def test_anthropic_style_turn_comes_back_in_order_with_its_tokens():
+    blocks = (
+        Reasoning("plan", meta("anthropic", signature="sig")),
+        Reasoning("", meta("anthropic", redacted="blob")),
+        Text("Checking."),
+        ToolCall("call_1", "f", '{"x":1}'),
+        ToolCall("call_2", "f", '{"x":2}'),
+    )
+    assert roundtrip(blocks) == (blocks, 0)
+
+
+def test_gemini_signatures_on_calls_and_an_empty_trailing_text_part():
+    blocks = (Text("4"), Text("", meta("gemini", thought_signature="ts")))
+    assert roundtrip(blocks) == (blocks, 0)
+    calls = (ToolCall("call_a", "f", "{}", meta("gemini", thought_signature="t1")), ToolCall("call_b", "g", "{}"))
+    assert roundtrip(calls) == (calls, 0)
+
+
+def test_unparseable_tokens_are_ignored_and_counted():
+    blocks, ignored = assistant_blocks(
+        "hi",
+        [],
+        None,
+        [
+            {"type": "reasoning.text", "text": "t", "signature": "forged", "index": 0},
+            {"type": "reasoning.encrypted", "data": "gw1.!!!", "index": 1},
+            {"type": "something.else"},
+        ],
+    )
+    assert ignored == 3
+    assert blocks == (Reasoning("t", None), Text("hi"))
+
+
+def test_plain_reasoning_content_without_details_is_unowned_reasoning():
+    blocks, ignored = assistant_blocks("answer", [], "thoughts", None)
+    assert blocks == (Reasoning("thoughts", None), Text("answer")) and ignored == 0
+
+
+_kinds = st.sampled_from(["anthropic", "gemini", "openai_responses", "deepseek"])
+_reasoning = st.builds(lambda t, k: Reasoning(t, meta(k, v=t)), st.text(max_size=5), _kinds)
+
+
+@given(st.lists(_reasoning, max_size=3), st.text(max_size=5), st.lists(st.sampled_from(["f", "g"]), max_size=3))
+def test_reasoning_then_text_then_calls_always_round_trips(reasoning, text, names):
+    blocks = tuple(reasoning) + ((Text(text),) if text else ()) + tuple(
+        ToolCall(f"call_{i}", n, "{}") for i, n in enumerate(names)
+    )
+    assert roundtrip(blocks)[0] == blocks

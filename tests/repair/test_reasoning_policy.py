@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.repair.reasoning_policy import apply_reasoning_policy
+from gateway.transcript.model import Continuity, Message, Reasoning, Role, Text, ToolCall
+from gateway.transcript.target import Capabilities, Target, ToolIdRule
+
+CAPS = Capabilities(ToolIdRule(".*", 64, "prefixed", "call_"), reasoning_replay=True)
+CLAUDE = Target("claude", "anthropic", "sonnet", "http://x")
+OWN = Continuity("claude", "claude", "anthropic", "sonnet", {"signature": "s"})
+OTHER_MODEL = Continuity("claude", "claude", "anthropic", "opus", {"signature": "s"})
+GEMINI = Continuity("gem", "gem", "gemini", "g3", {"thought_signature": "t"})
+
+
+def test_own_reasoning_is_kept_and_foreign_reasoning_dropped_and_counted():
+    messages = (
+        Message(Role.ASSISTANT, (Reasoning("mine", OWN), Text("a"))),
+        Message(Role.ASSISTANT, (Reasoning("other model", OTHER_MODEL), Reasoning("gem", GEMINI), Text("b"))),
+    )
+    out, repairs = apply_reasoning_policy(messages, CLAUDE, CAPS)
+    assert out == (messages[0], Message(Role.ASSISTANT, (Text("b"),)))
+    assert [r.kind for r in repairs] == ["reasoning_dropped", "reasoning_dropped"]
+
+
+def test_as_text_policy_keeps_foreign_reasoning_readable():
+    messages = (Message(Role.ASSISTANT, (Reasoning("gem thoughts", GEMINI), Text("b"))),)
+    out, repairs = apply_reasoning_policy(messages, replace(CLAUDE, reasoning_policy="as_text"), CAPS)
+    assert out == (Message(Role.ASSISTANT, (Text("gem thoughts"), Text("b"))),)
+    assert [r.kind for r in repairs] == ["reasoning_as_text"]
+
+
+def test_foreign_meta_on_calls_and_text_is_removed_and_empty_signature_parts_vanish():
+    messages = (Message(Role.ASSISTANT, (Text("x", GEMINI), Text("", GEMINI), ToolCall("c", "f", "{}", GEMINI))),)
+    out, repairs = apply_reasoning_policy(messages, CLAUDE, CAPS)
+    assert out == (Message(Role.ASSISTANT, (Text("x"), ToolCall("c", "f", "{}"))),)
+    assert repairs == []
+
+
+def test_a_provider_without_reasoning_replay_gets_none_and_valid_input_is_returned_as_is():
+    messages = (Message(Role.ASSISTANT, (Reasoning("mine", OWN), Text("a"))),)
+    out, _ = apply_reasoning_policy(messages, CLAUDE, replace(CAPS, reasoning_replay=False))
+    assert out == (Message(Role.ASSISTANT, (Text("a"),)),)
+    plain = (Message(Role.ASSISTANT, (Text("a"),)),)
+    assert apply_reasoning_policy(plain, CLAUDE, CAPS)[0] is plain

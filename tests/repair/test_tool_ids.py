@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, strategies as st
+
+from gateway.repair.tool_ids import project_tool_ids
+from gateway.transcript.model import NATIVE_ID, Continuity, Message, Role, Text, ToolCall, ToolResult
+from gateway.transcript.target import Target, ToolIdRule
+
+OPENAI = ToolIdRule(r"^[A-Za-z0-9_.:-]{1,40}$", 40, "prefixed", "call_")
+MISTRAL = ToolIdRule(r"^[a-zA-Z0-9]{9}$", 9, "alnum9")
+KIMI = ToolIdRule(r"^functions\.[\w-]+:\d+$", 128, "kimi")
+ANTHROPIC = ToolIdRule(r"^[a-zA-Z0-9_-]+$", 128, "prefixed", "toolu_")
+TARGET = Target("mis", "mistral", "m", "http://x")
+
+
+def convo(ids_and_names):
+    msgs = [Message(Role.USER, (Text("hi"),))]
+    for ids, names in ids_and_names:
+        msgs.append(Message(Role.ASSISTANT, tuple(ToolCall(i, n, "{}") for i, n in zip(ids, names))))
+        msgs.append(Message(Role.TOOL, tuple(ToolResult(i, "ok") for i in ids)))
+    return tuple(msgs)
+
+
+def pairs(messages):
+    calls = [b.id for m in messages for b in m.blocks if type(b) is ToolCall]
+    results = [b.call_id for m in messages for b in m.blocks if type(b) is ToolResult]
+    return calls, results
+
+
+def test_mistral_ids_are_nine_alphanumerics_and_results_follow_their_calls():
+    messages = convo([(["call_abc", "call_def"], ["f", "g"]), (["toolu_x"], ["f"])])
+    out, back, changed = project_tool_ids(messages, TARGET, MISTRAL)
+    calls, results = pairs(out)
+    assert calls == results and len(set(calls)) == 3
+    assert all(re.fullmatch(r"[a-zA-Z0-9]{9}", c) for c in calls)
+    assert changed == 3
+    assert sorted(back.values()) == ["call_abc", "call_def", "toolu_x"]
+    assert project_tool_ids(messages, TARGET, MISTRAL)[0] == out, "deterministic"
+
+
+def test_kimi_ids_use_the_global_call_index():
+    messages = convo([(["a", "b"], ["search", "fetch"]), (["c"], ["search"])])
+    out, _, _ = project_tool_ids(messages, TARGET, KIMI)
+    assert pairs(out)[0] == ["functions.search:0", "functions.fetch:1", "functions.search:2"]
+
+
+def test_ids_already_valid_stay_as_they_are_and_native_ids_return_to_their_issuer():
+    target = Target("claude", "anthropic", "m", "http://x")
+    native = Continuity("claude", "claude", "anthropic", "m", {NATIVE_ID: "toolu_01native"})
+    messages = (
+        Message(Role.ASSISTANT, (ToolCall("call_canon1", "f", "{}", native), ToolCall("call_canon2", "f", "{}"))),
+        Message(Role.TOOL, (ToolResult("call_canon1", "r"), ToolResult("call_canon2", "r"))),
+    )
+    out, back, changed = project_tool_ids(messages, target, ANTHROPIC)
+    assert pairs(out) == (["toolu_01native", "call_canon2"], ["toolu_01native", "call_canon2"])
+    assert back == {"toolu_01native": "call_canon1", "call_canon2": "call_canon2"}
+    assert changed == 1
+
+
+def test_too_long_ids_are_shortened_without_collisions():
+    long_ids = ["x" * 60 + str(i) for i in range(5)]
+    out, _, _ = project_tool_ids(convo([(long_ids, ["f"] * 5)]), TARGET, OPENAI)
+    calls, results = pairs(out)
+    assert calls == results and len(set(calls)) == 5 and all(len(c) <= 40 for c in calls)
+
+
+def test_input_is_not_mutated():
+    messages = convo([(["call_abc"], ["f"])])
+    snapshot = repr(messages)
+    project_tool_ids(messages, TARGET, MISTRAL)
+    assert repr(messages) == snapshot
+
+
+@given(st.lists(st.text(alphabet="abc_-.:/ 1", min_size=1, max_size=70), min_size=1, max_size=12, unique=True))
+def test_any_ids_project_to_unique_valid_ids_for_every_rule(ids):
+    messages = convo([(ids, ["f"] * len(ids))])
+    for rule in (OPENAI, MISTRAL, KIMI, ANTHROPIC):
+        out, back, _ = project_tool_ids(messages, TARGET, rule)
+        calls, results = pairs(out)
+        assert calls == results
+        assert len(set(calls)) == len(ids)
+        assert all(re.fullmatch(rule.pattern, c) and len(c) <= rule.max_len for c in calls)
+        assert [back[c] for c in calls] == ids

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from gateway.sse import SSELineTooLong, SSEParser
+
+STREAM = b"event: message_start\ndata: {\"a\":1}\n\n: keep-alive\n\ndata: x\ndata: y\n\nevent: ping\ndata: {}\r\n\r\n"
+EXPECTED = [("message_start", '{"a":1}'), ("", "x\ny"), ("ping", "{}")]
+
+
+def test_frames_events_with_multiline_data_comments_and_crlf():
+    parser = SSEParser()
+    assert parser.feed(STREAM) + parser.finish() == EXPECTED
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(STREAM)), max_size=20))
+def test_any_chunking_gives_the_same_events(cuts):
+    parser = SSEParser()
+    out, last = [], 0
+    for cut in sorted(set(cuts)):
+        out += parser.feed(STREAM[last:cut])
+        last = cut
+    out += parser.feed(STREAM[last:]) + parser.finish()
+    assert out == EXPECTED
+
+
+def test_final_event_without_blank_line_is_delivered_at_finish():
+    parser = SSEParser()
+    assert parser.feed(b"data: last") == []
+    assert parser.finish() == [("", "last")]
+
+
+def test_line_longer_than_the_limit_is_refused():
+    parser = SSEParser(max_line=16)
+    with pytest.raises(SSELineTooLong):
+        parser.feed(b"data: " + b"x" * 32)
+    with pytest.raises(SSELineTooLong):
+        SSEParser(max_line=16).feed(b"data: " + b"x" * 32 + b"\n\n")
