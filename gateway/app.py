@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -31,7 +31,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except ClientError as exc:
         return error_response(exc)
     except web.HTTPRequestEntityTooLarge as exc:
-        return error_response(ClientError(413, f"request body larger than {exc.max_size} bytes", code="body_too_large"))
+        return error_response(
+            ClientError(413, f"request body larger than {exc.max_size} bytes", code="body_too_large")
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -54,7 +56,12 @@ def auth_middleware(tokens: tuple[bytes, ...]) -> Callable:
             for token in tokens:
                 ok |= hmac.compare_digest(candidate, token)
             if not ok:
-                raise ClientError(401, "missing or invalid bearer token", type="authentication_error", code="invalid_api_key")
+                raise ClientError(
+                    401,
+                    "missing or invalid bearer token",
+                    type="authentication_error",
+                    code="invalid_api_key",
+                )
         return await handler(request)
 
     return check
@@ -62,7 +69,9 @@ def auth_middleware(tokens: tuple[bytes, ...]) -> Callable:
 
 async def list_models(request: web.Request) -> web.Response:
     state: GatewayState = request.app[GatewayState.KEY]
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": "gateway"} for name in state.config.models]
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "gateway"} for name in state.config.models
+    ]
     return web.json_response({"object": "list", "data": data})
 
 
@@ -76,7 +85,9 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
     state: GatewayState = request.app[GatewayState.KEY]
-    return web.Response(body=state.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    return web.Response(
+        body=state.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+    )
 
 
 def create_app(

@@ -11,15 +11,21 @@ from gateway.config import ConfigError, describe, load_config
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gateway", description="LLM gateway that repairs transcripts between agent apps and providers")
+    parser = argparse.ArgumentParser(
+        prog="gateway", description="LLM gateway that repairs transcripts between agent apps and providers"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the gateway")
     serve.add_argument("--config", help="config file (default: $GATEWAY_CONFIG, else config/gateway.toml)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
-    demo = sub.add_parser("demo", help="run a scripted conversation through the gateway against embedded provider simulators")
+    demo = sub.add_parser(
+        "demo", help="run a scripted conversation through the gateway against embedded provider simulators"
+    )
     demo.add_argument("--quiet", action="store_true", help="print only the summary")
-    check = sub.add_parser("check-config", help="validate a config file and print what it resolves to (no secrets)")
+    check = sub.add_parser(
+        "check-config", help="validate a config file and print what it resolves to (no secrets)"
+    )
     check.add_argument("path")
     return parser
 
@@ -33,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             config = load_config(args.config, host=args.host, port=args.port)
-            logging.basicConfig(level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+            logging.basicConfig(
+                level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+            )
             from gateway.serve import serve
 
             asyncio.run(serve(config))

@@ -38,7 +38,11 @@ TOOLS = [
         "function": {
             "name": "get_weather",
             "description": "Current weather for a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     },
     {
@@ -46,7 +50,11 @@ TOOLS = [
         "function": {
             "name": "get_time",
             "description": "Local time in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     },
 ]
@@ -70,7 +78,10 @@ def demo_script() -> list[Reply]:
         Reply(
             reasoning="The user wants the weather in two cities; I will query both at once.",
             text="Let me check both cities.",
-            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"}), ToolCallSpec("get_weather", {"city": "Tokyo"})],
+            tool_calls=[
+                ToolCallSpec("get_weather", {"city": "Paris"}),
+                ToolCallSpec("get_weather", {"city": "Tokyo"}),
+            ],
         ),
         Reply(
             reasoning="Paris is sunny, Tokyo rainy. The local time in Tokyo would help the user plan.",
@@ -119,11 +130,16 @@ class FamilyResult:
 
 
 async def _post_chat(client: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> TurnResult:
-    async with client.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
+    async with client.post(
+        url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
+    ) as resp:
         if resp.status != 200:
             raise RuntimeError(f"gateway answered {resp.status}: {(await resp.text())[:500]}")
-        info = (resp.headers.get("X-Gateway-Provider", "?"), resp.headers.get("X-Gateway-Attempts", "?"),
-                resp.headers.get("X-Gateway-Repairs", "none"))
+        info = (
+            resp.headers.get("X-Gateway-Provider", "?"),
+            resp.headers.get("X-Gateway-Attempts", "?"),
+            resp.headers.get("X-Gateway-Repairs", "none"),
+        )
         if not body.get("stream"):
             payload = orjson.loads(await resp.read())
             choice = payload["choices"][0]
@@ -156,7 +172,10 @@ async def _collect_stream(resp: aiohttp.ClientResponse) -> tuple[dict[str, Any],
                 reasoning.append(delta.get("reasoning_content") or "")
                 details.extend(delta.get("reasoning_details") or ())
                 for call in delta.get("tool_calls") or ():
-                    slot = calls.setdefault(call["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                    slot = calls.setdefault(
+                        call["index"],
+                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                    )
                     slot["id"] = call.get("id") or slot["id"]
                     fn = call.get("function", {})
                     slot["function"]["name"] += fn.get("name") or ""
@@ -170,6 +189,22 @@ async def _collect_stream(resp: aiohttp.ClientResponse) -> tuple[dict[str, Any],
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return {k: v for k, v in message.items() if v is not None}, finish
+
+
+def _describe(turn: TurnResult) -> str:
+    message = turn.message
+    calls = message.get("tool_calls", [])
+    parts = [
+        f"served by {turn.provider} (attempts {turn.attempts}), repairs: {turn.repairs}",
+        f"reasoning {len(message.get('reasoning_content', ''))} chars",
+        f"{len(message.get('reasoning_details', []))} continuity entries",
+        f"{len(calls)} tool call(s)"
+        + "".join(" " + c["function"]["name"] + c["function"]["arguments"] for c in calls),
+    ]
+    if message.get("content"):
+        parts.append(f"text: {message['content'][:60]!r}")
+    parts.append(f"finish={turn.finish_reason}")
+    return "; ".join(parts)
 
 
 async def run_family(
@@ -191,18 +226,13 @@ async def run_family(
             result.turns.append(turn)
             message = turn.message
             calls = message.get("tool_calls", [])
-            say(
-                f"  turn {turn_no} ({'stream' if stream else 'json'}): served by {turn.provider} "
-                f"(attempts {turn.attempts}), repairs: {turn.repairs}; "
-                f"reasoning {len(message.get('reasoning_content', ''))} chars, "
-                f"{len(message.get('reasoning_details', []))} continuity entries, "
-                f"{len(calls)} tool call(s){': ' + ', '.join(c['function']['name'] + c['function']['arguments'] for c in calls) if calls else ''}"
-                f"{'; text: ' + repr(message['content'][:60]) if message.get('content') else ''}; finish={turn.finish_reason}"
-            )
+            say(f"  turn {turn_no} ({'stream' if stream else 'json'}): {_describe(turn)}")
             messages.append(message)  # sent back exactly as the gateway returned it
             for call in calls:
                 args = orjson.loads(call["function"]["arguments"])
-                output = TOOL_RESULTS.get((call["function"]["name"], args.get("city")), '{"error": "unknown"}')
+                output = TOOL_RESULTS.get(
+                    (call["function"]["name"], args.get("city")), '{"error": "unknown"}'
+                )
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
             if not calls:
                 break
@@ -219,20 +249,26 @@ async def run_demo(verbose: bool = True) -> int:
     async with SimulatorHub() as hub:
         config = config_from_dict(demo_config(hub), source="<demo>")
         env = {DEMO_KEY_ENV: hub.states["anthropic"].api_key}
-        runner = web.AppRunner(create_app(config, env), handle_signals=False, access_log=None, handler_cancellation=True)
+        runner = web.AppRunner(
+            create_app(config, env), handle_signals=False, access_log=None, handler_cancellation=True
+        )
         await runner.setup()
         site = web.TCPSite(runner, config.server.host, config.server.port)
         await site.start()
         gateway_url = f"http://{config.server.host}:{config.server.port}"
-        say(f"simulators on {hub.base_url('anthropic').removesuffix(BASE_PATHS['anthropic'])}, gateway on {gateway_url}")
+        hub_url = hub.base_url("anthropic").removesuffix(BASE_PATHS["anthropic"])
+        say(f"simulators on {hub_url}, gateway on {gateway_url}")
         results: list[FamilyResult] = []
         try:
             async with aiohttp.ClientSession() as client:
                 for name, kind, model, _ in FAMILIES:
-                    say(f"\n[{kind}] {name} -> {model}: weather in two cities, parallel then sequential tool calls")
+                    say(f"\n[{kind}] {name} -> {model}: two cities, parallel then sequential tool calls")
                     results.append(await run_family(client, gateway_url, hub, name, kind, say))
                     r = results[-1]
-                    say(f"  continuity tokens verified by the {kind} simulator: {r.tokens_verified}; rejections: {len(r.rejections)}")
+                    say(
+                        f"  continuity tokens verified by the {kind} simulator: {r.tokens_verified}; "
+                        f"rejections: {len(r.rejections)}"
+                    )
                     for rejection in r.rejections:
                         say(f"    rejected: {rejection}")
         finally:

@@ -4,8 +4,8 @@ config names only, so cardinality stays bounded."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -41,27 +41,48 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
         self.requests = Counter(
-            "gateway_requests_total", "Client requests by outcome", ["ingress", "model", "provider", "outcome"], registry=r
+            "gateway_requests_total",
+            "Client requests by outcome",
+            ["ingress", "model", "provider", "outcome"],
+            registry=r,
         )
         self.duration = Histogram(
-            "gateway_request_duration_seconds", "Client request duration", ["ingress", "model", "provider"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "gateway_request_duration_seconds",
+            "Client request duration",
+            ["ingress", "model", "provider"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.ttft = Histogram(
-            "gateway_time_to_first_token_seconds", "Time to the first content delta", ["model", "provider"],
-            buckets=TTFT_BUCKETS, registry=r,
+            "gateway_time_to_first_token_seconds",
+            "Time to the first content delta",
+            ["model", "provider"],
+            buckets=TTFT_BUCKETS,
+            registry=r,
         )
         self.upstream_attempts = Counter(
-            "gateway_upstream_attempts_total", "Upstream attempts by outcome", ["provider", "outcome"], registry=r
+            "gateway_upstream_attempts_total",
+            "Upstream attempts by outcome",
+            ["provider", "outcome"],
+            registry=r,
         )
         self.failovers = Counter(
-            "gateway_failovers_total", "Moves from one target to the next",
-            ["model", "from_provider", "to_provider", "reason"], registry=r,
+            "gateway_failovers_total",
+            "Moves from one target to the next",
+            ["model", "from_provider", "to_provider", "reason"],
+            registry=r,
         )
-        self.repairs = Counter("gateway_repairs_total", "Transcript repairs applied", ["provider", "kind"], registry=r)
-        self.tokens = Counter("gateway_tokens_total", "Tokens by type", ["provider", "model", "type"], registry=r)
+        self.repairs = Counter(
+            "gateway_repairs_total", "Transcript repairs applied", ["provider", "kind"], registry=r
+        )
+        self.tokens = Counter(
+            "gateway_tokens_total", "Tokens by type", ["provider", "model", "type"], registry=r
+        )
         self.store_operations = Counter(
-            "gateway_store_operations_total", "Continuity store operations", ["backend", "op", "outcome"], registry=r
+            "gateway_store_operations_total",
+            "Continuity store operations",
+            ["backend", "op", "outcome"],
+            registry=r,
         )
         self.inflight = Gauge("gateway_inflight_requests", "Requests in flight", registry=r)
         self.target_available = Gauge(
@@ -70,7 +91,8 @@ class Metrics:
         self.ignored_tokens = Counter(
             "gateway_ignored_continuity_tokens_total",
             "Echoed continuity tokens that did not parse and were not forwarded",
-            ["ingress"], registry=r,
+            ["ingress"],
+            registry=r,
         )
 
     def set_targets(self, targets: Iterable[tuple[str, str]]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 from aiohttp import web
 
@@ -18,18 +18,21 @@ async def serve(config: GatewayConfig, env: Mapping[str, str] | None = None) -> 
     # handler_cancellation: a client that disconnects cancels its handler, and with it the
     # upstream request, instead of letting the provider generate for nobody
     runner = web.AppRunner(
-        app, handle_signals=False, access_log=None, handler_cancellation=True,
+        app,
+        handle_signals=False,
+        access_log=None,
+        handler_cancellation=True,
         shutdown_timeout=config.server.shutdown_grace_seconds,
     )
     await runner.setup()
     host, port = config.server.host, config.server.port
     site = web.TCPSite(runner, host, port)
     await site.start()
-    print(f"gateway listening on http://{host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    print(f"gateway listening on http://{host}:{port}", flush=True)
     try:
         await stop.wait()
     finally:

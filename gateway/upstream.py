@@ -8,8 +8,8 @@ could carry a provider key into a log.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import AsyncIterator
 
 import aiohttp
 
@@ -55,16 +55,19 @@ class Upstream:
         self._timeouts = timeouts
         self._response: aiohttp.ClientResponse | None = None
 
-    async def __aenter__(self) -> "Upstream":
+    async def __aenter__(self) -> Upstream:
         timeout = aiohttp.ClientTimeout(
             total=self._timeouts.total, sock_connect=self._timeouts.connect, sock_read=self._timeouts.idle
         )
         try:
             self._response = await self._session.post(
-                self._request.url, data=self._request.body, headers=self._request.headers, timeout=timeout,
+                self._request.url,
+                data=self._request.body,
+                headers=self._request.headers,
+                timeout=timeout,
                 allow_redirects=False,
             )
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise UpstreamFailure(connection_error(exc)) from None
         return self
 
@@ -82,7 +85,7 @@ class Upstream:
         return self._response.status
 
     @property
-    def headers(self) -> "aiohttp.typedefs.CIMultiDictProxy[str]":
+    def headers(self) -> aiohttp.typedefs.CIMultiDictProxy[str]:
         assert self._response is not None
         return self._response.headers
 
@@ -98,7 +101,7 @@ class Upstream:
                         UpstreamError(ErrorCategory.PROTOCOL, f"upstream body larger than {limit} bytes")
                     )
                 chunks.append(chunk)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise UpstreamFailure(connection_error(exc)) from None
         return b"".join(chunks)
 
@@ -109,7 +112,7 @@ class Upstream:
         while True:
             try:
                 chunk = await content.readany()
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise UpstreamFailure(connection_error(exc)) from None
             if not chunk:
                 return

@@ -109,8 +109,11 @@ def test_shipped_simulated_toml_points_every_kind_at_the_hub() -> None:
     for provider in config.providers.values():
         assert provider.base_url == f"http://127.0.0.1:8799{BASE_PATHS[provider.kind]}"
         assert provider.api_key_env == "SIM_API_KEY"
-    upstream = {(config.providers[t.provider].kind, t.model, t.thinking_budget)
-                for g in config.models.values() for t in g.targets}
+    upstream = {
+        (config.providers[t.provider].kind, t.model, t.thinking_budget)
+        for g in config.models.values()
+        for t in g.targets
+    }
     assert {("anthropic", "claude-sonnet-4-5", 2048), ("gemini", "gemini-3-pro-preview", 1024)} <= upstream
     assert {m for _, m, _ in upstream} == {
         "claude-sonnet-4-5",
@@ -364,7 +367,7 @@ def test_dotted_names_are_quoted_in_key_paths() -> None:
     data = minimal()
     data["models"]["gpt-5.1"] = {"targets": [{"provider": "nope", "model": "m"}]}
     assert error_lines(data) == [
-        'cfg.toml: models."gpt-5.1".targets[0].provider: unknown provider \'nope\' (known: claude, gem)'
+        "cfg.toml: models.\"gpt-5.1\".targets[0].provider: unknown provider 'nope' (known: claude, gem)"
     ]
 
 
@@ -473,9 +476,12 @@ def test_layering_flag_over_env_over_file_over_default(
     flags: dict[str, Any] = {"port": 9300, "host": "127.0.0.4"} if in_flag else {}
     config = load_config(path, env=env, **flags)
     expected = (
-        (9300, "127.0.0.4") if in_flag
-        else (9200, "127.0.0.3") if in_env
-        else (9100, "127.0.0.2") if in_file
+        (9300, "127.0.0.4")
+        if in_flag
+        else (9200, "127.0.0.3")
+        if in_env
+        else (9100, "127.0.0.2")
+        if in_file
         else (8787, "127.0.0.1")
     )
     assert (config.server.port, config.server.host) == expected
@@ -622,4 +628,6 @@ def test_non_utf8_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_booleans_are_not_numbers() -> None:
-    assert error_lines(minimal(server={"port": True})) == ["cfg.toml: server.port: Input should be a valid integer"]
+    assert error_lines(minimal(server={"port": True})) == [
+        "cfg.toml: server.port: Input should be a valid integer"
+    ]

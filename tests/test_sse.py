@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway.sse import SSELineTooLong, SSEParser
 
-STREAM = b"event: message_start\ndata: {\"a\":1}\n\n: keep-alive\n\ndata: x\ndata: y\n\nevent: ping\ndata: {}\r\n\r\n"
+STREAM = b'event: message_start\ndata: {"a":1}\n\n: keep-alive\n\ndata: x\ndata: y\n\nevent: ping\ndata: {}\r\n\r\n'
 EXPECTED = [("message_start", '{"a":1}'), ("", "x\ny"), ("ping", "{}")]
 
 

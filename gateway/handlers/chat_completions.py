@@ -8,15 +8,15 @@ from collections import Counter
 
 from aiohttp import web
 
+from gateway.handlers.common import client_error_for, error_response
 from gateway.ingress.chat_decode import DecodeStats, decode_request
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
 from gateway.ingress.errors import ClientError, parse_json_body
-from gateway.handlers.common import client_error_for, error_response
-from gateway.state import GatewayState
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.routing.engine import AllTargetsFailed, Answer
 from gateway.routing.router import UNKNOWN_MODEL, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
+from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, StreamError, UsageUpdate
 
@@ -42,7 +42,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         state.metrics.record(record)
 
 
-async def _handle(request: web.Request, state: GatewayState, record: RequestRecord, started: float) -> web.StreamResponse:
+async def _handle(
+    request: web.Request, state: GatewayState, record: RequestRecord, started: float
+) -> web.StreamResponse:
     raw = await request.read()
     body = parse_json_body(raw, state.config.server.max_json_depth)
     stats = DecodeStats()
@@ -53,14 +55,18 @@ async def _handle(request: web.Request, state: GatewayState, record: RequestReco
     except UnknownModel:
         record.model = UNKNOWN_MODEL
         raise ClientError(
-            404, f"model {canonical.model!r} is not a configured model group or <provider>/<model>",
-            param="model", code="model_not_found",
+            404,
+            f"model {canonical.model!r} is not a configured model group or <provider>/<model>",
+            param="model",
+            code="model_not_found",
         ) from None
     record.model = plan.model
 
     session = request.headers.get("X-Session-Id", "")
     if session and not valid_session_id(session):
-        raise ClientError(400, "X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]", param="X-Session-Id")
+        raise ClientError(
+            400, "X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]", param="X-Session-Id"
+        )
     session = session or derive_session_key(canonical)
 
     try:
@@ -84,7 +90,9 @@ async def _handle(request: web.Request, state: GatewayState, record: RequestReco
         headers["X-Gateway-Repairs"] = ",".join(f"{kind}={n}" for kind, n in sorted(counts.items()))
     response_id = "chatcmpl-" + uuid.uuid4().hex
     if canonical.stream:
-        return await _stream(request, answer, record, started, headers, response_id, canonical.model, canonical.include_usage)
+        return await _stream(
+            request, answer, record, started, headers, response_id, canonical.model, canonical.include_usage
+        )
     assembler = Assembler()
     async for event in answer.events():
         if record.ttft is None and type(event) is BlockDelta and event.text:
@@ -92,7 +100,11 @@ async def _handle(request: web.Request, state: GatewayState, record: RequestReco
         assembler.add(event)
     turn = assembler.finish()
     record.usage = turn.usage
-    return web.Response(body=completion_json(turn, response_id, canonical.model), headers=headers, content_type="application/json")
+    return web.Response(
+        body=completion_json(turn, response_id, canonical.model),
+        headers=headers,
+        content_type="application/json",
+    )
 
 
 async def _stream(
@@ -121,7 +133,8 @@ async def _stream(
                     await response.write(bytes(out) + encoder.error(event.error))
                     return response
                 if record.ttft is None and (
-                    (t is BlockDelta and event.text) or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
+                    (t is BlockDelta and event.text)
+                    or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
                 ):
                     record.ttft = time.monotonic() - started
                 elif t is UsageUpdate:

@@ -24,7 +24,9 @@ _STATUS = {
 
 
 def error_response(exc: ClientError) -> web.Response:
-    return web.Response(status=exc.status, body=exc.to_json(), headers=exc.headers, content_type="application/json")
+    return web.Response(
+        status=exc.status, body=exc.to_json(), headers=exc.headers, content_type="application/json"
+    )
 
 
 def client_error_for(failed: AllTargetsFailed) -> ClientError:

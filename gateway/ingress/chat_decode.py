@@ -64,7 +64,11 @@ def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
             raise invalid("unsupported message role", param=f"{where}.role")
 
     tools = tuple(
-        ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {"type": "object", "properties": {}})
+        ToolSpec(
+            t.function.name,
+            t.function.description or "",
+            t.function.parameters or {"type": "object", "properties": {}},
+        )
         for t in wire.tools or ()
     )
     names = {t.name for t in tools}
@@ -79,7 +83,12 @@ def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
         if name not in names:
             raise invalid(f"tool_choice names unknown tool {name!r}", param="tool_choice.function.name")
         choice = ToolChoice(ToolChoiceMode.TOOL, name)
-    if choice is not None and choice.mode is not ToolChoiceMode.NONE and not tools and choice.mode is not ToolChoiceMode.AUTO:
+    if (
+        choice is not None
+        and choice.mode is not ToolChoiceMode.NONE
+        and not tools
+        and choice.mode is not ToolChoiceMode.AUTO
+    ):
         raise invalid("tool_choice requires tools", param="tool_choice")
 
     stop = wire.stop
@@ -176,7 +185,8 @@ def _assistant(msg: w.AssistantMessage, where: str, stats: DecodeStats) -> tuple
                 orjson.loads(args)
             except orjson.JSONDecodeError:
                 raise invalid(
-                    "tool call arguments must be a JSON string", param=f"{where}.tool_calls[{j}].function.arguments"
+                    "tool call arguments must be a JSON string",
+                    param=f"{where}.tool_calls[{j}].function.arguments",
                 ) from None
         calls.append(ToolCall(call.id, call.function.name, args or "{}"))
     try:
@@ -187,4 +197,3 @@ def _assistant(msg: w.AssistantMessage, where: str, stats: DecodeStats) -> tuple
     if not blocks:
         raise invalid("assistant message needs content or tool_calls", param=f"{where}.content")
     return blocks
-

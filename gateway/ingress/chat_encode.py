@@ -58,13 +58,23 @@ class ChatStreamEncoder:
     """Per-response state: block index -> message position and tool-call index."""
 
     __slots__ = (
-        "_head", "_include_usage", "_position", "_tool_index", "_kinds", "_call_ids", "_reasoning", "_usage", "_finish"
+        "_head",
+        "_include_usage",
+        "_position",
+        "_tool_index",
+        "_kinds",
+        "_call_ids",
+        "_reasoning",
+        "_usage",
+        "_finish",
     )
 
     def __init__(self, response_id: str, model: str, include_usage: bool) -> None:
         created = int(time.time())
         # every chunk shares these fields: render the prefix once
-        self._head = orjson.dumps({"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model})[:-1]
+        self._head = orjson.dumps(
+            {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model}
+        )[:-1]
         self._include_usage = include_usage
         self._position: dict[int, int] = {}
         self._tool_index: dict[int, int] = {}
@@ -107,7 +117,12 @@ class ChatStreamEncoder:
             elif event.kind is BlockKind.TOOL_CALL:
                 self._call_ids[event.index] = event.id
                 index = self._tool_index[event.index] = len(self._tool_index)
-                call = {"index": index, "id": event.id, "type": "function", "function": {"name": event.name, "arguments": ""}}
+                call = {
+                    "index": index,
+                    "id": event.id,
+                    "type": "function",
+                    "function": {"name": event.name, "arguments": ""},
+                }
                 return self._chunk({"tool_calls": [call]})
             return None
         if t is BlockStop:
@@ -156,7 +171,13 @@ def completion_json(turn: AssistantTurn, response_id: str, model: str) -> bytes:
             if block.text:
                 reasoning.append(block.text)
         elif t is ToolCall:
-            calls.append({"id": block.id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}})
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {"name": block.name, "arguments": block.arguments},
+                }
+            )
         else:  # pragma: no cover - assistant turns hold only these kinds
             raise TypeError(f"unexpected block in an assistant turn: {block!r}")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
@@ -172,7 +193,14 @@ def completion_json(turn: AssistantTurn, response_id: str, model: str) -> bytes:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH_REASONS[turn.stop_reason]}],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": FINISH_REASONS[turn.stop_reason],
+            }
+        ],
         "usage": usage_json(turn.usage),
     }
     return orjson.dumps(body)

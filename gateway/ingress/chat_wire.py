@@ -77,7 +77,9 @@ class ToolMessage(_Wire):
     content: Union[str, list[UserPart]]
 
 
-Message = Annotated[Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage], Field(discriminator="role")]
+Message = Annotated[
+    Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage], Field(discriminator="role")
+]
 
 
 class FunctionSpec(_Wire):

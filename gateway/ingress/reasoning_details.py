@@ -33,7 +33,12 @@ def encode_details(blocks: list[Block] | tuple[Block, ...]) -> list[dict[str, An
                 if block.meta is not None:
                     entry["signature"] = seal(block.meta)
             else:
-                entry = {"type": "reasoning.encrypted", "data": seal(block.meta), "format": fmt, "index": index}
+                entry = {
+                    "type": "reasoning.encrypted",
+                    "data": seal(block.meta),
+                    "format": fmt,
+                    "index": index,
+                }
             out.append(entry)
         elif (t is Text or t is ToolCall) and block.meta is not None:
             out.append(

@@ -7,8 +7,9 @@ Shared helpers here never branch on provider kind; quirks live in the provider's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Protocol
 
 import orjson
 

@@ -199,10 +199,12 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
         body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": "auto"}
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.top_p is not None:
-        body["top_p"] = request.top_p
+    # reasoning models refuse sampling parameters ("Unsupported parameter: 'temperature'")
+    if not effort or effort == "none":
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
     body["stream"] = request.stream
     headers = {"Authorization": f"Bearer {api_key}", "content-type": "application/json"}
     return HttpRequest(join_url(target.base_url, "/responses"), headers, orjson.dumps(body))

@@ -37,7 +37,7 @@ def project_tool_ids(
     messages: tuple[Message, ...], target: Target, rule: ToolIdRule
 ) -> tuple[tuple[Message, ...], dict[str, str], int]:
     """Returns the projected messages, the provider id -> canonical id map, and how many ids had
-    to change."""
+    to be rewritten into the target's format (an issuer getting its own ids back is no repair)."""
     pattern = re.compile(rule.pattern)
     forward: dict[str, str] = {}  # canonical -> provider
     used: set[str] = set()
@@ -45,28 +45,34 @@ def project_tool_ids(
     call_index = 0
 
     def fits(candidate: str) -> bool:
-        return len(candidate) <= rule.max_len and pattern.fullmatch(candidate) is not None and candidate not in used
+        return (
+            len(candidate) <= rule.max_len
+            and pattern.fullmatch(candidate) is not None
+            and candidate not in used
+        )
 
     def assign(canonical: str, name: str | None, native: str | None) -> str:
         nonlocal call_index, changed
         if canonical in forward:
             return forward[canonical]
+        index = call_index
+        if name is not None:
+            call_index += 1  # Kimi's index counts every call of the conversation
         if native and fits(native):
             pid = native
-        elif rule.style == "kimi" and name is not None and fits(f"functions.{name}:{call_index}"):
-            pid = f"functions.{name}:{call_index}"
-        elif rule.style != "kimi" and fits(canonical):
-            pid = canonical
         else:
-            salt = 0
-            pid = _derive(canonical, rule, salt)
-            while not fits(pid):
-                salt += 1
+            if rule.style == "kimi" and name is not None and fits(f"functions.{name}:{index}"):
+                pid = f"functions.{name}:{index}"
+            elif rule.style != "kimi" and fits(canonical):
+                pid = canonical
+            else:
+                salt = 0
                 pid = _derive(canonical, rule, salt)
-        if name is not None:
-            call_index += 1
-        if pid != canonical:
-            changed += 1
+                while not fits(pid):
+                    salt += 1
+                    pid = _derive(canonical, rule, salt)
+            if pid != canonical:
+                changed += 1
         forward[canonical] = pid
         used.add(pid)
         return pid

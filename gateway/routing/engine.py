@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Mapping
 
 import aiohttp
 
@@ -182,7 +182,11 @@ class Engine:
                 return result
             attempts.append(Attempt(target.provider, result.category.value, result))
             final = result
-            if not (result.retryable or result.category in _NEXT_TARGET_CATEGORIES or result.type == "encode_error"):
+            if not (
+                result.retryable
+                or result.category in _NEXT_TARGET_CATEGORIES
+                or result.type == "encode_error"
+            ):
                 break
         assert final is not None, "a plan always has at least one target"
         raise AllTargetsFailed(plan, attempts, final)
@@ -197,7 +201,11 @@ class Engine:
         try:
             http = adapter.encode_request(prepared.request, target, api_key)
         except EncodeError as exc:
-            return UpstreamError(ErrorCategory.INVALID_REQUEST, f"cannot encode for {target.provider}: {exc}", type="encode_error")
+            return UpstreamError(
+                ErrorCategory.INVALID_REQUEST,
+                f"cannot encode for {target.provider}: {exc}",
+                type="encode_error",
+            )
         timeouts = self.timeouts(target)
         upstream = Upstream(self.session, http, timeouts)
         try:
@@ -215,7 +223,9 @@ class Engine:
                 try:
                     events = [mapper(e) for e in adapter.decode_response(body, target)]
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    return UpstreamError(ErrorCategory.PROTOCOL, f"unreadable answer from {target.provider}: {exc}")
+                    return UpstreamError(
+                        ErrorCategory.PROTOCOL, f"unreadable answer from {target.provider}: {exc}"
+                    )
                 errors = [e for e in events if type(e) is StreamError]
                 if errors:
                     return errors[0].error

@@ -15,8 +15,9 @@ import hmac
 import itertools
 import socket
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -161,7 +162,9 @@ async def stream_sse(
     headers: Mapping[str, str] | None = None,
 ) -> web.StreamResponse:
     """Write pre-rendered SSE frames, applying a mid-stream fault after `fault.after_events`."""
-    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", **(headers or {})})
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": "text/event-stream", **(headers or {})}
+    )
     await response.prepare(request)
     state.open_streams += 1
     try:
@@ -241,10 +244,12 @@ class SimulatorHub:
             root.add_subapp("/" + kind, self._factories[kind](self.states[kind]))
         return root
 
-    async def start(self) -> "SimulatorHub":
+    async def start(self) -> SimulatorHub:
         if not self.port:
             self.port = free_port(self.host)
-        self._runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None, shutdown_timeout=0.5)
+        self._runner = web.AppRunner(
+            self.build_app(), handle_signals=False, access_log=None, shutdown_timeout=0.5
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -255,7 +260,7 @@ class SimulatorHub:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "SimulatorHub":
+    async def __aenter__(self) -> SimulatorHub:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

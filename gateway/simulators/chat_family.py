@@ -315,6 +315,7 @@ class ChatDialect:
     invalid_json: Rejection
     reasons: Callable[[str, dict], bool]  # (model, body): does this answer carry reasoning
     rendering: ChatRendering
+    stream_error_body: Callable[[Rejection], dict] | None = None  # in-stream error frame; default: error_body
 
 
 def check(dialect: ChatDialect, body: Any, model: str) -> tuple[Rejection | None, Findings]:
@@ -352,7 +353,8 @@ def error_response(
 
 def error_frame(dialect: ChatDialect) -> Callable[[Fault], bytes]:
     def frame(fault: Fault) -> bytes:
-        return sse_frame(dialect.error_body(dialect.fault_error(fault.status or 500, fault)))
+        render = dialect.stream_error_body or dialect.error_body
+        return sse_frame(render(dialect.fault_error(fault.status or 500, fault)))
 
     return frame
 

@@ -52,7 +52,8 @@ def reasoning_content(c: cf.Conversation) -> Rejection | None:
     return cf.require_reasoning_content(
         c,
         lambda i: _invalid(
-            f"Missing reasoning_content field in the assistant message at message index {i}. For more information, "
+            f"Missing reasoning_content field in the assistant message at message index {i}. For "
+            "more information, "
             "please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
         ),
     )

@@ -46,7 +46,8 @@ FAULT_MESSAGES = {
     401: "API key not valid. Please pass a valid API key.",
     403: "The caller does not have permission",
     404: "Requested entity was not found.",
-    429: "You exceeded your current quota, please check your plan and billing details. For more information on "
+    429: "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on "
     "this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
     500: "An internal error has occurred. Please retry or report in "
     "https://developers.generativeai.google/guide/troubleshooting",
@@ -59,7 +60,8 @@ PLACEHOLDER_BYTES = frozenset(p.encode() for p in PLACEHOLDERS)
 FUNCTION_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$")
 MISSING_SIGNATURE = (
     "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
-    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional "
+    "data, function "
     "call `default_api:{name}` , position {position}. Please refer to "
     "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
 )
@@ -138,8 +140,10 @@ def _check_fields(req: dict, model: str) -> Rejection | None:
                 # unverified wording
                 return _field_error(
                     f"{path}.name",
-                    "Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, "
-                    "A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 64.",
+                    "Invalid function name. Must start with a letter or an underscore. Must be "
+                    "alphameric (a-z, "
+                    "A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a "
+                    "maximum length of 64.",
                 )
             if "parameters" in declaration and (
                 rejection := _check_schema(declaration["parameters"], f"{path}.parameters")
@@ -180,7 +184,8 @@ def _check_turn_order(turns: list[Turn]) -> Rejection | None:
         following = turns[k + 1] if k + 1 < len(turns) else None
         if turn.calls and (previous is None or previous.role != "user"):
             return _invalid(
-                "Please ensure that function call turn comes immediately after a user turn or after a function response turn."
+                "Please ensure that function call turn comes immediately after a user turn or after "
+                "a function response turn."
             )
         if turn.responses:
             if previous is None or not previous.calls:
@@ -196,7 +201,8 @@ def _check_turn_order(turns: list[Turn]) -> Rejection | None:
 
 
 COUNT_MISMATCH = (
-    "Please ensure that the number of function response parts is equal to the number of function call parts of "
+    "Please ensure that the number of function response parts is equal to the number of function "
+    "call parts of "
     "the function call turn."
 )
 
@@ -304,7 +310,8 @@ def _array_fault_frame(fault: Fault) -> bytes:
 
 AUTH_MISSING = Rejection(
     401,
-    "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other "
+    "Request is missing required authentication credential. Expected OAuth 2 access token, login "
+    "cookie or other "
     "valid authentication credential.",
     "UNAUTHENTICATED",
 )

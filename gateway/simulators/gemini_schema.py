@@ -205,7 +205,8 @@ class _Parser:
             if message == "Part" and name in PART_DATA:
                 if data_field is not None:
                     self.errors.append(
-                        f"Invalid value at '{_child(path, 'data')}' (oneof), oneof field 'data' is already set. "
+                        f"Invalid value at '{_child(path, 'data')}' (oneof), oneof field 'data' is "
+                        "already set. "
                         f"Cannot set '{key}'"
                     )
                     continue

@@ -48,7 +48,8 @@ def reasoning_content(c: cf.Conversation) -> Rejection | None:
     return cf.require_reasoning_content(
         c,
         lambda i: _invalid(
-            f"thinking is enabled but reasoning_content is missing in assistant tool call message at index {i}"
+            "thinking is enabled but reasoning_content is missing in assistant tool call message "
+            f"at index {i}"
         ),
     )
 
@@ -62,8 +63,10 @@ def pairing(c: cf.Conversation) -> Rejection | None:
             f"Invalid request: tool_call_id {c.messages[i]['tool_call_id']} is not found"
         ),
         unanswered=lambda i, ids: _invalid(
-            "Invalid request: an assistant message with 'tool_calls' must be followed by tool messages responding "
-            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(ids)}"
+            "Invalid request: an assistant message with 'tool_calls' must be followed by tool "
+            "messages responding "
+            "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(ids)}"
         ),
     )
 
@@ -78,11 +81,13 @@ def native_ids(c: cf.Conversation) -> Rejection | None:
             expected = f"functions.{call['function']['name']}:{index}"
             if not NATIVE_ID.match(call["id"]):
                 c.findings.quality_warnings.append(
-                    f"messages[{i}].tool_calls[{n}].id {call['id']!r} is not a native Kimi id (expected {expected!r})"
+                    f"messages[{i}].tool_calls[{n}].id {call['id']!r} is not a native Kimi id "
+                    f"(expected {expected!r})"
                 )
             elif call["id"] != expected:
                 c.findings.quality_warnings.append(
-                    f"messages[{i}].tool_calls[{n}].id {call['id']!r} does not match the call's name and global "
+                    f"messages[{i}].tool_calls[{n}].id {call['id']!r} does not match the call's "
+                    "name and global "
                     f"index (expected {expected!r})"
                 )
             index += 1

@@ -85,6 +85,22 @@ def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
     raise ValueError(f"unknown shape issue {issue.kind!r}")
 
 
+MESSAGE_KEYS = {
+    "system": frozenset({"role", "content"}),
+    "user": frozenset({"role", "content"}),
+    "assistant": frozenset({"role", "content", "tool_calls", "prefix"}),
+    "tool": frozenset({"role", "content", "tool_call_id", "name"}),
+}
+
+
+def message_properties(c: cf.Conversation) -> Rejection | None:
+    for i, message in enumerate(c.messages):
+        for key in message:
+            if key not in MESSAGE_KEYS[message["role"]]:
+                return _validation(("messages", i, key), "extra_forbidden", "Extra inputs are not permitted")
+    return None
+
+
 def thinking_chunks(c: cf.Conversation) -> Rejection | None:
     for i, message in enumerate(c.messages):
         content = message.get("content")
@@ -148,7 +164,8 @@ def message_order(c: cf.Conversation) -> Rejection | None:
         last["role"] == "assistant" and last.get("prefix") is True
     ):
         return _order(
-            f"Expected last role User or Tool (or Assistant with prefix True) for serving but got {last['role']}"
+            "Expected last role User or Tool (or Assistant with prefix True) for serving but got "
+            f"{last['role']}"
         )
     return None
 
@@ -177,6 +194,13 @@ def error_body(rejection: Rejection) -> dict:
         "type": rejection.type,
         "param": None,
         "code": rejection.code,
+    }
+
+
+def stream_error_body(rejection: Rejection) -> dict:
+    # mid-stream, the error arrives wrapped like the OpenAI-style frames around it
+    return {
+        "error": {"message": rejection.message, "type": rejection.type, "param": None, "code": rejection.code}
     }
 
 
@@ -225,8 +249,9 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=False,
     shape_rejection=shape_rejection,
-    rules=(thinking_chunks, tool_call_ids, message_order),
+    rules=(message_properties, thinking_chunks, tool_call_ids, message_order),
     error_body=error_body,
+    stream_error_body=stream_error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
     invalid_json=Rejection(400, "Invalid JSON body", "invalid_request_error"),  # unverified wording

@@ -77,7 +77,8 @@ def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
         )
     if issue.kind == "empty":
         return _invalid(
-            f"Invalid '{path}': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+            f"Invalid '{path}': empty array. Expected an array with minimum length 1, but got an "
+            "empty array instead.",
             path,
             "empty_array",
         )
@@ -93,6 +94,29 @@ def _too_long(path: str, limit: int, length: int) -> Rejection:
         path,
         "string_above_max_length",
     )
+
+
+# Message properties per role; anything else is refused (a leaked provider field such as
+# `reasoning_content` is the usual culprit).
+MESSAGE_KEYS = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "tool_calls", "refusal", "audio", "function_call"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+    "function": frozenset({"role", "content", "name"}),
+}
+
+
+def message_properties(c: cf.Conversation) -> Rejection | None:
+    for i, message in enumerate(c.messages):
+        for key in message:
+            if key not in MESSAGE_KEYS[message["role"]]:
+                # unverified: the API's JSON-schema wording for unexpected message properties
+                return _invalid(
+                    f"Additional properties are not allowed ('{key}' was unexpected) - 'messages.{i}'"
+                )
+    return None
 
 
 def id_lengths(c: cf.Conversation) -> Rejection | None:
@@ -135,7 +159,8 @@ def parameter_combinations(c: cf.Conversation) -> Rejection | None:
         )
     if body.get("max_tokens") is not None and REASONING_MODEL.match(c.model):
         return _invalid(
-            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
             "max_tokens",
             "unsupported_parameter",
         )
@@ -150,7 +175,8 @@ def pairing(c: cf.Conversation) -> Rejection | None:
             f"messages.[{i}].tool_call_id",
         ),
         orphan_tool=lambda i: _invalid(
-            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+            "message with 'tool_calls'.",
             f"messages.[{i}].role",
         ),
         unanswered=lambda i, ids: _invalid(
@@ -172,7 +198,8 @@ def auth_rejection(key_sent: bool) -> Rejection:
         )
     return Rejection(
         401,
-        "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer "
+        "You didn't provide an API key. You need to provide your API key in an Authorization header "
+        "using Bearer "
         "auth (i.e. Authorization: Bearer YOUR_KEY). You can obtain an API key from "
         "https://platform.openai.com/account/api-keys.",
         "invalid_request_error",
@@ -247,12 +274,13 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(id_lengths, function_names, parameter_combinations, pairing),
+    rules=(message_properties, id_lengths, function_names, parameter_combinations, pairing),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
     invalid_json=_invalid(
-        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
+        "using your HTTP "
         "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
     ),
     reasons=lambda model, body: False,  # chat completions never return reasoning text

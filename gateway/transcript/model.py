@@ -8,9 +8,9 @@ re-run them on the same canonical input for the next target.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
-
+from typing import Any, Union
 
 NATIVE_ID = "native_id"
 

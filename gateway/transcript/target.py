@@ -3,8 +3,9 @@ capability flags of that provider's kind. Pure data, shared by routing, repair a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from gateway.transcript.model import Continuity
 
@@ -57,4 +58,6 @@ class Target:
         return Continuity(self.provider, self.continuity_scope, self.kind, self.model, data)
 
     def owns(self, meta: Continuity | None) -> bool:
-        return meta is not None and meta.kind == self.kind and meta.valid_for(self.continuity_scope, self.model)
+        return (
+            meta is not None and meta.kind == self.kind and meta.valid_for(self.continuity_scope, self.model)
+        )

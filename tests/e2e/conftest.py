@@ -3,7 +3,7 @@ and the official openai SDK pointed at the gateway."""
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import openai
 import pytest
@@ -23,7 +23,9 @@ class Stack:
         self.metrics = metrics
 
     def client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="client-key-never-forwarded", max_retries=0)
+        return openai.AsyncOpenAI(
+            base_url=f"{self.url}/v1", api_key="client-key-never-forwarded", max_retries=0
+        )
 
 
 @pytest.fixture
@@ -33,7 +35,9 @@ async def stack() -> AsyncIterator[Stack]:
         metrics = Metrics()
         runner = web.AppRunner(
             create_app(config, {DEMO_KEY_ENV: hub.states["anthropic"].api_key}, metrics),
-            handle_signals=False, access_log=None, handler_cancellation=True,
+            handle_signals=False,
+            access_log=None,
+            handler_cancellation=True,
         )
         await runner.setup()
         site = web.TCPSite(runner, config.server.host, config.server.port)

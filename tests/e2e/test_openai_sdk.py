@@ -23,7 +23,9 @@ def _extra(obj: object, name: str) -> object:
 
 @pytest.mark.parametrize("name,kind", FAMILY)
 async def test_streamed_text_reasoning_and_usage(stack, name, kind):
-    stack.hub.states[kind].push(Reply(text="The answer is 42.", reasoning="Six sevens make forty-two.", chunk_size=5))
+    stack.hub.states[kind].push(
+        Reply(text="The answer is 42.", reasoning="Six sevens make forty-two.", chunk_size=5)
+    )
     client = stack.client()
     stream = await client.chat.completions.create(
         model=name, messages=USER, stream=True, stream_options={"include_usage": True}
@@ -53,7 +55,10 @@ async def test_parallel_tool_calls_non_streaming(stack, name, kind):
         Reply(
             text="Checking both.",
             reasoning="Two cities, two calls.",
-            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"}), ToolCallSpec("get_weather", {"city": "Tokyo"})],
+            tool_calls=[
+                ToolCallSpec("get_weather", {"city": "Paris"}),
+                ToolCallSpec("get_weather", {"city": "Tokyo"}),
+            ],
         )
     )
     client = stack.client()
@@ -78,7 +83,10 @@ async def test_streamed_tool_calls_have_stable_indexes(stack, name, kind):
     stack.hub.states[kind].push(
         Reply(
             reasoning="Weather first, then time.",
-            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"}), ToolCallSpec("get_time", {"city": "Paris"})],
+            tool_calls=[
+                ToolCallSpec("get_weather", {"city": "Paris"}),
+                ToolCallSpec("get_time", {"city": "Paris"}),
+            ],
         )
     )
     client = stack.client()
@@ -138,7 +146,11 @@ async def test_same_provider_tool_loop_keeps_continuity(stack, name, kind, strea
         for call in message.get("tool_calls", ()):
             city = json.loads(call["function"]["arguments"])["city"]
             messages.append(
-                {"role": "tool", "tool_call_id": call["id"], "content": TOOL_RESULTS[(call["function"]["name"], city)]}
+                {
+                    "role": "tool",
+                    "tool_call_id": call["id"],
+                    "content": TOOL_RESULTS[(call["function"]["name"], city)],
+                }
             )
     assert finishes == ["tool_calls", "tool_calls", "stop"]
     assert state.rejections == []
@@ -160,7 +172,9 @@ async def _stream_message(client: openai.AsyncOpenAI, model: str, messages: list
             reasoning.append(_extra(delta, "reasoning_content") or "")
             details.extend(_extra(delta, "reasoning_details") or ())
             for part in delta.tool_calls or ():
-                slot = calls.setdefault(part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                slot = calls.setdefault(
+                    part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 slot["id"] = part.id or slot["id"]
                 if part.function:
                     slot["function"]["name"] += part.function.name or ""
@@ -197,6 +211,15 @@ async def test_bad_request_names_the_json_path(stack):
     client = stack.client()
     with pytest.raises(openai.BadRequestError) as info:
         await client.chat.completions.create(
-            model="claude", messages=[{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]
+            model="claude",
+            messages=[
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}
+                    ],
+                },
+            ],
         )
     assert info.value.body["param"] == "messages[1].tool_calls[0].function.arguments"

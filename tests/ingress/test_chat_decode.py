@@ -16,9 +16,25 @@ def test_a_full_request_decodes_into_the_canonical_transcript():
             "messages": [
                 {"role": "system", "content": "sys"},
                 {"role": "developer", "content": [{"type": "text", "text": "dev"}]},
-                {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
-                {"role": "assistant", "content": None, "reasoning_content": "hmm",
-                 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"P\"}"}}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "look"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "reasoning_content": "hmm",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"P"}'},
+                        }
+                    ],
+                },
                 {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
             ],
             "tools": [TOOL],
@@ -38,7 +54,13 @@ def test_a_full_request_decodes_into_the_canonical_transcript():
     assert req.messages[1].blocks == (Reasoning("hmm"), ToolCall("call_1", "get_weather", '{"city":"P"}'))
     assert req.messages[2].blocks == (ToolResult("call_1", "sunny"),)
     assert req.tool_choice.mode is ToolChoiceMode.TOOL and req.tool_choice.name == "get_weather"
-    assert (req.stream, req.include_usage, req.reasoning_effort, req.max_tokens, req.stop) == (True, True, "high", 100, ("END",))
+    assert (req.stream, req.include_usage, req.reasoning_effort, req.max_tokens, req.stop) == (
+        True,
+        True,
+        "high",
+        100,
+        ("END",),
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,13 +69,26 @@ def test_a_full_request_decodes_into_the_canonical_transcript():
         ({"model": "m", "messages": []}, "messages"),
         ({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}, "messages[0]"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 7}, "temperature"),
-        ({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}, "messages[0].content[0].type"),
+        (
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            },
+            "messages[0].content[0].type",
+        ),
         ({"model": "m", "messages": [{"role": "assistant", "content": None}]}, "messages[0].content"),
         ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3}, "n"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL, TOOL]}, "tools"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL],
-          "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice.function.name"),
+        (
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [TOOL],
+                "tool_choice": {"type": "function", "function": {"name": "nope"}},
+            },
+            "tool_choice.function.name",
+        ),
     ],
 )
 def test_bad_input_is_a_400_naming_the_json_path(body, param):
@@ -67,7 +102,16 @@ def test_bad_input_is_a_400_naming_the_json_path(body, param):
 def test_unparseable_echoed_tokens_are_counted():
     stats = DecodeStats()
     decode_request(
-        {"model": "m", "messages": [{"role": "assistant", "content": "x", "reasoning_details": [{"type": "reasoning.text", "text": "t", "signature": "forged"}]}]},
+        {
+            "model": "m",
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": "x",
+                    "reasoning_details": [{"type": "reasoning.text", "text": "t", "signature": "forged"}],
+                }
+            ],
+        },
         stats,
     )
     assert stats.ignored_tokens == 1

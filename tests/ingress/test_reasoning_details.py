@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway.ingress.reasoning_details import assistant_blocks, encode_details
 from gateway.transcript.model import Continuity, Reasoning, Text, ToolCall
@@ -31,7 +32,10 @@ def test_anthropic_style_turn_comes_back_in_order_with_its_tokens():
 def test_gemini_signatures_on_calls_and_an_empty_trailing_text_part():
     blocks = (Text("4"), Text("", meta("gemini", thought_signature="ts")))
     assert roundtrip(blocks) == (blocks, 0)
-    calls = (ToolCall("call_a", "f", "{}", meta("gemini", thought_signature="t1")), ToolCall("call_b", "g", "{}"))
+    calls = (
+        ToolCall("call_a", "f", "{}", meta("gemini", thought_signature="t1")),
+        ToolCall("call_b", "g", "{}"),
+    )
     assert roundtrip(calls) == (calls, 0)
 
 
@@ -59,9 +63,13 @@ _kinds = st.sampled_from(["anthropic", "gemini", "openai_responses", "deepseek"]
 _reasoning = st.builds(lambda t, k: Reasoning(t, meta(k, v=t)), st.text(max_size=5), _kinds)
 
 
-@given(st.lists(_reasoning, max_size=3), st.text(max_size=5), st.lists(st.sampled_from(["f", "g"]), max_size=3))
+@given(
+    st.lists(_reasoning, max_size=3), st.text(max_size=5), st.lists(st.sampled_from(["f", "g"]), max_size=3)
+)
 def test_reasoning_then_text_then_calls_always_round_trips(reasoning, text, names):
-    blocks = tuple(reasoning) + ((Text(text),) if text else ()) + tuple(
-        ToolCall(f"call_{i}", n, "{}") for i, n in enumerate(names)
+    blocks = (
+        tuple(reasoning)
+        + ((Text(text),) if text else ())
+        + tuple(ToolCall(f"call_{i}", n, "{}") for i, n in enumerate(names))
     )
     assert roundtrip(blocks)[0] == blocks

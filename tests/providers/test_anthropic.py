@@ -160,7 +160,7 @@ def test_redacted_thinking_stream() -> None:
     turn = fold(feed(ADAPTER.stream_decoder(TARGET), body.encode()))
     assert len(recorded) == 2
     assert [type(b) for b in turn.blocks] == [Reasoning, Reasoning, Text]
-    for block, data in zip(turn.blocks[:2], recorded):
+    for block, data in zip(turn.blocks[:2], recorded, strict=True):
         assert block.text == ""
         assert block.meta == owned({"redacted": data})
     assert turn.blocks[0].meta.data["redacted"].startswith("EqkECkYIBxgCKkA8AZ4noDfV5VcOJe")
@@ -299,7 +299,7 @@ def test_cassette_thinking_with_tool_arguments() -> None:
         recorded = interaction["response"]["parsed_body"]
         turn = fold(ADAPTER.decode_response(orjson.dumps(recorded), TARGET))
         assert len(turn.blocks) == len(recorded["content"])
-        for block, wire in zip(turn.blocks, recorded["content"]):
+        for block, wire in zip(turn.blocks, recorded["content"], strict=True):
             if wire["type"] == "thinking":
                 assert block == Reasoning(wire["thinking"], owned({"signature": wire["signature"]}))
             elif wire["type"] == "text":

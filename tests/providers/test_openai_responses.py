@@ -3,6 +3,8 @@ classification."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 
@@ -766,3 +768,15 @@ def test_adapter_surface() -> None:
     assert (
         stream_errors(feed(ADAPTER.stream_decoder(TARGET), b""))[0].error.category is ErrorCategory.CONNECTION
     )
+
+
+def test_sampling_parameters_are_left_out_when_reasoning_is_on():
+    target = Target("openai", "openai_responses", "gpt-5.1", "http://sim/v1")
+    request = Request("m", (Message(Role.USER, (Text("hi"),)),), temperature=0.2, top_p=0.5)
+    plain = orjson.loads(ADAPTER.encode_request(request, target, "k").body)
+    assert (plain["temperature"], plain["top_p"]) == (0.2, 0.5)
+    reasoning = orjson.loads(
+        ADAPTER.encode_request(replace(request, reasoning_effort="high"), target, "k").body
+    )
+    assert "temperature" not in reasoning and "top_p" not in reasoning
+    assert reasoning["reasoning"] == {"effort": "high", "summary": "auto"}

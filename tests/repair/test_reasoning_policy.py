@@ -31,7 +31,9 @@ def test_as_text_policy_keeps_foreign_reasoning_readable():
 
 
 def test_foreign_meta_on_calls_and_text_is_removed_and_empty_signature_parts_vanish():
-    messages = (Message(Role.ASSISTANT, (Text("x", GEMINI), Text("", GEMINI), ToolCall("c", "f", "{}", GEMINI))),)
+    messages = (
+        Message(Role.ASSISTANT, (Text("x", GEMINI), Text("", GEMINI), ToolCall("c", "f", "{}", GEMINI))),
+    )
     out, repairs = apply_reasoning_policy(messages, CLAUDE, CAPS)
     assert out == (Message(Role.ASSISTANT, (Text("x"), ToolCall("c", "f", "{}"))),)
     assert repairs == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import time
 from typing import Any
@@ -21,7 +20,8 @@ KEY = "sim-key"
 PLACEHOLDER_B64 = "c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I="
 BAD_SIGNATURE = "Corrupted thought signature."
 CALL_ORDER = (
-    "Please ensure that function call turn comes immediately after a user turn or after a function response turn."
+    "Please ensure that function call turn comes immediately after a user turn or after a "
+    "function response turn."
 )
 RESPONSE_ORDER = "Please ensure that function response turn comes immediately after a function call turn"
 COUNT = (
@@ -32,7 +32,8 @@ COUNT = (
 
 def missing_signature(name: str, position: int) -> str:
     return (
-        "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+        "Function call is missing a thought_signature in functionCall parts. This is required for "
+        "tools to work "
         "correctly, and missing thought_signature may lead to degraded model performance. Additional data, "
         f"function call `default_api:{name}` , position {position}. Please refer to "
         "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
@@ -72,7 +73,9 @@ def state() -> SimulatorState:
 
 
 def sign_call(state: SimulatorState, name: str, args: dict | None = None, model: str = G3) -> str:
-    return state.sign(model, "functionCall", name, orjson.dumps(args or {}, option=orjson.OPT_SORT_KEYS).decode())
+    return state.sign(
+        model, "functionCall", name, orjson.dumps(args or {}, option=orjson.OPT_SORT_KEYS).decode()
+    )
 
 
 def rejection_message(state: SimulatorState, request: dict, model: str = G3) -> str | None:
@@ -106,55 +109,75 @@ def test_snake_case_field_names_are_accepted_like_the_real_parser(state: Simulat
             'Invalid JSON payload received. Unknown name "foo": Cannot find field.',
         ),
         (
-            lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"].update(additionalProperties=False),
-            'Invalid JSON payload received. Unknown name "additionalProperties" at '
-            "'tools[0].function_declarations[0].parameters': Cannot find field.",
+            lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"].update(
+                additionalProperties=False
+            ),
+            (
+                'Invalid JSON payload received. Unknown name "additionalProperties" at '
+                "'tools[0].function_declarations[0].parameters': Cannot find field."
+            ),
         ),
         (
             lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"].update(
                 {"$schema": "http://json-schema.org/draft-07/schema#"}
             ),
-            'Invalid JSON payload received. Unknown name "$schema" at '
-            "'tools[0].function_declarations[0].parameters': Cannot find field.",
+            (
+                'Invalid JSON payload received. Unknown name "$schema" at '
+                "'tools[0].function_declarations[0].parameters': Cannot find field."
+            ),
         ),
         (
             lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"]["properties"]["q"].update(
                 additionalProperties=True
             ),
-            'Invalid JSON payload received. Unknown name "additionalProperties" at '
-            "'tools[0].function_declarations[0].parameters.properties[0].value': Cannot find field.",
+            (
+                'Invalid JSON payload received. Unknown name "additionalProperties" at '
+                "'tools[0].function_declarations[0].parameters.properties[0].value': Cannot find field."
+            ),
         ),
         (
             lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"]["properties"]["q"].update(
                 type=["string", "null"]
             ),
-            'Invalid JSON payload received. Unknown name "type" at '
-            "'tools[0].function_declarations[0].parameters.properties[0].value': "
-            "Proto field is not repeating, cannot start list.",
+            (
+                'Invalid JSON payload received. Unknown name "type" at '
+                "'tools[0].function_declarations[0].parameters.properties[0].value': "
+                "Proto field is not repeating, cannot start list."
+            ),
         ),
         (
             lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"].update(type="dict"),
-            "Invalid value at 'tools[0].function_declarations[0].parameters.type' "
-            '(type.googleapis.com/google.ai.generativelanguage.v1beta.Type), "dict"',
+            (
+                "Invalid value at 'tools[0].function_declarations[0].parameters.type' "
+                '(type.googleapis.com/google.ai.generativelanguage.v1beta.Type), "dict"'
+            ),
         ),
         (
             lambda b: b["contents"][0]["parts"][0].update(text=5),
             "Invalid value at 'contents[0].parts[0].text' (TYPE_STRING), 5",
         ),
         (
-            lambda b: b["contents"][0]["parts"][0].update(inlineData={"mimeType": "image/png", "data": "AA=="}),
-            "Invalid value at 'contents[0].parts[0].data' (oneof), oneof field 'data' is already set. "
-            "Cannot set 'inlineData'",
+            lambda b: b["contents"][0]["parts"][0].update(
+                inlineData={"mimeType": "image/png", "data": "AA=="}
+            ),
+            (
+                "Invalid value at 'contents[0].parts[0].data' (oneof), oneof field 'data' is already set. "
+                "Cannot set 'inlineData'"
+            ),
         ),
         (
             lambda b: b["contents"][0]["parts"][0].update(thoughtSignature="!!not base64!!"),
-            "Invalid value at 'contents[0].parts[0].thought_signature' (TYPE_BYTES), "
-            'Base64 decoding failed for "!!not base64!!"',
+            (
+                "Invalid value at 'contents[0].parts[0].thought_signature' (TYPE_BYTES), "
+                'Base64 decoding failed for "!!not base64!!"'
+            ),
         ),
         (
             lambda b: b["tools"][0]["functionDeclarations"][0]["parameters"].update(required=["nope"]),
-            "* GenerateContentRequest.tools[0].function_declarations[0].parameters.required[0]: "
-            "property is not defined\n",
+            (
+                "* GenerateContentRequest.tools[0].function_declarations[0].parameters.required[0]: "
+                "property is not defined\n"
+            ),
         ),
         (lambda b: b.update(contents=[]), "* GenerateContentRequest.contents: contents is not specified\n"),
         (
@@ -163,12 +186,17 @@ def test_snake_case_field_names_are_accepted_like_the_real_parser(state: Simulat
         ),
         (
             lambda b: b["contents"][0].update(parts=[{"thought": True}]),
-            "* GenerateContentRequest.contents[0].parts[0].data: required oneof field 'data' must have one "
-            "initialized field\n",
+            (
+                "* GenerateContentRequest.contents[0].parts[0].data: required oneof field 'data' "
+                "must have one "
+                "initialized field\n"
+            ),
         ),
         (lambda b: b["contents"][0].update(role="assistant"), "Please use a valid role: user, model."),
         (
-            lambda b: b.update(generationConfig={"thinkingConfig": {"thinkingBudget": 128, "thinkingLevel": "low"}}),
+            lambda b: b.update(
+                generationConfig={"thinkingConfig": {"thinkingBudget": 128, "thinkingLevel": "low"}}
+            ),
             "You can only set only one of thinking budget and thinking level.",
         ),
     ],
@@ -182,7 +210,11 @@ def test_body_shape_rejections(state: SimulatorState, mutate: Any, expected: str
                     {
                         "name": "search",
                         "description": "look up",
-                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"q": {"type": "string"}},
+                            "required": ["q"],
+                        },
                     }
                 ]
             }
@@ -224,7 +256,9 @@ def test_response_count_must_match_call_count(state: SimulatorState) -> None:
 
 
 def test_paired_calls_and_responses_are_valid(state: SimulatorState) -> None:
-    request = body(user(), model_turn(call("f"), call("g")), results("f", "g"), model_turn({"text": "done"}), user())
+    request = body(
+        user(), model_turn(call("f"), call("g")), results("f", "g"), model_turn({"text": "done"}), user()
+    )
     assert rejection_message(state, request, G25) is None
 
 
@@ -314,7 +348,9 @@ def test_text_signature_covers_the_answer_text(state: SimulatorState) -> None:
     good = body(user(), model_turn({"text": "The answer is 4."}, {"text": "", "thoughtSignature": signature}))
     rejection, findings, _ = gemini.check(state, good, G3)
     assert rejection is None and findings.verified == 1
-    edited = body(user(), model_turn({"text": "The answer is 5."}, {"text": "", "thoughtSignature": signature}))
+    edited = body(
+        user(), model_turn({"text": "The answer is 5."}, {"text": "", "thoughtSignature": signature})
+    )
     assert rejection_message(state, edited) == BAD_SIGNATURE
 
 
@@ -348,7 +384,9 @@ async def session() -> Any:
         yield client
 
 
-async def test_auth_failures_are_401_in_google_format(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
+async def test_auth_failures_are_401_in_google_format(
+    hub: SimulatorHub, session: aiohttp.ClientSession
+) -> None:
     for headers in ({}, {"x-goog-api-key": "wrong"}):
         async with session.post(url(hub, G3, False), json=body(user()), headers=headers) as resp:
             payload = await resp.json()
@@ -368,9 +406,16 @@ async def test_invalid_json_and_unknown_action(hub: SimulatorHub, session: aioht
         assert resp.status == 404
 
 
-async def test_text_stream_matches_the_recorded_shape(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
-    recorded = [orjson.loads(line) for line in fixture_path("google", "google-reasoning-gemini3.chunks.txt").read_bytes().splitlines()]
-    hub.states["gemini"].push(Reply(text="There are three r's in strawberry.", reasoning="count", chunk_size=10))
+async def test_text_stream_matches_the_recorded_shape(
+    hub: SimulatorHub, session: aiohttp.ClientSession
+) -> None:
+    recorded = [
+        orjson.loads(line)
+        for line in fixture_path("google", "google-reasoning-gemini3.chunks.txt").read_bytes().splitlines()
+    ]
+    hub.states["gemini"].push(
+        Reply(text="There are three r's in strawberry.", reasoning="count", chunk_size=10)
+    )
     status, raw, resp = await post(session, hub, body(user("how many r?")))
     assert status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
     events = sse_events(raw)
@@ -383,11 +428,16 @@ async def test_text_stream_matches_the_recorded_shape(hub: SimulatorHub, session
     assert events[-1]["candidates"][0]["finishReason"] == "STOP"
     assert not any(p.get("thought") for e in events for p in e["candidates"][0]["content"]["parts"])
     usage = events[-1]["usageMetadata"]
-    assert usage["totalTokenCount"] == usage["promptTokenCount"] + usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+    assert (
+        usage["totalTokenCount"]
+        == usage["promptTokenCount"] + usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+    )
     assert events[-1]["modelVersion"] == G3
 
 
-async def test_text_answer_signature_comes_back_verified(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
+async def test_text_answer_signature_comes_back_verified(
+    hub: SimulatorHub, session: aiohttp.ClientSession
+) -> None:
     state = hub.states["gemini"]
     state.push(Reply(text="It is 4."), Reply(text="You are welcome."))
     _, raw, _ = await post(session, hub, body(user("2+2?")))
@@ -405,7 +455,10 @@ async def test_text_answer_signature_comes_back_verified(hub: SimulatorHub, sess
 
 async def test_thoughts_only_with_include_thoughts(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
     state = hub.states["gemini"]
-    state.push(Reply(text="ok", reasoning="Let me think about it", chunk_size=8), Reply(text="ok", reasoning="hidden"))
+    state.push(
+        Reply(text="ok", reasoning="Let me think about it", chunk_size=8),
+        Reply(text="ok", reasoning="hidden"),
+    )
     thinking = {"generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
     _, raw, _ = await post(session, hub, body(user(), **thinking))
     parts = [p for e in sse_events(raw) for p in e["candidates"][0]["content"]["parts"]]
@@ -414,7 +467,9 @@ async def test_thoughts_only_with_include_thoughts(hub: SimulatorHub, session: a
     assert not any(p.get("thought") for e in sse_events(raw) for p in e["candidates"][0]["content"]["parts"])
 
 
-async def test_tool_calls_stream_signature_and_replay(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
+async def test_tool_calls_stream_signature_and_replay(
+    hub: SimulatorHub, session: aiohttp.ClientSession
+) -> None:
     recorded = fixture_path("google", "google-tool-call-gemini3.chunks.txt").read_bytes().splitlines()
     recorded_part = orjson.loads(recorded[0])["candidates"][0]["content"]["parts"][0]
     state = hub.states["gemini"]
@@ -433,12 +488,22 @@ async def test_tool_calls_stream_signature_and_replay(hub: SimulatorHub, session
     status, _, _ = await post(session, hub, history)
     assert status == 200 and state.verified_tokens == 1
 
-    edited = body(user("weather?"), model_turn({**first, "functionCall": {**first["functionCall"], "args": {"location": "Rome"}}}, second), results("weather", "time"))
+    edited = body(
+        user("weather?"),
+        model_turn(
+            {**first, "functionCall": {**first["functionCall"], "args": {"location": "Rome"}}}, second
+        ),
+        results("weather", "time"),
+    )
     status, raw, _ = await post(session, hub, edited)
     assert status == 400 and orjson.loads(raw)["error"]["message"] == BAD_SIGNATURE
     assert state.verified_tokens == 1 and state.requests[-1].rejection is not None
 
-    placeholder = body(user("weather?"), model_turn({**first, "thoughtSignature": PLACEHOLDER_B64}, second), results("weather", "time"))
+    placeholder = body(
+        user("weather?"),
+        model_turn({**first, "thoughtSignature": PLACEHOLDER_B64}, second),
+        results("weather", "time"),
+    )
     status, _, _ = await post(session, hub, placeholder)
     assert status == 200 and state.placeholder_tokens == 1
 
@@ -446,7 +511,9 @@ async def test_tool_calls_stream_signature_and_replay(hub: SimulatorHub, session
 async def test_non_stream_body(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
     recorded = orjson.loads(fixture_path("google", "google-tool-call-gemini3.json").read_bytes())
     state = hub.states["gemini"]
-    state.push(Reply(tool_calls=[ToolCallSpec("weather", {"location": "SF"})]), Reply(text="cut", stop="length"))
+    state.push(
+        Reply(tool_calls=[ToolCallSpec("weather", {"location": "SF"})]), Reply(text="cut", stop="length")
+    )
     status, raw, _ = await post(session, hub, body(user()), stream=False)
     payload = orjson.loads(raw)
     assert status == 200 and set(payload) == set(recorded)
@@ -458,7 +525,9 @@ async def test_non_stream_body(hub: SimulatorHub, session: aiohttp.ClientSession
     assert candidate["content"]["parts"] == [{"text": "cut"}]  # Gemini 2.5 issues no signatures here
 
 
-async def test_stream_without_alt_sse_is_one_json_array(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
+async def test_stream_without_alt_sse_is_one_json_array(
+    hub: SimulatorHub, session: aiohttp.ClientSession
+) -> None:
     hub.states["gemini"].push(Reply(text="abc", chunk_size=2))
     target = f"{hub.base_url('gemini')}/v1beta/models/{G25}:streamGenerateContent"
     async with session.post(target, json=body(user()), headers={"x-goog-api-key": KEY}) as resp:
@@ -491,7 +560,11 @@ async def test_503_overloaded(hub: SimulatorHub, session: aiohttp.ClientSession)
     status, raw, _ = await post(session, hub, body(user()), stream=False)
     assert status == 503
     assert orjson.loads(raw) == {
-        "error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}
+        "error": {
+            "code": 503,
+            "message": "The model is overloaded. Please try again later.",
+            "status": "UNAVAILABLE",
+        }
     }
 
 
@@ -518,11 +591,14 @@ async def test_mid_stream_error_after_n_events(hub: SimulatorHub, session: aioht
 
 
 async def test_mid_stream_reset_after_n_events(hub: SimulatorHub, session: aiohttp.ClientSession) -> None:
-    hub.states["gemini"].push(Fault(after_events=1, mid_stream="reset", reply=Reply(text="b" * 50, chunk_size=5)))
+    hub.states["gemini"].push(
+        Fault(after_events=1, mid_stream="reset", reply=Reply(text="b" * 50, chunk_size=5))
+    )
     received = b""
     with pytest.raises(aiohttp.ClientPayloadError):
-        async with session.post(url(hub, G3, True), json=body(user()), headers={"x-goog-api-key": KEY}) as resp:
+        async with session.post(
+            url(hub, G3, True), json=body(user()), headers={"x-goog-api-key": KEY}
+        ) as resp:
             async for piece in resp.content.iter_any():
                 received += piece
     assert received.count(b"data: ") == 1
-    await asyncio.sleep(0)

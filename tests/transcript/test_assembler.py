@@ -2,8 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.transcript.assembler import AssemblyError, Assembler, fold
-from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Finish, MessageStart, UsageUpdate
+from gateway.transcript.assembler import Assembler, AssemblyError, fold
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    Finish,
+    MessageStart,
+    UsageUpdate,
+)
 from gateway.transcript.model import Continuity, Reasoning, StopReason, Text, ToolCall, Usage
 
 META = Continuity("claude", "claude", "anthropic", "m", {"signature": "s"})
@@ -35,7 +43,14 @@ def test_blocks_keep_start_order_when_they_finish_out_of_order():
 
 
 def test_tool_call_without_arguments_gets_an_empty_object():
-    turn = fold([BlockStart(0, BlockKind.TOOL_CALL, "t", "f"), BlockDelta(0, ""), BlockStop(0), Finish(StopReason.TOOL_CALLS)])
+    turn = fold(
+        [
+            BlockStart(0, BlockKind.TOOL_CALL, "t", "f"),
+            BlockDelta(0, ""),
+            BlockStop(0),
+            Finish(StopReason.TOOL_CALLS),
+        ]
+    )
     assert turn.blocks == [ToolCall("t", "f", "{}")]
 
 

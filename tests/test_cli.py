@@ -1,0 +1,79 @@
+"""The command line as a user runs it: real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from gateway.demo import run_demo
+from gateway.simulators.base import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env.update(extra)
+    return env
+
+
+def test_check_config_prints_the_resolved_config_without_secrets():
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", "config/simulated.toml"],
+        cwd=ROOT,
+        env=_env(SIM_API_KEY="planted-secret-value"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "[providers.claude]" in out.stdout and "SIM_API_KEY" in out.stdout
+    assert "planted-secret-value" not in out.stdout + out.stderr
+
+
+def test_check_config_reports_the_key_path_of_a_mistake(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[providers.x]\nkind = "anthropic"\nbase_url = "https://a"\napi_key_env = "K"\nkindd = 1\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", str(bad)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "providers.x.kindd: unknown key" in out.stderr
+
+
+def test_serve_announces_itself_and_exits_cleanly_on_sigterm():
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", "config/simulated.toml", "--port", str(port)],
+        cwd=ROOT,
+        env=_env(SIM_API_KEY="x"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == f"gateway listening on http://127.0.0.1:{port}"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def test_demo_runs_every_family_without_a_rejection(capsys):
+    assert await run_demo(verbose=True) == 0
+    out = capsys.readouterr().out
+    assert "21 turns on 7 provider families" in out
+    assert "0 provider rejections, 0 failed conversations" in out
