@@ -25,6 +25,8 @@ class AttemptOutcome:
 @dataclass(slots=True)
 class RequestRecord:
     ingress: str
+    request_id: str = ""
+    session: str = ""  # the session key (the access log hashes it)
     model: str = "unknown"  # a config name (model group or provider), never raw client input
     provider: str = "none"  # the provider that served, or "none"
     outcome: str = "ok"  # ok | client_error | upstream_error | stream_error | cancelled

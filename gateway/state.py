@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from gateway.config import GatewayConfig
-from gateway.metrics import Metrics
+from gateway.metrics import Metrics, RequestRecord
 from gateway.routing.engine import Engine
 
 
@@ -19,3 +19,7 @@ class GatewayState:
     auth_tokens: tuple[bytes, ...] = ()
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
+
+    def observe(self, record: RequestRecord) -> None:
+        """The one place a finished request is accounted for (metrics, access log)."""
+        self.metrics.record(record)

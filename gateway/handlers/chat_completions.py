@@ -26,7 +26,7 @@ INGRESS = "chat_completions"
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     state: GatewayState = request.app[GatewayState.KEY]
     started = time.monotonic()
-    record = RequestRecord(INGRESS)
+    record = RequestRecord(INGRESS, request_id=uuid.uuid4().hex)
     state.metrics.inflight.inc()
     try:
         return await _handle(request, state, record, started)
@@ -39,7 +39,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     finally:
         record.duration = time.monotonic() - started
         state.metrics.inflight.dec()
-        state.metrics.record(record)
+        state.observe(record)
 
 
 async def _handle(
@@ -68,6 +68,7 @@ async def _handle(
             400, "X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]", param="X-Session-Id"
         )
     session = session or derive_session_key(canonical)
+    record.session = session
 
     try:
         answer = await state.engine.open(canonical, plan)
@@ -88,7 +89,7 @@ async def _handle(
     if answer.repairs:
         counts = Counter(r.kind for r in answer.repairs)
         headers["X-Gateway-Repairs"] = ",".join(f"{kind}={n}" for kind, n in sorted(counts.items()))
-    response_id = "chatcmpl-" + uuid.uuid4().hex
+    response_id = "chatcmpl-" + record.request_id
     if canonical.stream:
         return await _stream(
             request, answer, record, started, headers, response_id, canonical.model, canonical.include_usage

@@ -21,7 +21,8 @@ class Prepared:
     provider_ids: dict[str, str]  # provider tool id -> canonical id, for mapping answers back
 
 
-def prepare(request: Request, target: Target, caps: Capabilities) -> Prepared:
+def prepare(request: Request, target: Target, caps: Capabilities, strict: bool = False) -> Prepared:
+    """`strict`: the rejection-recovery mode (DESIGN.md 4.5): no replayed reasoning, thinking off."""
     messages, repairs = apply_reasoning_policy(request.messages, target, caps)
     messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
     repairs.extend(Repair("tool_id_projected") for _ in range(projected))

@@ -1,0 +1,1 @@
+"""Continuity store backends: memory, sqlite, redis (see base.py for the contract)."""

@@ -1,0 +1,30 @@
+"""The continuity store contract: a small async key -> bytes map with a TTL.
+
+The continuity layer decides the keys (tool-call ids, session + text hash) and the value format;
+a backend only stores bytes. Backends raise on failure; `FailOpenStore` turns failures into misses,
+counts them, and never lets a store outage fail a request.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+
+class ContinuityStore(Protocol):
+    backend: str  # "memory" | "sqlite" | "redis": the `backend` label of store metrics
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """Values for `keys`, in order; None for a miss or an expired entry."""
+        ...
+
+    async def put(self, keys: Sequence[str], value: bytes) -> None:
+        """Store `value` under every key, each expiring after the configured TTL."""
+        ...
+
+    async def ping(self) -> bool:
+        """True when the backend is reachable (readiness)."""
+        ...
+
+    async def close(self) -> None:
+        """Flush and release the backend (called once at shutdown)."""
+        ...
