@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 
 from gateway.config import ConfigError, describe, load_config
@@ -39,9 +38,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             config = load_config(args.config, host=args.host, port=args.port)
-            logging.basicConfig(
-                level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-            )
             from gateway.serve import serve
 
             asyncio.run(serve(config))

@@ -165,12 +165,55 @@ class TimeoutConfig(_Section):
     total_seconds: Seconds = 600.0
 
 
+class TimeoutOverrides(_Section):
+    """A model group's timeouts: each one set here replaces the provider's for this group."""
+
+    connect_seconds: Seconds | None = None
+    first_token_seconds: Seconds | None = None
+    idle_seconds: Seconds | None = None
+    total_seconds: Seconds | None = None
+
+    def over(self, base: TimeoutConfig) -> TimeoutConfig:
+        changes = dict(_fields(self))
+        return base.model_copy(update=changes) if changes else base
+
+
+class CooldownConfig(_Section):
+    """Circuit breaking for each of a provider's targets (provider + upstream model)."""
+
+    consecutive_failures: int = Field(5, ge=1)  # this many failures in a row open the circuit
+    failure_rate: float = Field(0.5, gt=0, le=1, allow_inf_nan=False)  # ...or this share of...
+    window: int = Field(20, ge=1)  # ...the last `window` outcomes, once `min_samples` are known
+    min_samples: int = Field(10, ge=1)
+    cooldown_seconds: Seconds = 5.0  # first cooldown; it doubles on every repeat trip
+    max_cooldown_seconds: Seconds = 300.0
+    # 401/403 and quota errors: the target is out of service this long, then probed again
+    out_of_service_seconds: Seconds = 300.0
+
+
+class RetryConfig(_Section):
+    """How one request retries once every available target of its group has failed."""
+
+    max_retries: int = Field(2, ge=0, le=20)  # extra passes over the group's targets
+    backoff_base_seconds: Seconds = 0.25
+    # the longest single wait before a retry; a Retry-After longer than this is not waited out
+    # (the client gets the 429/503 with that Retry-After instead)
+    backoff_max_seconds: Seconds = 8.0
+    # no attempt and no backoff starts later than this after the request arrived
+    deadline_seconds: Seconds = 120.0
+    # retry budget: each request earns `budget_ratio` retries, the group saves at most
+    # `budget_burst`; a retry spends one (failing over to another target is free)
+    budget_ratio: float = Field(0.2, ge=0, le=1, allow_inf_nan=False)
+    budget_burst: float = Field(10.0, ge=0, allow_inf_nan=False)
+
+
 class ProviderConfig(_Section):
     kind: ProviderKind
     base_url: BaseUrl
     api_key_env: EnvName
     continuity_group: Name | None = None
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    cooldown: CooldownConfig = Field(default_factory=CooldownConfig)
 
 
 class TargetConfig(_Section):
@@ -186,6 +229,11 @@ class ModelGroupConfig(_Section):
     strategy: Literal["failover", "round_robin", "weighted"] = "failover"
     targets: list[TargetConfig] = Field(min_length=1)
     reasoning_policy: ReasoningPolicy = "drop"
+    # "issuer": a request inside an open tool loop goes first to the target that issued the
+    # loop's continuity tokens (while it is available), whatever the strategy would pick
+    affinity: Literal["none", "issuer"] = "none"
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    timeouts: TimeoutOverrides = Field(default_factory=TimeoutOverrides)
 
     def policy_for(self, target: TargetConfig) -> ReasoningPolicy:
         """The reasoning policy in force for one of this group's targets (its own wins)."""
@@ -218,6 +266,24 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                     ("models", group_name, "targets", index, "provider"),
                     f"unknown provider {target.provider!r} (known: {known})",
                 )
+    for name, provider in config.providers.items():
+        cooldown = provider.cooldown
+        if cooldown.min_samples > cooldown.window:
+            yield (
+                ("providers", name, "cooldown", "min_samples"),
+                f"must not exceed window ({cooldown.window})",
+            )
+        if cooldown.cooldown_seconds > cooldown.max_cooldown_seconds:
+            yield (
+                ("providers", name, "cooldown", "cooldown_seconds"),
+                f"must not exceed max_cooldown_seconds ({cooldown.max_cooldown_seconds:g})",
+            )
+    for group_name, group in config.models.items():
+        if group.retry.backoff_base_seconds > group.retry.backoff_max_seconds:
+            yield (
+                ("models", group_name, "retry", "backoff_base_seconds"),
+                f"must not exceed backoff_max_seconds ({group.retry.backoff_max_seconds:g})",
+            )
     # Continuity tokens are only ever valid within one provider family.
     group_kinds: dict[str, tuple[str, str]] = {}
     for name, provider in config.providers.items():
@@ -433,7 +499,12 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         lines.extend(("", f"[{key_path(('models', name))}]"))
         lines.append(f"strategy = {_toml_value(group.strategy)}")
         lines.append(f"reasoning_policy = {_toml_value(group.reasoning_policy)}")
+        if group.affinity != "none":
+            lines.append(f"affinity = {_toml_value(group.affinity)}")
         lines.append("targets = [")
         lines.extend(f"  {_inline_table(target)}," for target in group.targets)
         lines.append("]")
+        section(key_path(("models", name, "retry")), group.retry)
+        if any(True for _ in _fields(group.timeouts)):
+            section(key_path(("models", name, "timeouts")), group.timeouts)
     return "\n".join(lines) + "\n"

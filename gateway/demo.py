@@ -244,6 +244,105 @@ async def run_family(
     return result
 
 
+# The cross-provider story: one conversation visiting every family, through a client that keeps
+# only standard OpenAI fields. (provider entry, what its model answers, how many calls get results)
+def cross_provider_script() -> list[tuple[str, Reply, int | None]]:
+    def weather(*cities: str) -> list[ToolCallSpec]:
+        return [ToolCallSpec("get_weather", {"city": c}) for c in cities]
+
+    return [
+        (
+            "claude",
+            Reply(
+                reasoning="Two cities: query both.",
+                text="Checking Paris and Tokyo.",
+                tool_calls=weather("Paris", "Tokyo"),
+            ),
+            None,
+        ),
+        (
+            "openai",
+            Reply(
+                reasoning="The user added five more cities; fan out.",
+                tool_calls=weather("Lima", "Oslo", "Rome", "Cairo", "Quito"),
+            ),
+            1,
+        ),
+        (
+            "gemini",
+            Reply(
+                reasoning="Local time in Tokyo matters for the trip.",
+                tool_calls=[ToolCallSpec("get_time", {"city": "Tokyo"})],
+            ),
+            None,
+        ),
+        ("openai-chat", Reply(tool_calls=[ToolCallSpec("get_time", {"city": "Paris"})]), None),
+        ("mistral", Reply(reasoning="Retry one of the cancelled cities.", tool_calls=weather("Oslo")), None),
+        (
+            "kimi",
+            Reply(reasoning="And the time in Lima.", tool_calls=[ToolCallSpec("get_time", {"city": "Lima"})]),
+            None,
+        ),
+        ("deepseek", Reply(reasoning="One more: Rome again.", tool_calls=weather("Rome")), None),
+        (
+            "claude",
+            Reply(reasoning="Everything is in; write the answer.", text=FINAL_TEXT, chunk_size=16),
+            None,
+        ),
+    ]
+
+
+def _tool_output(name: str, arguments: str) -> str:
+    city = orjson.loads(arguments).get("city", "?")
+    return TOOL_RESULTS.get((name, city), f'{{"city": "{city}", "{name}": "ok"}}')
+
+
+def _standard_fields(message: dict[str, Any]) -> dict[str, Any]:
+    """What an agent that knows only standard OpenAI fields keeps of an assistant message."""
+    return {k: message[k] for k in ("role", "content", "tool_calls") if k in message}
+
+
+async def run_cross_provider(
+    client: aiohttp.ClientSession, gateway_url: str, hub: SimulatorHub, say: Any
+) -> FamilyResult:
+    result = FamilyResult("cross-provider", "all")
+    before_rejections = sum(len(s.rejections) for s in hub.states.values())
+    before_verified = sum(s.verified_tokens for s in hub.states.values())
+    script = cross_provider_script()
+    for name, reply, _ in script:
+        hub.states[dict((n, k) for n, k, _, _ in FAMILIES)[name]].push(reply)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a concise travel assistant."},
+        {
+            "role": "user",
+            "content": "Weather and local time for my trip: Paris, Tokyo, Lima, Oslo, Rome, Cairo, Quito",
+        },
+    ]
+    try:
+        for turn_no, (name, _, answered) in enumerate(script, start=1):
+            stream = turn_no % 2 == 1
+            body = {"model": name, "messages": messages, "tools": TOOLS, "stream": stream}
+            turn = await _post_chat(client, f"{gateway_url}/v1/chat/completions", body)
+            result.turns.append(turn)
+            say(f"  turn {turn_no} ({'stream' if stream else 'json'}): {_describe(turn)}")
+            message = _standard_fields(turn.message)  # reasoning_details etc. are dropped here
+            messages.append(message)
+            calls = message.get("tool_calls", [])
+            for call in calls[:answered] if answered is not None else calls:
+                output = _tool_output(call["function"]["name"], call["function"]["arguments"])
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+            if answered is not None:
+                say(f"    (the client cancelled the fan-out after {answered} of {len(calls)} results)")
+    except (RuntimeError, aiohttp.ClientError) as exc:
+        result.error = str(exc)
+        say(f"  FAILED: {exc}")
+    result.tokens_verified = sum(s.verified_tokens for s in hub.states.values()) - before_verified
+    result.rejections = [f"{r.status} {r.message}" for s in hub.states.values() for r in s.rejections][
+        before_rejections:
+    ]
+    return result
+
+
 async def run_demo(verbose: bool = True) -> int:
     say = print if verbose else (lambda *_: None)
     async with SimulatorHub() as hub:
@@ -261,6 +360,7 @@ async def run_demo(verbose: bool = True) -> int:
         results: list[FamilyResult] = []
         try:
             async with aiohttp.ClientSession() as client:
+                say("\npart 1: one family at a time; the client keeps the assistant messages as returned")
                 for name, kind, model, _ in FAMILIES:
                     say(f"\n[{kind}] {name} -> {model}: two cities, parallel then sequential tool calls")
                     results.append(await run_family(client, gateway_url, hub, name, kind, say))
@@ -271,6 +371,15 @@ async def run_demo(verbose: bool = True) -> int:
                     )
                     for rejection in r.rejections:
                         say(f"    rejected: {rejection}")
+                say(
+                    "\npart 2: one conversation across every family, a cancelled fan-out, and a client"
+                    " that strips every non-standard field (continuity comes from the gateway's store)"
+                )
+                cross = await run_cross_provider(client, gateway_url, hub, say)
+                results.append(cross)
+                say(f"  continuity tokens verified on this conversation: {cross.tokens_verified}")
+                for rejection in cross.rejections:
+                    say(f"    rejected: {rejection}")
         finally:
             await runner.cleanup()
 
@@ -279,8 +388,8 @@ async def run_demo(verbose: bool = True) -> int:
     rejections = sum(len(r.rejections) for r in results)
     failures = [r for r in results if r.error]
     print(
-        f"\nsummary: {turns} turns on {len(results)} provider families, {calls} tool calls, "
+        f"\nsummary: {turns} turns on {len(FAMILIES)} provider families, {calls} tool calls, "
         f"{sum(r.tokens_verified for r in results)} continuity tokens verified, "
-        f"{rejections} provider rejections, {len(failures)} failed conversations"
+        f"{len(failures)} failed conversations, {rejections} provider rejections"
     )
     return 0 if not rejections and not failures else 1

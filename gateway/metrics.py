@@ -1,10 +1,10 @@
-"""Prometheus metrics. Names and label keys are a contract (DESIGN.md section 2; dashboards use
-them). Every request is recorded once, at its end, from one RequestRecord; label values come from
-config names only, so cardinality stays bounded."""
+"""Prometheus metrics. Names and label keys are a contract (DESIGN.md section 2; dashboards/ and
+the README use them). Every request is recorded once, at its end, from one RequestRecord; label
+values come from config names only (`bind`), so cardinality stays bounded whatever clients send."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -12,8 +12,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from gateway.repair.report import Repair
 from gateway.transcript.model import Usage
 
+# Whole requests: from a fast cached answer to a long agentic generation (10 minutes).
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300, 600)
+# Time to first token: 50 ms (a cache hit on a nearby provider) to 60 s (a long thinking phase).
 TTFT_BUCKETS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13, 20, 30, 45, 60)
+
+# label values for "no such config name" (the router uses the same "unknown" for a model it
+# cannot resolve)
+UNKNOWN_MODEL = "unknown"
+NO_PROVIDER = "none"
+TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
 
 
 @dataclass(slots=True)
@@ -27,9 +35,10 @@ class RequestRecord:
     ingress: str
     request_id: str = ""
     session: str = ""  # the session key (the access log hashes it)
-    model: str = "unknown"  # a config name (model group or provider), never raw client input
-    provider: str = "none"  # the provider that served, or "none"
+    model: str = UNKNOWN_MODEL  # a config name (model group or provider), never raw client input
+    provider: str = NO_PROVIDER  # the provider that served, or "none"
     outcome: str = "ok"  # ok | client_error | upstream_error | stream_error | cancelled
+    status: int = 0  # the HTTP status answered; 0 when none was (the client went away first)
     duration: float = 0.0
     ttft: float | None = None
     upstream_model: str = ""
@@ -42,6 +51,10 @@ class RequestRecord:
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        # label values accepted for model / provider; None until `bind` (then anything else
+        # collapses to UNKNOWN_MODEL / NO_PROVIDER)
+        self._models: frozenset[str] | None = None
+        self._providers: frozenset[str] | None = None
         self.requests = Counter(
             "gateway_requests_total",
             "Client requests by outcome",
@@ -97,34 +110,58 @@ class Metrics:
             registry=r,
         )
 
-    def set_targets(self, targets: Iterable[tuple[str, str]]) -> None:
-        for model, provider in targets:
-            self.target_available.labels(model, provider).set(1)
+    def bind(self, models: Iterable[str], providers: Iterable[str]) -> None:
+        """The config names label values may take: model groups (plus provider names, the label of
+        a direct "<provider>/<model>" address) and providers. A value outside them, however it got
+        into a record, is counted under "unknown" / "none" instead of minting a new series."""
+        self._models = frozenset(models) | {UNKNOWN_MODEL}
+        self._providers = frozenset(providers) | {NO_PROVIDER}
+
+    def _model(self, value: str) -> str:
+        return value if self._models is None or value in self._models else UNKNOWN_MODEL
+
+    def _provider(self, value: str) -> str:
+        return value if self._providers is None or value in self._providers else NO_PROVIDER
+
+    def count_store_operation(self, backend: str, op: str, outcome: str) -> None:
+        self.store_operations.labels(backend, op, outcome).inc()
+
+    def watch_targets(self, probes: Iterable[tuple[str, str, Callable[[], float]]]) -> None:
+        """`gateway_target_available{model, provider}` for every target, read at scrape time from
+        routing's probes (1.0 while the target takes traffic, 0.0 while its circuit is open)."""
+        for model, provider, probe in probes:
+            self.target_available.labels(self._model(model), self._provider(provider)).set_function(probe)
 
     def record(self, rec: RequestRecord) -> None:
-        self.requests.labels(rec.ingress, rec.model, rec.provider, rec.outcome).inc()
-        self.duration.labels(rec.ingress, rec.model, rec.provider).observe(rec.duration)
+        model, provider = self._model(rec.model), self._provider(rec.provider)
+        self.requests.labels(rec.ingress, model, provider, rec.outcome).inc()
+        self.duration.labels(rec.ingress, model, provider).observe(rec.duration)
         if rec.ttft is not None:
-            self.ttft.labels(rec.model, rec.provider).observe(rec.ttft)
-        previous: AttemptOutcome | None = None
+            self.ttft.labels(model, provider).observe(rec.ttft)
+        previous = ""
+        previous_outcome = "ok"
         for attempt in rec.attempts:
-            self.upstream_attempts.labels(attempt.provider, attempt.outcome).inc()
-            if previous is not None and previous.outcome != "ok":
-                self.failovers.labels(rec.model, previous.provider, attempt.provider, previous.outcome).inc()
-            previous = attempt
-        for provider, repair in rec.repairs:
-            self.repairs.labels(provider, repair.kind).inc()
-        if rec.usage is not None and rec.provider != "none":
+            current = self._provider(attempt.provider)
+            self.upstream_attempts.labels(current, attempt.outcome).inc()
+            # a failover is a move to another provider after a failure; another attempt on the
+            # same provider (a retry, rejection recovery) is not one
+            if previous and previous_outcome != "ok" and current != previous:
+                self.failovers.labels(model, previous, current, previous_outcome).inc()
+            previous, previous_outcome = current, attempt.outcome
+        for repair_provider, repair in rec.repairs:
+            self.repairs.labels(self._provider(repair_provider), repair.kind).inc()
+        if rec.usage is not None and provider != NO_PROVIDER:
             u = rec.usage
-            for kind, value in (
-                ("input", u.input_tokens),
-                ("output", u.output_tokens),
-                ("cache_read", u.cache_read_tokens),
-                ("cache_write", u.cache_write_tokens),
-                ("reasoning", u.reasoning_tokens),
-            ):
+            counts = (
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.reasoning_tokens,
+            )
+            for kind, value in zip(TOKEN_TYPES, counts, strict=True):
                 if value:
-                    self.tokens.labels(rec.provider, rec.model, kind).inc(value)
+                    self.tokens.labels(provider, model, kind).inc(value)
         if rec.ignored_tokens:
             self.ignored_tokens.labels(rec.ingress).inc(rec.ignored_tokens)
 

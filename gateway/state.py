@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from gateway.access_log import log_access
 from gateway.config import GatewayConfig
+from gateway.continuity.recorder import Recorder
 from gateway.metrics import Metrics, RequestRecord
+from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
+from gateway.store.failopen import FailOpenStore
 
 
 @dataclass(slots=True)
@@ -16,10 +20,14 @@ class GatewayState:
     config: GatewayConfig
     metrics: Metrics
     engine: Engine
-    auth_tokens: tuple[bytes, ...] = ()
+    store: FailOpenStore
+    recorder: Recorder
+    # scrubs provider keys and client tokens from text a client or a log will see
+    redactor: Redactor = field(default_factory=Redactor)
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 
     def observe(self, record: RequestRecord) -> None:
-        """The one place a finished request is accounted for (metrics, access log)."""
+        """The one place a finished request is accounted for: metrics, then its access-log line."""
         self.metrics.record(record)
+        log_access(record)

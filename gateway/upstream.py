@@ -22,6 +22,11 @@ MAX_RESPONSE_BODY = 64 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
+    """Seconds. `connect`: to open the connection. `first_token`: from sending the request to the
+    first content of a streamed answer (the routing engine enforces it, since only the decoded
+    stream knows what content is). `idle`: the longest gap between two chunks of a streamed
+    answer, including the wait for the response headers. `total`: the whole response."""
+
     connect: float = 10.0
     first_token: float = 60.0
     idle: float = 120.0
@@ -49,15 +54,26 @@ class Upstream:
     """One response from a provider. Use as an async context manager; leaving it releases (or, if
     the body was not read to the end, closes) the connection, which cancels the provider's work."""
 
-    def __init__(self, session: aiohttp.ClientSession, request: HttpRequest, timeouts: Timeouts) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        request: HttpRequest,
+        timeouts: Timeouts,
+        *,
+        stream: bool = True,
+    ) -> None:
         self._session = session
         self._request = request
         self._timeouts = timeouts
+        # a non-streamed answer arrives in one piece after the whole generation: no idle gap
+        # applies to it, only `total`
+        self._stream = stream
         self._response: aiohttp.ClientResponse | None = None
 
     async def __aenter__(self) -> Upstream:
+        t = self._timeouts
         timeout = aiohttp.ClientTimeout(
-            total=self._timeouts.total, sock_connect=self._timeouts.connect, sock_read=self._timeouts.idle
+            total=t.total, sock_connect=t.connect, sock_read=t.idle if self._stream else None
         )
         try:
             self._response = await self._session.post(

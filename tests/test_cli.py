@@ -75,5 +75,6 @@ def test_serve_announces_itself_and_exits_cleanly_on_sigterm():
 async def test_demo_runs_every_family_without_a_rejection(capsys):
     assert await run_demo(verbose=True) == 0
     out = capsys.readouterr().out
-    assert "21 turns on 7 provider families" in out
-    assert "0 provider rejections, 0 failed conversations" in out
+    assert "29 turns on 7 provider families" in out
+    assert out.rstrip().endswith("0 failed conversations, 0 provider rejections")
+    assert "continuity_restored" in out and "synthetic_tool_result=4" in out

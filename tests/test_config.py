@@ -631,3 +631,151 @@ def test_booleans_are_not_numbers() -> None:
     assert error_lines(minimal(server={"port": True})) == [
         "cfg.toml: server.port: Input should be a valid integer"
     ]
+
+
+# --- routing and resilience options ----------------------------------------------------------
+
+
+def test_routing_defaults() -> None:
+    config = config_from_dict(minimal())
+    c = config.providers["claude"].cooldown
+    assert (c.consecutive_failures, c.failure_rate, c.window, c.min_samples) == (5, 0.5, 20, 10)
+    assert (c.cooldown_seconds, c.max_cooldown_seconds, c.out_of_service_seconds) == (5, 300, 300)
+    group = config.models["smart"]
+    r = group.retry
+    assert (r.max_retries, r.backoff_base_seconds, r.backoff_max_seconds, r.deadline_seconds) == (
+        2,
+        0.25,
+        8,
+        120,
+    )
+    assert (r.budget_ratio, r.budget_burst) == (0.2, 10)
+    assert group.affinity == "none"
+    assert group.timeouts.over(config.providers["claude"].timeouts) == config.providers["claude"].timeouts
+
+
+def test_group_timeouts_override_only_what_they_set() -> None:
+    data = minimal()
+    data["providers"]["claude"]["timeouts"] = {"idle_seconds": 30}
+    data["models"]["smart"]["timeouts"] = {"first_token_seconds": 5}
+    config = config_from_dict(data)
+    merged = config.models["smart"].timeouts.over(config.providers["claude"].timeouts)
+    assert (
+        merged.connect_seconds,
+        merged.first_token_seconds,
+        merged.idle_seconds,
+        merged.total_seconds,
+    ) == (
+        10,
+        5,
+        30,
+        600,
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (("providers", "claude", "cooldown"), "providers.claude.cooldown.kindd"),
+        (("models", "smart", "retry"), "models.smart.retry.kindd"),
+        (("models", "smart", "timeouts"), "models.smart.timeouts.kindd"),
+    ],
+)
+def test_unknown_key_in_routing_tables(path: tuple[Any, ...], expected: str) -> None:
+    data = minimal()
+    data["providers"]["claude"]["cooldown"] = {}
+    data["models"]["smart"]["retry"] = {}
+    data["models"]["smart"]["timeouts"] = {}
+    node: Any = data
+    for part in path:
+        node = node[part]
+    node["kindd"] = 1
+    assert error_lines(data) == [f"cfg.toml: {expected}: unknown key"]
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "value", "expected"),
+    [
+        (
+            ("models", "smart"),
+            "affinity",
+            "sticky",
+            "models.smart.affinity: Input should be 'none' or 'issuer'",
+        ),
+        (
+            ("models", "smart", "retry"),
+            "max_retries",
+            -1,
+            "models.smart.retry.max_retries: Input should be greater than or equal to 0",
+        ),
+        (
+            ("models", "smart", "retry"),
+            "deadline_seconds",
+            0,
+            "models.smart.retry.deadline_seconds: Input should be greater than 0",
+        ),
+        (
+            ("models", "smart", "timeouts"),
+            "first_token_seconds",
+            0,
+            "models.smart.timeouts.first_token_seconds: Input should be greater than 0",
+        ),
+        (
+            ("providers", "claude", "cooldown"),
+            "failure_rate",
+            1.5,
+            "providers.claude.cooldown.failure_rate: Input should be less than or equal to 1",
+        ),
+        (
+            ("providers", "claude", "cooldown"),
+            "consecutive_failures",
+            0,
+            "providers.claude.cooldown.consecutive_failures: Input should be greater than or equal to 1",
+        ),
+    ],
+)
+def test_routing_mistakes_name_their_key_path(
+    path: tuple[Any, ...], key: str, value: Any, expected: str
+) -> None:
+    data = minimal()
+    data["providers"]["claude"]["cooldown"] = {}
+    data["models"]["smart"]["retry"] = {}
+    data["models"]["smart"]["timeouts"] = {}
+    node: Any = data
+    for part in path:
+        node = node[part]
+    node[key] = value
+    assert error_lines(data) == [f"cfg.toml: {expected}"]
+
+
+def test_routing_cross_checks() -> None:
+    data = minimal()
+    data["providers"]["claude"]["cooldown"] = {
+        "window": 5,
+        "min_samples": 6,
+        "cooldown_seconds": 50.0,
+        "max_cooldown_seconds": 10.0,
+    }
+    data["models"]["smart"]["retry"] = {"backoff_base_seconds": 9.0, "backoff_max_seconds": 2.0}
+    assert error_lines(data) == [
+        "cfg.toml: providers.claude.cooldown.min_samples: must not exceed window (5)",
+        "cfg.toml: providers.claude.cooldown.cooldown_seconds: must not exceed max_cooldown_seconds (10)",
+        "cfg.toml: models.smart.retry.backoff_base_seconds: must not exceed backoff_max_seconds (2)",
+    ]
+
+
+def test_describe_round_trips_routing_options() -> None:
+    data = minimal()
+    data["providers"]["claude"]["cooldown"] = {"consecutive_failures": 2, "cooldown_seconds": 1.5}
+    data["models"]["smart"].update(
+        strategy="round_robin",
+        affinity="issuer",
+        retry={"max_retries": 0, "deadline_seconds": 30.0},
+        timeouts={"first_token_seconds": 4.0},
+    )
+    config = config_from_dict(data)
+    text = describe(config, {})
+    assert 'affinity = "issuer"' in text
+    assert "[models.smart.retry]\nmax_retries = 0\n" in text
+    assert "[models.smart.timeouts]\nfirst_token_seconds = 4.0\n" in text
+    assert config_from_dict(tomllib.loads(text)) == config

@@ -5,20 +5,24 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from dataclasses import replace
 
 from aiohttp import web
 
+from gateway.continuity.restore import lookup_keys, restore
 from gateway.handlers.common import client_error_for, error_response
 from gateway.ingress.chat_decode import DecodeStats, decode_request
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer
 from gateway.routing.router import UNKNOWN_MODEL, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, StreamError, UsageUpdate
+from gateway.transcript.model import Request
 
 INGRESS = "chat_completions"
 
@@ -32,6 +36,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await _handle(request, state, record, started)
     except ClientError as exc:
         record.outcome = "client_error" if exc.status < 500 else "upstream_error"
+        record.status = exc.status
         return error_response(exc)
     except BaseException:
         record.outcome = "cancelled"
@@ -69,6 +74,7 @@ async def _handle(
         )
     session = session or derive_session_key(canonical)
     record.session = session
+    canonical, restored = await restore_continuity(state, canonical, session)
 
     try:
         answer = await state.engine.open(canonical, plan)
@@ -79,20 +85,22 @@ async def _handle(
     record.provider = answer.target.provider
     record.upstream_model = answer.target.model
     record.attempts = [AttemptOutcome(a.provider, a.outcome) for a in answer.attempts]
-    record.repairs = [(answer.target.provider, r) for r in answer.repairs]
+    repairs = [*restored, *answer.repairs]
+    record.repairs = [(answer.target.provider, r) for r in repairs]
 
     headers = {
+        "X-Request-Id": record.request_id,
         "X-Session-Id": session,
         "X-Gateway-Provider": answer.target.provider,
         "X-Gateway-Attempts": str(len(answer.attempts)),
     }
-    if answer.repairs:
-        counts = Counter(r.kind for r in answer.repairs)
+    if repairs:
+        counts = Counter(r.kind for r in repairs)
         headers["X-Gateway-Repairs"] = ",".join(f"{kind}={n}" for kind, n in sorted(counts.items()))
     response_id = "chatcmpl-" + record.request_id
     if canonical.stream:
         return await _stream(
-            request, answer, record, started, headers, response_id, canonical.model, canonical.include_usage
+            request, state, answer, record, started, session, headers, response_id, canonical
         )
     assembler = Assembler()
     async for event in answer.events():
@@ -101,6 +109,9 @@ async def _handle(
         assembler.add(event)
     turn = assembler.finish()
     record.usage = turn.usage
+    if assembler.error is None:
+        state.recorder.record(turn.blocks, session)
+    record.status = 200
     return web.Response(
         body=completion_json(turn, response_id, canonical.model),
         headers=headers,
@@ -108,30 +119,47 @@ async def _handle(
     )
 
 
+async def restore_continuity(
+    state: GatewayState, canonical: Request, session: str
+) -> tuple[Request, list[Repair]]:
+    """Put recorded turns (with their continuity tokens) back in place of the client's copies."""
+    keys = lookup_keys(canonical, session)
+    if not keys:
+        return canonical, []
+    values = await state.store.get_many(keys)
+    return restore(canonical, dict(zip(keys, values, strict=True)), session)
+
+
 async def _stream(
     request: web.Request,
+    state: GatewayState,
     answer: Answer,
     record: RequestRecord,
     started: float,
+    session: str,
     headers: dict[str, str],
     response_id: str,
-    model: str,
-    include_usage: bool,
+    canonical: Request,
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         status=200, headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
-    encoder = ChatStreamEncoder(response_id, model, include_usage)
+    encoder = ChatStreamEncoder(response_id, canonical.model, canonical.include_usage)
+    assembler = Assembler()  # the turn as it streams, to record once it completed
     try:
         await response.prepare(request)
+        record.status = 200
         await response.write(encoder.start())
         async for batch in answer.batches():
             out = bytearray()
             for event in batch:
                 t = type(event)
                 if t is StreamError:
+                    # a half-finished turn is never recorded: its reasoning block may be cut short
                     record.outcome = "stream_error"
-                    await response.write(bytes(out) + encoder.error(event.error))
+                    # the provider's message may quote what it was sent: never echo a secret
+                    error = replace(event.error, message=state.redactor.text(event.error.message))
+                    await response.write(bytes(out) + encoder.error(error))
                     return response
                 if record.ttft is None and (
                     (t is BlockDelta and event.text)
@@ -140,6 +168,7 @@ async def _stream(
                     record.ttft = time.monotonic() - started
                 elif t is UsageUpdate:
                     record.usage = event.usage
+                assembler.add(event)
                 chunk = encoder.event(event)
                 if chunk is not None:
                     out += chunk
@@ -147,6 +176,7 @@ async def _stream(
                 await response.write(bytes(out))
         await response.write(encoder.finish())
         await response.write_eof()
+        state.recorder.record(assembler.finish().blocks, session)
         return response
     finally:
         await answer.aclose()

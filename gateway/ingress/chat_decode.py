@@ -8,12 +8,14 @@ import orjson
 from pydantic import ValidationError
 
 from gateway.ingress import chat_wire as w
+from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import invalid, json_path
 from gateway.ingress.reasoning_details import assistant_blocks
 from gateway.transcript.model import (
     Block,
     Image,
     Message,
+    Reasoning,
     Request,
     Role,
     Text,
@@ -188,9 +190,15 @@ def _assistant(msg: w.AssistantMessage, where: str, stats: DecodeStats) -> tuple
                     "tool call arguments must be a JSON string",
                     param=f"{where}.tool_calls[{j}].function.arguments",
                 ) from None
-        calls.append(ToolCall(call.id, call.function.name, args or "{}"))
+        signature, bad = tool_call_signature(call.model_extra)
+        stats.ignored_tokens += bad
+        calls.append(ToolCall(call.id, call.function.name, args or "{}", signature))
+    echoed: list[Reasoning] = []
+    if msg.thinking_blocks:
+        echoed, bad = thinking_blocks(msg.thinking_blocks)
+        stats.ignored_tokens += bad
     try:
-        blocks, ignored = assistant_blocks(text, calls, msg.reasoning_content, msg.reasoning_details)
+        blocks, ignored = assistant_blocks(text, calls, msg.reasoning_content, msg.reasoning_details, echoed)
     except ValueError as exc:
         raise invalid(str(exc), param=f"{where}.reasoning_details") from None
     stats.ignored_tokens += ignored

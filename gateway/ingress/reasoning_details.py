@@ -58,10 +58,13 @@ def assistant_blocks(
     calls: list[ToolCall],
     reasoning_content: str | None,
     details: list[dict[str, Any]] | None,
+    echoed_reasoning: list[Reasoning] | None = None,
 ) -> tuple[tuple[Block, ...], int]:
     """Rebuild an assistant message's ordered blocks from what a client sent back.
 
-    Returns the blocks and how many echoed tokens were ignored because they did not parse."""
+    `reasoning_details` win; reasoning echoed in another format (`echoed_reasoning`) comes next;
+    plain `reasoning_content` last. Returns the blocks and how many echoed tokens were ignored
+    because they did not parse."""
     ignored = 0
     reasoning_at: dict[int, Reasoning] = {}
     text_meta_at: dict[int, Continuity] = {}
@@ -99,6 +102,8 @@ def assistant_blocks(
         else:
             ignored += 1  # another gateway's or provider's format we do not understand
 
+    if not reasoning_at and echoed_reasoning:
+        reasoning_at = dict(enumerate(echoed_reasoning))
     if not reasoning_at and reasoning_content:
         reasoning_at[0] = Reasoning(reasoning_content, None)
 

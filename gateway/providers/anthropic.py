@@ -48,6 +48,12 @@ CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="toolu_"),
     reasoning_replay=True,
     signed_thinking_for_tool_loop=True,
+    first_message_user=True,
+    merge_assistant_runs=True,
+    reasoning_leads_message=True,
+    blank_text_forbidden=True,
+    thinking_forbids_forced_tool_choice=True,
+    min_thinking_budget=MIN_THINKING_BUDGET,
 )
 
 # lower-cased fragments of 400 messages (PROVIDERS.md) that rejection recovery acts on
@@ -111,7 +117,9 @@ def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
 def _tool_result(block: ToolResult) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
     if block.images:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": block.content}] if block.content else []
+        # a blank text block is refused: whitespace-only content next to images carries nothing
+        text = [{"type": "text", "text": block.content}] if block.content.strip() else []
+        parts: list[dict[str, Any]] = text
         parts.extend(_image(image) for image in block.images)
         out["content"] = parts
     elif block.content:

@@ -23,6 +23,7 @@ DIALECT = ChatDialect(
     kind="deepseek",
     capabilities=CAPABILITIES,
     reasoning_replay=ReasoningReplay.FIELD,
+    user_images=False,
     cache_read_paths=(("prompt_cache_hit_tokens",), ("prompt_tokens_details", "cached_tokens")),
     error_messages=(
         ("missing reasoning_content field", ErrorCategory.CONTINUITY),

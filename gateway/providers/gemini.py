@@ -46,6 +46,8 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     # base64 of "skip_thought_signature_validator", the dummy Google documents for moved traces
     thought_signature_placeholder="c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I=",
+    thought_signature_key=SIGNATURE,
+    calls_follow_user_turn=True,
 )
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(

@@ -33,6 +33,11 @@ THINKING_LEVELS: Mapping[str, str] = MappingProxyType(
     {"none": "low", "minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "high"}
 )
 
+# Gemini 2.5 thinking budgets for an effort (0 turns thinking off where the model allows it)
+THINKING_BUDGETS: Mapping[str, int] = MappingProxyType(
+    {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768}
+)
+
 FUNCTION_CALLING_MODES: Mapping[ToolChoiceMode, str] = MappingProxyType(
     {
         ToolChoiceMode.AUTO: "AUTO",
@@ -142,11 +147,20 @@ def _generation_config(request: Request, target: Target) -> dict[str, Any]:
     if target.thinking_budget is not None:
         config["thinkingConfig"] = {"thinkingBudget": target.thinking_budget, "includeThoughts": True}
     elif effort:
-        level = THINKING_LEVELS.get(effort)
-        if level is None:
+        if effort not in THINKING_LEVELS:
             raise EncodeError(f"unknown reasoning_effort {effort!r}")
-        config["thinkingConfig"] = {"thinkingLevel": level, "includeThoughts": True}
+        if _has_thinking_levels(target.model):
+            config["thinkingConfig"] = {"thinkingLevel": THINKING_LEVELS[effort], "includeThoughts": True}
+        else:  # before Gemini 3 only a token budget exists
+            budget = THINKING_BUDGETS[effort]
+            if budget == 0 and "gemini-2.5-pro" in target.model:
+                budget = 128  # 2.5 Pro cannot turn thinking off; 128 is its smallest budget
+            config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": budget != 0}
     return config
+
+
+def _has_thinking_levels(model: str) -> bool:
+    return "gemini-3" in model
 
 
 def _owned_signature(meta: Continuity | None, target: Target) -> str | None:

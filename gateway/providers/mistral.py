@@ -11,6 +11,7 @@ CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9]{9}$", max_len=9, style="alnum9"),
     reasoning_replay=True,
     user_after_tool_forbidden=True,
+    last_message_user_or_tool=True,
 )
 
 DIALECT = ChatDialect(

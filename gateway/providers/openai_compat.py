@@ -49,6 +49,7 @@ class ChatDialect:
     sends_reasoning_effort: bool = False
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     tool_message_name: bool = False  # tool messages carry the function name
+    user_images: bool = True  # accepts image_url parts (text-only APIs refuse them)
     error_result_prefix: str = "Error: "
     # where the usage object reports cached prompt tokens, first match wins
     cache_read_paths: tuple[tuple[str, ...], ...] = (("prompt_tokens_details", "cached_tokens"),)
@@ -114,7 +115,7 @@ class ChatEncoder:
                 }
                 for t in request.tools
             ]
-        if request.tool_choice is not None:
+        if request.tool_choice is not None and request.tools:  # refused without tools
             choice = request.tool_choice
             if choice.mode is ToolChoiceMode.TOOL:
                 if not choice.name:
@@ -148,7 +149,7 @@ class ChatEncoder:
     ) -> None:
         role = message.role
         if role is Role.USER:
-            out.append({"role": "user", "content": _user_content(message)})
+            out.append({"role": "user", "content": _user_content(message, self.dialect.user_images)})
         elif role is Role.ASSISTANT:
             out.append(self._assistant(message, target))
         elif role is Role.TOOL:
@@ -219,7 +220,7 @@ class ChatEncoder:
         return out
 
 
-def _user_content(message: Message) -> str | list[dict[str, Any]]:
+def _user_content(message: Message, images: bool) -> str | list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     plain = True
     for block in message.blocks:
@@ -227,6 +228,8 @@ def _user_content(message: Message) -> str | list[dict[str, Any]]:
         if t is Text:
             parts.append({"type": "text", "text": block.text})
         elif t is Image:
+            if not images:
+                raise EncodeError("this provider takes text only: a user message holds an image")
             plain = False
             image: dict[str, Any] = {"url": block.url}
             if block.detail:

@@ -43,6 +43,7 @@ KIND = "openai_responses"
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="call_"),
     reasoning_replay=True,
+    reasoning_precedes_output=True,
 )
 
 # lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on

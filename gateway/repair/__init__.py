@@ -1,17 +1,40 @@
 """Pure repair passes run for every outbound request, for the target the router picked.
 
 No I/O, no clock, no randomness; they never mutate their input (failover re-runs them on the same
-canonical transcript for the next target) and report what they changed."""
+canonical transcript for the next target) and report what they changed. Each pass returns its
+input object when it changed nothing, so a transcript that is already valid costs one scan per
+pass and comes back equal.
+
+Order matters:
+1. reasoning policy: only the target's own continuity stays (strict: none at all);
+2. empty text removed, duplicate call ids renamed, then pairing and placement of results;
+3. to a fixed point, because each step can create work for another: empty text removed, role
+   order fixed (merges, inserted messages), reasoning placed where the target takes it, and the
+   Anthropic thinking switch - retiring misplaced reasoning can empty a message, which can leave
+   two assistant messages next to each other, whose merge can misplace reasoning again;
+4. continuity the target requires filled in (Gemini placeholders, DeepSeek/Kimi reasoning_content);
+5. tool ids projected to the target's format, last.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
+from gateway.repair.empty_text import drop_empty_text
+from gateway.repair.reasoning_placement import place_reasoning
 from gateway.repair.reasoning_policy import apply_reasoning_policy
 from gateway.repair.report import Repair
+from gateway.repair.role_order import fix_role_order
+from gateway.repair.thinking import switch_thinking
 from gateway.repair.tool_ids import project_tool_ids
+from gateway.repair.tool_pairing import pair_tool_results, unique_call_ids
 from gateway.transcript.model import Request
 from gateway.transcript.target import Capabilities, Target
+
+# Every round of step 3 that changes something retires reasoning or merges messages, both finite.
+# The bound only turns a bug into an error instead of a hang.
+_MAX_ROUNDS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +45,40 @@ class Prepared:
 
 
 def prepare(request: Request, target: Target, caps: Capabilities, strict: bool = False) -> Prepared:
-    """`strict`: the rejection-recovery mode (DESIGN.md 4.5): no replayed reasoning, thinking off."""
-    messages, repairs = apply_reasoning_policy(request.messages, target, caps)
+    """`strict`: the rejection-recovery mode (DESIGN.md 4.5): no replayed reasoning, thinking off,
+    Gemini placeholders on the first call of every step of the current turn."""
+    messages, repairs = apply_reasoning_policy(request.messages, target, caps, strict=strict)
+    # first, so that an empty message between calls and results does not count as displacing them
+    messages = drop_empty_text(messages, caps)
+    messages, renamed = unique_call_ids(messages)
+    repairs.extend(renamed)
+    messages, paired = pair_tool_results(messages)
+    repairs.extend(paired)
+
+    effort = request.reasoning_effort
+    for _ in range(_MAX_ROUNDS):
+        before, before_effort = messages, effort
+        messages = drop_empty_text(messages, caps)
+        messages, found = fix_role_order(messages, caps)
+        repairs.extend(found)
+        messages, found = place_reasoning(messages, target, caps)
+        repairs.extend(found)
+        messages, effort, found = switch_thinking(messages, effort, request, target, caps, strict)
+        repairs.extend(found)
+        if messages is before and effort == before_effort:
+            break
+    else:  # pragma: no cover - see _MAX_ROUNDS
+        raise RuntimeError("repair did not reach a fixed point")
+
+    messages, found = fill_thought_signatures(messages, target, caps)
+    repairs.extend(found)
+    messages, found = fill_reasoning_content(messages, target, caps)
+    repairs.extend(found)
     messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
     repairs.extend(Repair("tool_id_projected") for _ in range(projected))
-    return Prepared(replace(request, messages=messages), tuple(repairs), provider_ids)
+
+    if messages is request.messages and effort == request.reasoning_effort:
+        repaired = request  # every pass hands back its input when it changed nothing
+    else:
+        repaired = replace(request, messages=messages, reasoning_effort=effort)
+    return Prepared(repaired, tuple(repairs), provider_ids)

@@ -2,7 +2,14 @@
 
 Foreign reasoning is dropped (policy `drop`, the default) or rendered as plain text (`as_text`);
 continuity meta on text and tool calls that the target does not own is removed, because it would
-be rejected (or, worse, silently misread) by a provider that did not issue it.
+be rejected (or, worse, silently misread) by a provider that did not issue it. The same token
+replayed twice in one request is kept once: providers issue each token once, and some refuse a
+repeated one (Responses: "Duplicate item found").
+
+`strict` (rejection recovery) replays no token at all: the provider just refused something we
+replayed, and we cannot tell which token it was. What carries no token stays, so that strict
+repair is idempotent too: an empty reasoning stub of the target's (DeepSeek/Kimi
+`reasoning_content: ""`), a call's native id and the documented placeholder signature.
 """
 
 from __future__ import annotations
@@ -10,36 +17,91 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Image, Message, Reasoning, Role, Text, ToolCall, ToolResult
+from gateway.repair.retire import retire_reasoning, void_text_signatures
+from gateway.transcript.model import (
+    NATIVE_ID,
+    Block,
+    Continuity,
+    Image,
+    Message,
+    Reasoning,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+)
 from gateway.transcript.target import Capabilities, Target
 
 
+def _token_key(block: Reasoning) -> tuple[str, str] | None:
+    """Identity of a replayable token; None for meta without data (chat-family reasoning carries
+    no token, so identical texts are not duplicates of anything)."""
+    meta = block.meta
+    if meta is None or not meta.data:
+        return None
+    return block.text, repr(sorted(meta.data.items()))
+
+
+def _is_placeholder(key: str, value: object, caps: Capabilities) -> bool:
+    return key == caps.thought_signature_key and value == caps.thought_signature_placeholder
+
+
 def apply_reasoning_policy(
-    messages: tuple[Message, ...], target: Target, caps: Capabilities
+    messages: tuple[Message, ...], target: Target, caps: Capabilities, strict: bool = False
 ) -> tuple[tuple[Message, ...], list[Repair]]:
     repairs: list[Repair] = []
     out: list[Message] = []
     changed_any = False
+    kept_tokens: set[tuple[str, str]] = set()
+
+    def owned(meta: Continuity | None) -> bool:
+        return not strict and target.owns(meta)
+
+    def owned_reasoning(block: Reasoning) -> bool:
+        if not strict:
+            return target.owns(block.meta)
+        return target.owns(block.meta) and not block.text and not block.meta.data
+
+    def strict_call_meta(meta: Continuity | None) -> Continuity | None:
+        if not target.owns(meta):
+            return None
+        data = {k: v for k, v in meta.data.items() if k == NATIVE_ID or _is_placeholder(k, v, caps)}
+        if len(data) == len(meta.data):
+            return meta
+        return target.continuity(data) if data else None
+
     for message in messages:
         if message.role is not Role.ASSISTANT:
             out.append(message)
             continue
         blocks: list[Block] = []
         changed = False
+        as_text = False
         for block in message.blocks:
             t = type(block)
             if t is Reasoning:
-                if caps.reasoning_replay and target.owns(block.meta):
-                    blocks.append(block)
+                if caps.reasoning_replay and owned_reasoning(block):
+                    key = _token_key(block)
+                    if key is None or key not in kept_tokens:
+                        if key is not None:
+                            kept_tokens.add(key)
+                        blocks.append(block)
+                        continue
+                    # its text is in the transcript already: a duplicate is dropped, never as_text
+                    changed = True
+                    repairs.append(Repair("reasoning_dropped", "token replayed twice"))
                     continue
                 changed = True
-                if target.reasoning_policy == "as_text" and block.text:
-                    blocks.append(Text(block.text))
-                    repairs.append(Repair("reasoning_as_text"))
-                else:
-                    repairs.append(Repair("reasoning_dropped"))
+                text = retire_reasoning(block, target, repairs)
+                if text is not None:
+                    blocks.append(text)
+                    as_text = True
+            elif t is ToolCall and strict:
+                meta = strict_call_meta(block.meta)
+                blocks.append(block if meta is block.meta else replace(block, meta=meta))
+                changed = changed or meta is not block.meta
             elif t is Text or t is ToolCall:
-                if block.meta is None or target.owns(block.meta):
+                if block.meta is None or owned(block.meta):
                     blocks.append(block)
                     continue
                 changed = True
@@ -52,6 +114,8 @@ def apply_reasoning_policy(
                 raise TypeError(f"unknown block {block!r}")
         if changed:
             changed_any = True
+            if as_text:
+                void_text_signatures(blocks, repairs)
             if blocks:
                 out.append(Message(message.role, tuple(blocks)))
             # an assistant message left with nothing is dropped: providers reject empty content

@@ -1,7 +1,10 @@
 """Project canonical tool-call ids to a target's id format at egress (DESIGN.md 4.2).
 
 Deterministic and collision-free within one request; a call and its results get the same id. A
-call that returns to the provider that issued it gets that provider's original id back.
+call that returns to the provider that issued it gets that provider's original id back. Kimi ids
+are positional (`functions.{name}:{global index}`): they are always rebuilt from the call's place
+in this transcript, which is what Kimi models act on reliably, and unique by construction (a
+native id from an earlier request names an index that compaction may since have shifted).
 """
 
 from __future__ import annotations
@@ -23,6 +26,15 @@ def _base62(data: bytes) -> str:
         n, r = divmod(n, 62)
         out.append(_ALPHABET[r])
     return "".join(out) or "0"
+
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _kimi_id(name: str, index: int, max_len: int) -> str:
+    suffix = f":{index}"
+    room = max_len - len("functions.") - len(suffix)
+    return f"functions.{(_UNSAFE_NAME_CHARS.sub('_', name) or 'tool')[:room]}{suffix}"
 
 
 def _derive(canonical: str, rule: ToolIdRule, salt: int) -> str:
@@ -55,15 +67,17 @@ def project_tool_ids(
         nonlocal call_index, changed
         if canonical in forward:
             return forward[canonical]
-        index = call_index
-        if name is not None:
-            call_index += 1  # Kimi's index counts every call of the conversation
-        if native and fits(native):
+        if rule.style == "kimi":
+            # the index counts every call of the conversation; a result without a call (repair
+            # drops those first) takes the next index, so ids stay unique
+            pid = _kimi_id(name or "tool", call_index, rule.max_len)
+            call_index += 1
+            if pid != canonical and pid != native:
+                changed += 1
+        elif native and fits(native):
             pid = native
         else:
-            if rule.style == "kimi" and name is not None and fits(f"functions.{name}:{index}"):
-                pid = f"functions.{name}:{index}"
-            elif rule.style != "kimi" and fits(canonical):
+            if fits(canonical):
                 pid = canonical
             else:
                 salt = 0
@@ -78,6 +92,7 @@ def project_tool_ids(
         return pid
 
     out: list[Message] = []
+    rewritten = False
     for message in messages:
         if message.role is Role.USER:
             out.append(message)
@@ -94,5 +109,8 @@ def project_tool_ids(
                 blocks.append(block if pid == block.call_id else replace(block, call_id=pid))
             else:
                 blocks.append(block)
-        out.append(Message(message.role, tuple(blocks)))
-    return tuple(out), {p: c for c, p in forward.items()}, changed
+        if any(new is not old for new, old in zip(blocks, message.blocks, strict=True)):
+            rewritten = True
+            message = Message(message.role, tuple(blocks))
+        out.append(message)
+    return (tuple(out) if rewritten else messages), {p: c for c, p in forward.items()}, changed

@@ -1,143 +1,82 @@
 """The attempt loop shared by every ingress: route, repair per target, send, and commit.
 
 Nothing reaches the client before the first content (or reasoning, or tool call) delta arrives:
-until then a failing target is abandoned and the next one tried. After it, an upstream failure
-ends the client's answer with a StreamError the ingress renders in its own dialect.
+until then a failing target is abandoned and the next one tried at once. When every target that
+can take traffic has failed, the loop backs off (jittered, honouring Retry-After and cooldowns)
+and makes another pass, within the group's retry count, retry budget and deadline. After the
+commit point an upstream failure ends the client's answer with a StreamError the ingress renders
+in its own dialect: another target's output is never spliced in.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+import enum
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 
 import aiohttp
 
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
 from gateway.providers import get_adapter
-from gateway.providers.base import EncodeError, ProviderAdapter, StreamDecoder
+from gateway.providers.base import EncodeError, ProviderAdapter
 from gateway.repair import Prepared, prepare
 from gateway.repair.report import Repair
+from gateway.routing.affinity import prefer_issuer
+from gateway.routing.answer import Answer, Attempt, IdMapper, mint_tool_call_id
+from gateway.routing.attempt import commits, run_attempt
+from gateway.routing.backoff import RetryBudget, backoff_delay
+from gateway.routing.cooldown import HealthBook, Ticket
 from gateway.routing.router import Plan, Router
-from gateway.transcript.events import (
-    BlockDelta,
-    BlockKind,
-    BlockStart,
-    BlockStop,
-    ErrorCategory,
-    Event,
-    Finish,
-    StreamError,
-    UpstreamError,
-)
-from gateway.transcript.model import NATIVE_ID, Request
+from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.transcript.model import Request
 from gateway.transcript.target import Target
-from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
+from gateway.upstream import Timeouts
 
-_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def mint_tool_call_id() -> str:
-    """A canonical tool-call id: unique, unguessable, valid for OpenAI chat and Anthropic."""
-    return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
-
-
-@dataclass(slots=True)
-class Attempt:
-    provider: str
-    outcome: str  # "ok" or an ErrorCategory value
-    error: UpstreamError | None = None
+__all__ = [
+    "AllTargetsFailed",
+    "Answer",
+    "Attempt",
+    "Engine",
+    "Failure",
+    "IdMapper",
+    "commits",
+    "failure_class",
+    "mint_tool_call_id",
+]
 
 
-class IdMapper:
-    """Replaces provider tool-call ids in an answer with freshly minted canonical ids, keeping the
-    provider's id in the call's continuity meta so it can be replayed to its issuer."""
-
-    __slots__ = ("_target", "_native")
-
-    def __init__(self, target: Target) -> None:
-        self._target = target
-        self._native: dict[int, str] = {}
-
-    def __call__(self, event: Event) -> Event:
-        t = type(event)
-        if t is BlockStart and event.kind is BlockKind.TOOL_CALL:
-            self._native[event.index] = event.id
-            return BlockStart(event.index, event.kind, mint_tool_call_id(), event.name)
-        if t is BlockStop and event.index in self._native:
-            native = self._native.pop(event.index)
-            if native:
-                data = {**(event.meta.data if event.meta is not None else {}), NATIVE_ID: native}
-                return BlockStop(event.index, self._target.continuity(data))
-        return event
+class Failure(enum.Enum):
+    RETRY = "retry"  # the target may serve a little later: fail over now, retry after a backoff
+    NEXT = "next"  # this target cannot serve this request, another may: fail over, no retry
+    REJECTED = "rejected"  # a continuity / pairing 400: repair strictly, same target once more
+    FINAL = "final"  # the request itself is at fault: the client gets the error at once
 
 
-def _commits(event: Event) -> bool:
-    t = type(event)
-    if t is BlockDelta:
-        return bool(event.text)
-    return (t is BlockStart and event.kind is BlockKind.TOOL_CALL) or t is Finish
+# not retryable on the same target, but another target may well serve the request
+_NEXT_TARGET_CATEGORIES = frozenset(
+    {
+        ErrorCategory.AUTH,
+        ErrorCategory.PERMISSION,
+        ErrorCategory.QUOTA,
+        ErrorCategory.NOT_FOUND,
+        ErrorCategory.PROTOCOL,
+    }
+)
+_REJECTION_CATEGORIES = frozenset({ErrorCategory.CONTINUITY, ErrorCategory.PAIRING})
+_RETRIED = Repair("retried_after_rejection")
 
 
-class Answer:
-    """A committed answer: the events seen so far plus the rest of the upstream stream."""
-
-    def __init__(
-        self,
-        target: Target,
-        prepared: Prepared,
-        buffered: list[Event],
-        upstream: Upstream | None = None,
-        chunks: AsyncIterator[bytes] | None = None,
-        decoder: StreamDecoder | None = None,
-        mapper: IdMapper | None = None,
-    ) -> None:
-        self.target = target
-        self.prepared = prepared
-        self.attempts: list[Attempt] = []
-        self.plan: Plan | None = None
-        self._buffered = buffered
-        self._upstream = upstream
-        self._chunks = chunks
-        self._decoder = decoder
-        self._mapper = mapper
-
-    @property
-    def repairs(self) -> tuple[Repair, ...]:
-        return self.prepared.repairs
-
-    async def batches(self) -> AsyncIterator[list[Event]]:
-        """The answer's events, one list per upstream chunk (callers write once per batch)."""
-        try:
-            if self._buffered:
-                yield self._buffered
-            self._buffered = []
-            if self._chunks is None or self._decoder is None or self._mapper is None:
-                return
-            decoder, mapper = self._decoder, self._mapper
-            try:
-                async for chunk in self._chunks:
-                    events = decoder.feed(chunk)
-                    if events:
-                        yield [mapper(e) for e in events]
-                events = decoder.finish()
-            except UpstreamFailure as failure:
-                events = [StreamError(failure.error)]
-            if events:
-                yield [mapper(e) for e in events]
-        finally:
-            await self.aclose()
-
-    async def events(self) -> AsyncIterator[Event]:
-        async for batch in self.batches():
-            for event in batch:
-                yield event
-
-    async def aclose(self) -> None:
-        upstream, self._upstream = self._upstream, None
-        if upstream is not None:
-            await upstream.__aexit__(None, None, None)
+def failure_class(error: UpstreamError) -> Failure:
+    if error.retryable:
+        return Failure.RETRY
+    if error.category in _NEXT_TARGET_CATEGORIES or error.type == "encode_error":
+        return Failure.NEXT
+    if error.category in _REJECTION_CATEGORIES:
+        return Failure.REJECTED
+    return Failure.FINAL
 
 
 class AllTargetsFailed(Exception):
@@ -149,6 +88,9 @@ class AllTargetsFailed(Exception):
 
 
 class Engine:
+    """Routes requests over the configured targets. `clock`, `sleep` and `rng` are injectable so
+    tests can observe backoff and cooldown without waiting for them."""
+
     def __init__(
         self,
         config: GatewayConfig,
@@ -156,44 +98,177 @@ class Engine:
         env: Mapping[str, str] | None = None,
         router: Router | None = None,
         adapters: Callable[[str], ProviderAdapter] = get_adapter,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.session = session
         self.router = router or Router(config)
+        self.health = HealthBook(config, clock)
         self._env = env
         self._adapters = adapters
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._budgets: dict[str, RetryBudget] = {}
 
-    def timeouts(self, target: Target) -> Timeouts:
+    def timeouts(self, target: Target, plan: Plan | None = None) -> Timeouts:
         t = self.config.providers[target.provider].timeouts
+        if plan is not None:
+            t = plan.timeouts.over(t)
         return Timeouts(t.connect_seconds, t.first_token_seconds, t.idle_seconds, t.total_seconds)
 
+    def budget(self, plan: Plan) -> RetryBudget:
+        found = self._budgets.get(plan.model)
+        if found is None:
+            found = self._budgets[plan.model] = RetryBudget(plan.retry.budget_ratio, plan.retry.budget_burst)
+        return found
+
+    def availability(self) -> list[tuple[str, str, Callable[[], float]]]:
+        """(model group, provider, probe) for every `gateway_target_available` series: the probe
+        gives 1.0 while one of the group's targets on that provider can take traffic, else 0.0."""
+        pairs: dict[tuple[str, str], list[str]] = {}
+        for group, targets in self.router.groups().items():
+            for target in targets:
+                pairs.setdefault((group, target.provider), []).append(target.model)
+        health = self.health
+
+        def probe(provider: str, models: tuple[str, ...]) -> Callable[[], float]:
+            return lambda: 1.0 if any(health.is_available(provider, m) for m in models) else 0.0
+
+        return [(group, provider, probe(provider, tuple(ms))) for (group, provider), ms in pairs.items()]
+
     async def open(self, request: Request, plan: Plan) -> Answer:
-        """Try the plan's targets in order until one commits; raises AllTargetsFailed."""
+        """Try the plan's targets until one commits; raises AllTargetsFailed."""
+        retry = plan.retry
+        deadline = self._clock() + retry.deadline_seconds
+        order = prefer_issuer(plan.targets, request) if plan.affinity else plan.targets
+        budget = self.budget(plan)
+        budget.deposit()
         attempts: list[Attempt] = []
         final: UpstreamError | None = None
-        for target in plan.targets:
-            adapter = self._adapters(target.kind)
-            prepared = prepare(request, target, adapter.capabilities)
-            result = await self._attempt(adapter, target, prepared, request.stream)
-            if isinstance(result, Answer):
-                attempts.append(Attempt(target.provider, "ok"))
-                result.attempts = attempts
-                result.plan = plan
-                return result
-            attempts.append(Attempt(target.provider, result.category.value, result))
-            final = result
-            if not (
-                result.retryable
-                or result.category in _NEXT_TARGET_CATEGORIES
-                or result.type == "encode_error"
-            ):
+        pending = list(range(len(order)))  # this pass, in order
+        retryable = set(pending)  # targets worth another pass after a backoff
+        passes = 0
+        while True:
+            claim = self._acquire_next(order, pending)
+            if claim is not None:
+                index, ticket = claim
+                target = order[index]
+                others = any(self.health.available(order[i]) for i in pending)
+                try:
+                    result = await self._serve(request, plan, target, ticket, attempts, others, deadline)
+                except BaseException:
+                    self.health.release(target, ticket)  # cancelled (the client went away): no verdict
+                    raise
+                # the target's health hears the verdict: reaching the commit point is healthy (a
+                # failure after it is reported by the Answer)
+                self.health.record(target, ticket, None if isinstance(result, Answer) else result)
+                if isinstance(result, Answer):
+                    result.attempts = attempts
+                    result.plan = plan
+                    return result
+                final = result
+                kind = failure_class(result)
+                if kind is Failure.FINAL or kind is Failure.REJECTED or self._clock() >= deadline:
+                    break
+                if kind is Failure.NEXT:
+                    retryable.discard(index)
+                continue
+            # every target that can take traffic now has been tried in this pass
+            if final is None:
+                final = self._cooling_down(plan, order)
                 break
-        assert final is not None, "a plan always has at least one target"
+            again = [i for i in range(len(order)) if i in retryable]
+            if not again or passes >= retry.max_retries:
+                break
+            soonest = min(self.health.available_in(order[i]) for i in again)
+            delay = backoff_delay(passes, retry.backoff_base_seconds, retry.backoff_max_seconds, self._rng)
+            wait = max(delay, soonest)
+            if wait > retry.backoff_max_seconds or self._clock() + wait > deadline:
+                if soonest > 0:  # tell the client when the first target is expected back
+                    final = replace(final, retry_after=soonest)
+                break
+            if not budget.withdraw():
+                break
+            await self._sleep(wait)
+            passes += 1
+            pending = again
         raise AllTargetsFailed(plan, attempts, final)
 
-    async def _attempt(
-        self, adapter: ProviderAdapter, target: Target, prepared: Prepared, stream: bool
+    def _acquire_next(self, order: tuple[Target, ...], pending: list[int]) -> tuple[int, Ticket] | None:
+        """The first target of this pass that can take traffic now (claiming a half-open probe if
+        that is what it takes); it leaves `pending`. Cooling targets stay for the next pass."""
+        for position, index in enumerate(pending):
+            ticket = self.health.acquire(order[index])
+            if ticket is not None:
+                del pending[position]
+                return index, ticket
+        return None
+
+    def _cooling_down(self, plan: Plan, order: tuple[Target, ...]) -> UpstreamError:
+        """Every target is cooling down: the client is told when to come back (429 when they are
+        all rate limited, else 503)."""
+        limited = all(self.health.rate_limited(t) for t in order)
+        return UpstreamError(
+            ErrorCategory.RATE_LIMIT if limited else ErrorCategory.OVERLOADED,
+            f"every target of {plan.model} is cooling down",
+            type="cooling_down",
+            code="targets_cooling_down",
+            retry_after=min(self.health.available_in(t) for t in order),
+        )
+
+    async def _serve(
+        self,
+        request: Request,
+        plan: Plan,
+        target: Target,
+        ticket: Ticket,
+        attempts: list[Attempt],
+        others: bool,
+        deadline: float,
     ) -> Answer | UpstreamError:
+        """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
+        and send once more (DESIGN.md 4.5) before the loop moves on."""
+        adapter = self._adapters(target.kind)
+        timeouts = self.timeouts(target, plan)
+        # the first-content limit exists to move on to another target: the last one (or one that
+        # could not be followed before the deadline anyway) is given as long as idle/total allow
+        followable = others and self._clock() + timeouts.first_token < deadline
+        first_token = timeouts.first_token if followable else None
+        prepared = prepare(request, target, adapter.capabilities)
+        after = self._after_commit(target, ticket)
+        result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token, after)
+        if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
+            attempts.append(Attempt(target.provider, result.category.value, result))
+            strict = prepare(request, target, adapter.capabilities, strict=True)
+            prepared = Prepared(strict.request, (*strict.repairs, _RETRIED), strict.provider_ids)
+            result = await self._attempt(
+                adapter, target, prepared, request.stream, timeouts, first_token, after
+            )
+        if isinstance(result, Answer):
+            attempts.append(Attempt(target.provider, "ok"))
+        else:
+            attempts.append(Attempt(target.provider, result.category.value, result))
+        return result
+
+    def _after_commit(self, target: Target, ticket: Ticket) -> Callable[[UpstreamError], None]:
+        health = self.health
+        return lambda error: health.record(target, ticket, error)
+
+    async def _attempt(
+        self,
+        adapter: ProviderAdapter,
+        target: Target,
+        prepared: Prepared,
+        stream: bool,
+        timeouts: Timeouts,
+        first_token: float | None,
+        after_commit: Callable[[UpstreamError], None],
+    ) -> Answer | UpstreamError:
+        """Encode for the target and send once."""
         try:
             api_key = resolve_api_key(self.config, target.provider, self._env)
         except MissingApiKey as exc:
@@ -206,63 +281,6 @@ class Engine:
                 f"cannot encode for {target.provider}: {exc}",
                 type="encode_error",
             )
-        timeouts = self.timeouts(target)
-        upstream = Upstream(self.session, http, timeouts)
-        try:
-            await upstream.__aenter__()
-        except UpstreamFailure as failure:
-            return failure.error
-        handed_over = False
-        try:
-            if upstream.status != 200:
-                body = await upstream.read(MAX_ERROR_BODY)
-                return adapter.classify_error(upstream.status, upstream.headers, body)
-            mapper = IdMapper(target)
-            if not stream:
-                body = await upstream.read()
-                try:
-                    events = [mapper(e) for e in adapter.decode_response(body, target)]
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    return UpstreamError(
-                        ErrorCategory.PROTOCOL, f"unreadable answer from {target.provider}: {exc}"
-                    )
-                errors = [e for e in events if type(e) is StreamError]
-                if errors:
-                    return errors[0].error
-                return Answer(target, prepared, events)
-            decoder = adapter.stream_decoder(target)
-            chunks = upstream.chunks()
-            buffered: list[Event] = []
-            committed = ended = False
-            async with asyncio.timeout_at(asyncio.get_running_loop().time() + timeouts.first_token):
-                while not committed and not ended:
-                    chunk = await anext(chunks, None)
-                    if chunk is None:
-                        ended = True
-                        events = decoder.finish()
-                    else:
-                        events = decoder.feed(chunk)
-                    for event in events:
-                        if type(event) is StreamError and not committed:
-                            return event.error
-                        event = mapper(event)
-                        buffered.append(event)
-                        committed = committed or _commits(event)
-            answer = Answer(target, prepared, buffered, upstream, None if ended else chunks, decoder, mapper)
-            handed_over = True
-            return answer
-        except UpstreamFailure as failure:
-            return failure.error
-        except TimeoutError:
-            return UpstreamError(
-                ErrorCategory.TIMEOUT, f"no content from {target.provider} within {timeouts.first_token:g}s"
-            )
-        finally:
-            if not handed_over:
-                await upstream.__aexit__(None, None, None)
-
-
-# not retryable on the same target, but another target may well serve the request
-_NEXT_TARGET_CATEGORIES = frozenset(
-    {ErrorCategory.AUTH, ErrorCategory.PERMISSION, ErrorCategory.QUOTA, ErrorCategory.NOT_FOUND}
-)
+        return await run_attempt(
+            self.session, adapter, target, prepared, http, stream, timeouts, first_token, after_commit
+        )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, RetryConfig, TimeoutOverrides
 from gateway.transcript.target import Target
 
 # the metric label for a model name that is neither a group nor a configured provider
@@ -20,7 +20,10 @@ class UnknownModel(LookupError):
 @dataclass(frozen=True, slots=True)
 class Plan:
     model: str  # label-safe model name (a config name)
-    targets: tuple[Target, ...]
+    targets: tuple[Target, ...]  # in the order to try them
+    affinity: bool = False  # put the issuer of an open tool loop's tokens first (engine)
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    timeouts: TimeoutOverrides = field(default_factory=TimeoutOverrides)
 
 
 class Router:
@@ -50,10 +53,21 @@ class Router:
             self._weights[name] = tuple(t.weight for t in group.targets)
             self._counters[name] = itertools.count()
 
+    def groups(self) -> dict[str, tuple[Target, ...]]:
+        """Every model group's targets in config order."""
+        return dict(self._groups)
+
     def plan(self, model: str) -> Plan:
         targets = self._groups.get(model)
         if targets is not None:
-            return Plan(model, self._order(model, targets))
+            group = self._config.models[model]
+            return Plan(
+                model,
+                self._order(model, targets),
+                affinity=group.affinity == "issuer",
+                retry=group.retry,
+                timeouts=group.timeouts,
+            )
         provider_name, sep, upstream_model = model.partition("/")
         provider = self._config.providers.get(provider_name) if sep and upstream_model else None
         if provider is None:
@@ -74,6 +88,13 @@ class Router:
             return targets
         if strategy == "round_robin":
             start = next(self._counters[name]) % len(targets)
-        else:  # weighted: the first choice by weight, the rest stay as fallbacks in order
-            start = self._rng.choices(range(len(targets)), weights=self._weights[name])[0]
-        return targets[start:] + targets[:start]
+            return targets[start:] + targets[:start]
+        return self._weighted(targets, self._weights[name])
+
+    def _weighted(self, targets: tuple[Target, ...], weights: tuple[float, ...]) -> tuple[Target, ...]:
+        """A weighted random order without replacement (Efraimidis-Spirakis keys u^(1/w)): the
+        first target is picked in proportion to its weight, and so are the fallbacks among the
+        rest, so a cooling-down favourite spreads its share by weight too."""
+        keys = [self._rng.random() ** (1.0 / w) for w in weights]
+        order = sorted(range(len(targets)), key=keys.__getitem__, reverse=True)
+        return tuple(targets[i] for i in order)

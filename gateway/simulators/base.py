@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import itertools
+import random
 import socket
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -93,13 +94,34 @@ class SimulatorState:
         self.quality_warnings: list[str] = []  # accepted but degrading input (e.g. non-native Kimi ids)
         self.open_streams = 0  # responses being written right now
         self.closed_early = 0  # streams whose client went away before the end
+        # random failures when the script is empty: each unscripted request fails with
+        # `random_fault` with probability `random_fault_rate` (seeded: runs are reproducible)
+        self.random_fault: Fault | None = None
+        self.random_fault_rate = 0.0
+        self.random_faults = 0  # how many were injected
+        self.rng = random.Random(f"simulator:{kind}")
+        # every request's handler, counted by the hub: in progress now, and cancelled because
+        # the client (the gateway) closed the connection (needs SimulatorHub(handler_cancellation=True))
+        self.active_requests = 0
+        self.cancelled_requests = 0
         self._counter = itertools.count(1)
 
     def push(self, *items: Reply | Fault) -> None:
         self.script.extend(items)
 
+    def fail_randomly(self, rate: float, fault: Fault, seed: int | str | None = None) -> None:
+        """Make unscripted requests fail with `fault` with probability `rate`."""
+        self.random_fault, self.random_fault_rate = fault, rate
+        if seed is not None:
+            self.rng.seed(seed)
+
     def next_item(self, body: Any) -> Reply | Fault:
-        return self.script.popleft() if self.script else self.default_reply(body)
+        if self.script:
+            return self.script.popleft()
+        if self.random_fault is not None and self.rng.random() < self.random_fault_rate:
+            self.random_faults += 1
+            return self.random_fault
+        return self.default_reply(body)
 
     def next_id(self) -> int:
         return next(self._counter)
@@ -109,6 +131,8 @@ class SimulatorState:
         self.requests.clear()
         self.quality_warnings.clear()
         self.verified_tokens = self.placeholder_tokens = 0
+        self.random_fault, self.random_fault_rate = None, 0.0
+        self.random_faults = self.cancelled_requests = 0
 
     @property
     def rejections(self) -> list[Rejection]:
@@ -145,11 +169,15 @@ def split_text(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] if text else []
 
 
+_RESET_BY_US = web.RequestKey("simulator_reset_connection", bool)
+
+
 async def reset_connection(request: web.Request) -> web.StreamResponse:
     """Drop the TCP connection without answering (a reset before headers)."""
     transport = request.transport
     if transport is not None:
         transport.abort()
+    request[_RESET_BY_US] = True  # not a client cancellation (see _activity_counter)
     raise asyncio.CancelledError()  # nothing more to write; aiohttp tears the handler down
 
 
@@ -216,6 +244,22 @@ BASE_PATHS = {
 }
 
 
+def _activity_counter(state: SimulatorState) -> Callable:
+    @web.middleware
+    async def count(request: web.Request, handler: Callable) -> web.StreamResponse:
+        state.active_requests += 1
+        try:
+            return await handler(request)
+        except asyncio.CancelledError:
+            if not request.get(_RESET_BY_US):
+                state.cancelled_requests += 1
+            raise
+        finally:
+            state.active_requests -= 1
+
+    return count
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -225,11 +269,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 class SimulatorHub:
     """Every provider simulator on one loopback server, each under its own path prefix."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str = "sim-key") -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str = "sim-key",
+        handler_cancellation: bool = False,
+    ) -> None:
         from gateway.simulators import registry  # late: registry imports every simulator module
 
         self.host = host
         self.port = port
+        # True: a client that closes its connection cancels the handler at once, as a real
+        # provider stops generating (counted in SimulatorState.cancelled_requests)
+        self.handler_cancellation = handler_cancellation
         self.states: dict[str, SimulatorState] = {k: SimulatorState(k, api_key) for k in KINDS}
         self._factories = registry.APP_FACTORIES
         self._runner: web.AppRunner | None = None
@@ -241,14 +294,20 @@ class SimulatorHub:
         root = web.Application(client_max_size=64 * 1024 * 1024)
         for kind in KINDS:
             # sub-apps route the provider's own paths ("/v1/messages", "/v1beta/models/...")
-            root.add_subapp("/" + kind, self._factories[kind](self.states[kind]))
+            sub = self._factories[kind](self.states[kind])
+            sub.middlewares.append(_activity_counter(self.states[kind]))
+            root.add_subapp("/" + kind, sub)
         return root
 
     async def start(self) -> SimulatorHub:
         if not self.port:
             self.port = free_port(self.host)
         self._runner = web.AppRunner(
-            self.build_app(), handle_signals=False, access_log=None, shutdown_timeout=0.5
+            self.build_app(),
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=0.5,
+            handler_cancellation=self.handler_cancellation,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

@@ -7,7 +7,8 @@ counts them, and never lets a store outage fail a request.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 
 class ContinuityStore(Protocol):

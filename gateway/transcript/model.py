@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 NATIVE_ID = "native_id"
+# scope/model of a token a client echoed in a provider's raw format (LiteLLM's thinking_blocks,
+# Gemini's thought_signature): the issuer is unknown, so it is offered to any target of that kind
+# and rejection recovery removes it if the provider refuses it
+ANY_ISSUER = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +38,9 @@ class Continuity:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def valid_for(self, scope: str, model: str) -> bool:
-        return self.scope == scope and self.model == model
+        return (self.scope == scope or self.scope == ANY_ISSUER) and (
+            self.model == model or self.model == ANY_ISSUER
+        )
 
 
 @dataclass(frozen=True, slots=True)

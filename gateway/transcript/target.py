@@ -35,6 +35,28 @@ class Capabilities:
     signed_thinking_for_tool_loop: bool = False
     # Mistral: a user message may not directly follow a tool message
     user_after_tool_forbidden: bool = False
+    # Gemini: the Continuity.data key that carries a thought signature (where the placeholder goes)
+    thought_signature_key: str | None = None
+    # Anthropic: the conversation opens with a user message
+    first_message_user: bool = False
+    # Anthropic: consecutive assistant messages are one message on the wire; repair merges them so
+    # the placement rules below judge what the provider will see
+    merge_assistant_runs: bool = False
+    # Gemini: a turn with tool calls comes right after a user turn or a tool-result turn
+    calls_follow_user_turn: bool = False
+    # Mistral: the last message is the user's or a tool's (an assistant only as a prefix)
+    last_message_user_or_tool: bool = False
+    # Anthropic: an assistant message holding reasoning starts with it and does not end with it
+    reasoning_leads_message: bool = False
+    # OpenAI Responses: a reasoning item is directly followed by its output (a message or a call)
+    reasoning_precedes_output: bool = False
+    # Anthropic: text blocks hold non-whitespace text, and a final assistant text may not end in
+    # whitespace
+    blank_text_forbidden: bool = False
+    # Anthropic: thinking cannot be on while tool_choice forces a tool call
+    thinking_forbids_forced_tool_choice: bool = False
+    # Anthropic: the smallest thinking budget; a max_tokens at or below it leaves no room to think
+    min_thinking_budget: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -411,7 +411,7 @@ TOOLS = (
 )
 
 
-def conversation(reasoning: Reasoning | None = None) -> tuple[Message, ...]:
+def conversation(reasoning: Reasoning | None = None, image: bool = True) -> tuple[Message, ...]:
     assistant_blocks: tuple[Any, ...] = (
         Text("Checking both."),
         ToolCall("call_1", "get_weather", '{"city": "Paris"}'),
@@ -426,7 +426,10 @@ def conversation(reasoning: Reasoning | None = None) -> tuple[Message, ...]:
             Role.TOOL,
             (ToolResult("call_1", "18C sunny"), ToolResult("call_2", "city not found", is_error=True)),
         ),
-        Message(Role.USER, (Text("And this?"), Image("https://img.example/a.png", detail="low"))),
+        Message(
+            Role.USER,
+            (Text("And this?"), *([Image("https://img.example/a.png", detail="low")] if image else [])),
+        ),
     )
 
 
@@ -533,13 +536,15 @@ def test_reasoning_from_another_model_of_same_provider_is_foreign() -> None:
 @pytest.mark.parametrize("kind", ["deepseek", "kimi"])
 def test_reasoning_content_rules(kind: str) -> None:
     tgt = target(kind, "thinker")
-    with_reasoning = Request(model="m", messages=conversation(Reasoning("Need both cities.", own(tgt))))
+    with_reasoning = Request(
+        model="m", messages=conversation(Reasoning("Need both cities.", own(tgt)), image=False)
+    )
     _, _, body = encode(kind, with_reasoning, tgt)
     assistant = body["messages"][1]
     assert assistant["reasoning_content"] == "Need both cities."
     assert assistant["content"] == "Checking both."
     # a tool-call turn without (owned) reasoning still carries the field, empty
-    _, _, body = encode(kind, Request(model="m", messages=conversation()), tgt)
+    _, _, body = encode(kind, Request(model="m", messages=conversation(image=False)), tgt)
     assert body["messages"][1]["reasoning_content"] == ""
     # a turn without tool calls and without reasoning does not
     plain = Request(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.repair.reasoning_policy import apply_reasoning_policy
-from gateway.transcript.model import Continuity, Message, Reasoning, Role, Text, ToolCall
+from gateway.transcript.model import NATIVE_ID, Continuity, Message, Reasoning, Role, Text, ToolCall
 from gateway.transcript.target import Capabilities, Target, ToolIdRule
 
 CAPS = Capabilities(ToolIdRule(".*", 64, "prefixed", "call_"), reasoning_replay=True)
@@ -45,3 +45,43 @@ def test_a_provider_without_reasoning_replay_gets_none_and_valid_input_is_return
     assert out == (Message(Role.ASSISTANT, (Text("a"),)),)
     plain = (Message(Role.ASSISTANT, (Text("a"),)),)
     assert apply_reasoning_policy(plain, CLAUDE, CAPS)[0] is plain
+
+
+def test_the_same_token_twice_is_kept_once_and_never_rendered_as_text():
+    first = Message(Role.ASSISTANT, (Reasoning("mine", OWN), Text("a")))
+    messages = (first, first)
+    target = replace(CLAUDE, reasoning_policy="as_text")
+    out, repairs = apply_reasoning_policy(messages, target, CAPS)
+    assert out == (first, Message(Role.ASSISTANT, (Text("a"),)))
+    assert [(r.kind, r.detail) for r in repairs] == [("reasoning_dropped", "token replayed twice")]
+
+
+def test_reasoning_as_text_voids_a_text_signature_of_the_same_message():
+    gem = Target("gem", "gemini", "g3", "http://x")
+    seal = Text("", gem.continuity({"thought_signature": "t"}))
+    messages = (Message(Role.ASSISTANT, (Reasoning("foreign", OWN), Text("answer"), seal)),)
+    out, repairs = apply_reasoning_policy(messages, replace(gem, reasoning_policy="as_text"), CAPS)
+    assert out == (Message(Role.ASSISTANT, (Text("foreign"), Text("answer"), Text(""))),)
+    assert sorted(r.kind for r in repairs) == ["reasoning_as_text", "reasoning_dropped"]
+
+
+def test_strict_mode_replays_no_token_but_keeps_what_carries_none():
+    stub = Reasoning("", CLAUDE.continuity({}))
+    placeholder = {"thought_signature": "PLACEHOLDER"}
+    caps = replace(
+        CAPS, thought_signature_key="thought_signature", thought_signature_placeholder="PLACEHOLDER"
+    )
+    signed = ToolCall(
+        "c", "f", "{}", CLAUDE.continuity({NATIVE_ID: "n1", "thought_signature": "real", "item_id": "fc_1"})
+    )
+    held = ToolCall("d", "f", "{}", CLAUDE.continuity({NATIVE_ID: "n2", **placeholder}))
+    messages = (Message(Role.ASSISTANT, (Reasoning("mine", OWN), stub, Text("x", OWN), signed, held)),)
+    out, repairs = apply_reasoning_policy(messages, CLAUDE, caps, strict=True)
+    assert out == (
+        Message(
+            Role.ASSISTANT,
+            (stub, Text("x"), replace(signed, meta=CLAUDE.continuity({NATIVE_ID: "n1"})), held),
+        ),
+    )
+    assert [r.kind for r in repairs] == ["reasoning_dropped"]
+    assert apply_reasoning_policy(out, CLAUDE, caps, strict=True) == (out, [])

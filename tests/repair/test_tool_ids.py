@@ -90,3 +90,24 @@ def test_any_ids_project_to_unique_valid_ids_for_every_rule(ids):
         assert len(set(calls)) == len(ids)
         assert all(re.fullmatch(rule.pattern, c) and len(c) <= rule.max_len for c in calls)
         assert [back[c] for c in calls] == ids
+
+
+def test_kimi_ids_are_positional_even_when_a_stale_native_id_names_a_later_index():
+    # compaction shifted the calls: the native id of the first call now names the second's place
+    # (this used to search for a free id forever)
+    kimi = Target("k", "kimi", "kimi-k2", "http://x")
+    stale = kimi.continuity({NATIVE_ID: "functions.f:1"})
+    messages = (Message(Role.ASSISTANT, (ToolCall("b", "f", "{}", stale), ToolCall("a", "f", "{}"))),)
+    out, back, changed = project_tool_ids(messages, kimi, KIMI)
+    assert pairs(out)[0] == ["functions.f:0", "functions.f:1"]
+    assert back == {"functions.f:0": "b", "functions.f:1": "a"} and changed == 2
+
+
+def test_kimi_ids_of_names_outside_its_id_alphabet_still_match_the_format():
+    out, _, _ = project_tool_ids(convo([(["x"], ["web.search"])]), TARGET, KIMI)
+    assert pairs(out)[0] == ["functions.web_search:0"]
+
+
+def test_ids_already_in_the_target_format_come_back_as_the_same_object():
+    messages = convo([(["call_abc"], ["f"])])
+    assert project_tool_ids(messages, TARGET, OPENAI)[0] is messages

@@ -1,0 +1,105 @@
+"""The access log: one JSON object per line for every client request, on the "gateway.access"
+logger, and the process's logging setup (levels, redaction, formats).
+
+A line says who asked for what and what happened: request id, hashed session key, model group,
+the providers tried with each attempt's outcome, repairs by kind, status, durations and token
+usage. It holds only config names, counts and hashes - never message content, headers or keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sys
+from collections import Counter
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import orjson
+
+from gateway.metrics import RequestRecord
+from gateway.redaction import RedactingFilter, Redactor
+
+ACCESS_LOGGER = "gateway.access"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+_access = logging.getLogger(ACCESS_LOGGER)
+
+
+def session_hash(session: str) -> str:
+    """A stable pseudonym for a session key: lines of one conversation can be grouped, but a
+    client-chosen X-Session-Id (possibly naming a user) is not written out."""
+    if not session:
+        return ""
+    return hashlib.sha256(session.encode()).hexdigest()[:16]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def access_line(record: RequestRecord) -> dict[str, Any]:
+    """The access-log fields of a finished request (without the timestamp)."""
+    usage = record.usage
+    return {
+        "request_id": record.request_id,
+        "ingress": record.ingress,
+        "session": session_hash(record.session),
+        "model": record.model,
+        "provider": record.provider,
+        "upstream_model": record.upstream_model,
+        "status": record.status,
+        "outcome": record.outcome,
+        "attempts": len(record.attempts),
+        "tried": [{"provider": a.provider, "outcome": a.outcome} for a in record.attempts],
+        "repairs": dict(sorted(Counter(repair.kind for _, repair in record.repairs).items())),
+        "duration_ms": _ms(record.duration),
+        "ttft_ms": _ms(record.ttft),
+        "usage": None
+        if usage is None
+        else {
+            "input": usage.input_tokens,
+            "output": usage.output_tokens,
+            "cache_read": usage.cache_read_tokens,
+            "cache_write": usage.cache_write_tokens,
+            "reasoning": usage.reasoning_tokens,
+        },
+        "ignored_tokens": record.ignored_tokens,
+    }
+
+
+def log_access(record: RequestRecord) -> None:
+    if not _access.isEnabledFor(logging.INFO):
+        return
+    line = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), **access_line(record)}
+    _access.info(orjson.dumps(line).decode())
+
+
+def configure_logging(level: str, redactor: Redactor, stream: IO[str] | None = None) -> None:
+    """Set up the process's logging: the gateway's own records as text lines, the access log as
+    bare JSON lines (its own handler, so each line is exactly one JSON object), both at `level`
+    ("debug" | "info" | "warning" | "error"; the access log is written at info) and both through
+    the redacting filter. Replaces whatever handlers were installed before."""
+    stream = stream or sys.stderr
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}")
+    redacting = RedactingFilter(redactor)
+
+    text = logging.StreamHandler(stream)
+    text.setFormatter(logging.Formatter(TEXT_FORMAT))
+    text.addFilter(redacting)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(text)
+    root.setLevel(numeric)
+
+    access = logging.StreamHandler(stream)
+    access.setFormatter(logging.Formatter("%(message)s"))
+    access.addFilter(redacting)
+    for handler in list(_access.handlers):
+        _access.removeHandler(handler)
+    _access.addHandler(access)
+    _access.setLevel(logging.NOTSET)  # follows the root level
+    _access.propagate = False

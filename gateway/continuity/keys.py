@@ -1,0 +1,43 @@
+"""Fingerprints under which a turn is recorded and found again.
+
+A turn with tool calls is found by its canonical call ids: they are unique and unguessable, so the
+lookup works even when the session key changed (the client compacted its first message). A
+text-only turn is found by session key + a hash of its normalized text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from gateway.transcript.model import Block, Text, ToolCall
+
+
+def normalize_text(text: str) -> str:
+    return " ".join(text.split())
+
+
+def call_key(call_id: str) -> str:
+    return "call:" + call_id
+
+
+def text_key(session: str, text: str) -> str:
+    digest = hashlib.sha256(normalize_text(text).encode()).hexdigest()[:40]
+    return f"text:{session}:{digest}"
+
+
+def turn_keys(blocks: list[Block] | tuple[Block, ...], session: str) -> list[str]:
+    """Every key the turn is recorded under (one per call, or the text key)."""
+    calls = [call_key(b.id) for b in blocks if type(b) is ToolCall]
+    if calls:
+        return calls
+    text = "".join(b.text for b in blocks if type(b) is Text)
+    return [text_key(session, text)] if text.strip() else []
+
+
+def lookup_key(blocks: tuple[Block, ...], session: str) -> str | None:
+    """The one key a client-sent assistant message is looked up by."""
+    for block in blocks:
+        if type(block) is ToolCall:
+            return call_key(block.id)
+    keys = turn_keys(blocks, session)
+    return keys[0] if keys else None

@@ -1,0 +1,29 @@
+"""Record answered turns in the background: recording never delays the client's stream, and
+shutdown waits (bounded) for the writes still in flight."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.continuity.codec import encode_turn
+from gateway.continuity.keys import turn_keys
+from gateway.store.base import ContinuityStore
+from gateway.transcript.model import Block
+
+
+class Recorder:
+    def __init__(self, store: ContinuityStore) -> None:
+        self._store = store
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def record(self, blocks: list[Block], session: str) -> None:
+        keys = turn_keys(blocks, session)
+        if not keys:
+            return
+        task = asyncio.get_running_loop().create_task(self._store.put(keys, encode_turn(blocks)))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def drain(self, grace_seconds: float = 5.0) -> None:
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=grace_seconds)

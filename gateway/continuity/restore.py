@@ -1,0 +1,65 @@
+"""Put recorded turns back into an incoming transcript (DESIGN.md 4.6). Pure: the caller fetches
+the records for `lookup_keys` and hands them in.
+
+A recorded turn replaces the client's copy only when the client's visible content (text, tool
+names and arguments) still matches what the gateway returned: an edited turn keeps the client's
+content and loses its tokens, which the provider would reject as modified anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import orjson
+
+from gateway.continuity.codec import decode_turn
+from gateway.continuity.keys import lookup_key, normalize_text
+from gateway.repair.report import Repair
+from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall
+
+
+def lookup_keys(request: Request, session: str) -> list[str]:
+    keys: list[str] = []
+    for message in request.messages:
+        if message.role is Role.ASSISTANT:
+            key = lookup_key(message.blocks, session)
+            if key is not None and key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _arguments(raw: str) -> str:
+    try:
+        return orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONDecodeError:
+        return raw.strip()
+
+
+def visible(blocks: tuple[Block, ...]) -> tuple[str, tuple[tuple[str, str, str], ...]]:
+    """What a client sees of a turn, normalized the way clients are known to reformat it."""
+    text = normalize_text("".join(b.text for b in blocks if type(b) is Text))
+    calls = tuple((b.id, b.name, _arguments(b.arguments)) for b in blocks if type(b) is ToolCall)
+    return text, calls
+
+
+def restore(
+    request: Request, records: Mapping[str, bytes | None], session: str
+) -> tuple[Request, list[Repair]]:
+    repairs: list[Repair] = []
+    messages: list[Message] = []
+    changed = False
+    for message in request.messages:
+        if message.role is Role.ASSISTANT:
+            key = lookup_key(message.blocks, session)
+            raw = records.get(key) if key is not None else None
+            stored = decode_turn(raw) if raw else None
+            if stored is not None and stored != message.blocks and visible(stored) == visible(message.blocks):
+                messages.append(Message(Role.ASSISTANT, stored))
+                repairs.append(Repair("continuity_restored"))
+                changed = True
+                continue
+        messages.append(message)
+    if not changed:
+        return request, repairs
+    return replace(request, messages=tuple(messages)), repairs

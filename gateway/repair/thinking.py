@@ -1,0 +1,98 @@
+"""Anthropic's thinking switch (capabilities.signed_thinking_for_tool_loop), decided per request.
+
+With thinking on, the assistant message that opened the current tool loop must start with a
+thinking block the provider signed ("a final `assistant` message must start with a thinking
+block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)"). A loop opened by
+another provider, or whose thinking was dropped, has none, and a signature cannot be made up: the
+request goes with thinking off instead (`thinking_disabled`). Setting the request's effort to
+"none" is the switch, because a client's effort overrides the target's budget.
+
+With thinking off, "an `assistant` message in the final position cannot contain `thinking`":
+reasoning there is retired under the target's policy.
+"""
+
+from __future__ import annotations
+
+from gateway.repair.reasoning_placement import retire_at
+from gateway.repair.report import Repair
+from gateway.transcript.model import Message, Reasoning, Request, Role, ToolChoice, ToolChoiceMode, ToolResult
+from gateway.transcript.target import Capabilities, Target
+
+EFFORT_OFF = "none"
+
+
+def thinking_on(effort: str | None, target: Target) -> bool:
+    """Mirrors the Anthropic adapter's `thinking_budget`: a client's effort overrides the
+    target's budget, and effort "none" turns thinking off."""
+    if effort is None:
+        return bool(target.thinking_budget)
+    return effort != EFFORT_OFF
+
+
+def loop_opener(messages: tuple[Message, ...]) -> int | None:
+    """Index of the assistant message that opened the tool loop the request ends in, if it ends
+    in one (its last user-side turn carries tool results). Consecutive user and tool messages are
+    one user turn on the wire, and the loop reaches back over every turn pair whose user side
+    carries results, as the API counts it."""
+    turns: list[tuple[bool, int, bool]] = []  # (assistant side, first message, carries results)
+    for i, message in enumerate(messages):
+        assistant = message.role is Role.ASSISTANT
+        results = not assistant and any(type(b) is ToolResult for b in message.blocks)
+        if turns and turns[-1][0] == assistant:
+            side, first, had = turns[-1]
+            turns[-1] = (side, first, had or results)
+        else:
+            turns.append((assistant, i, results))
+    if len(turns) < 2 or turns[-1][0] or not turns[-1][2]:
+        return None
+    opener = len(turns) - 2
+    while opener >= 2 and turns[opener - 1][2]:
+        opener -= 2
+    return turns[opener][1]
+
+
+def _forced(choice: ToolChoice | None) -> bool:
+    return choice is not None and choice.mode in (ToolChoiceMode.REQUIRED, ToolChoiceMode.TOOL)
+
+
+def switch_thinking(
+    messages: tuple[Message, ...],
+    effort: str | None,
+    request: Request,
+    target: Target,
+    caps: Capabilities,
+    strict: bool,
+) -> tuple[tuple[Message, ...], str | None, list[Repair]]:
+    """(messages, reasoning effort, repairs) for `request` as repaired so far: its messages and
+    effort may already differ from the request's own."""
+    if not caps.signed_thinking_for_tool_loop:
+        return messages, effort, []
+    repairs: list[Repair] = []
+    if thinking_on(effort, target):
+        reason = None
+        min_budget, max_tokens = caps.min_thinking_budget, request.max_tokens
+        if strict:
+            reason = "rejection recovery"
+        elif caps.thinking_forbids_forced_tool_choice and request.tools and _forced(request.tool_choice):
+            reason = "tool_choice forces a tool"
+        elif min_budget is not None and max_tokens is not None and max_tokens <= min_budget:
+            # the provider would go without thinking anyway; saying so keeps the rules below true
+            reason = "max_tokens leaves no room for thinking"
+        else:
+            opener = loop_opener(messages)
+            if opener is not None and type(messages[opener].blocks[0]) is not Reasoning:
+                reason = "open tool loop without a signed thinking block"
+        if reason is None:
+            return messages, effort, repairs
+        effort = EFFORT_OFF
+        repairs.append(Repair("thinking_disabled", reason))
+    if messages and messages[-1].role is Role.ASSISTANT:
+        final = messages[-1]
+        at = {n for n, b in enumerate(final.blocks) if type(b) is Reasoning}
+        if at:
+            blocks = retire_at(
+                final.blocks, at, target, repairs, "thinking in the final message, thinking off"
+            )
+            kept = (Message(Role.ASSISTANT, blocks),) if blocks else ()
+            messages = messages[:-1] + kept
+    return messages, effort, repairs

@@ -1,0 +1,118 @@
+"""One upstream attempt up to the commit point: send, wait for the first content, and either hand
+over a committed Answer or return the classified failure. Nothing here reaches the client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+
+from gateway.providers.base import HttpRequest, ProviderAdapter
+from gateway.repair import Prepared
+from gateway.routing.answer import Answer, IdMapper
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    ErrorCategory,
+    Event,
+    Finish,
+    StreamError,
+    UpstreamError,
+)
+from gateway.transcript.target import Target
+from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
+
+
+def commits(event: Event) -> bool:
+    """The commit point: the first text/reasoning/argument delta, a tool call, or the end of an
+    (empty) answer. Before it a failure can still move to another target unseen."""
+    t = type(event)
+    if t is BlockDelta:
+        return bool(event.text)
+    return (t is BlockStart and event.kind is BlockKind.TOOL_CALL) or t is Finish
+
+
+async def run_attempt(
+    session: aiohttp.ClientSession,
+    adapter: ProviderAdapter,
+    target: Target,
+    prepared: Prepared,
+    http: HttpRequest,
+    stream: bool,
+    timeouts: Timeouts,
+    first_token: float | None,
+    on_failure: Callable[[UpstreamError], None] | None = None,
+) -> Answer | UpstreamError:
+    """Send `http` and read up to the commit point. `first_token` (streaming only; None for no
+    limit) bounds the wait for the first content, response headers included: a stalled target is
+    abandoned so the next one can be tried. `on_failure` hears of a failure after the commit."""
+    upstream = Upstream(session, http, timeouts, stream=stream)
+    limit = first_token if stream else None
+    handed_over = False
+    try:
+        async with asyncio.timeout(limit):
+            await upstream.__aenter__()
+            if upstream.status != 200:
+                body = await upstream.read(MAX_ERROR_BODY)
+                return adapter.classify_error(upstream.status, upstream.headers, body)
+            mapper = IdMapper(target)
+            if not stream:
+                return _whole(adapter, target, prepared, await upstream.read(), mapper)
+            decoder = adapter.stream_decoder(target)
+            chunks = upstream.chunks()
+            buffered: list[Event] = []
+            committed = ended = False
+            while not committed and not ended:
+                chunk = await anext(chunks, None)
+                if chunk is None:
+                    ended = True
+                    events = decoder.finish()
+                else:
+                    events = decoder.feed(chunk)
+                for event in events:
+                    if type(event) is StreamError:
+                        if not committed:
+                            # an error before any content: nothing was shown, try elsewhere
+                            return event.error
+                        ended = True  # content and the error in one chunk: the answer ends here
+                    event = mapper(event)
+                    buffered.append(event)
+                    committed = committed or commits(event)
+        answer = Answer(
+            target,
+            prepared,
+            buffered,
+            upstream,
+            None if ended else chunks,
+            decoder,
+            mapper,
+            on_failure,
+        )
+        handed_over = True
+        return answer
+    except UpstreamFailure as failure:
+        return failure.error
+    except TimeoutError:  # only asyncio.timeout raises it here: Upstream converts its own
+        return UpstreamError(
+            ErrorCategory.TIMEOUT,
+            f"no content from {target.provider} within {limit or 0:g}s",
+            type="first_token_timeout",
+        )
+    finally:
+        if not handed_over:
+            await upstream.__aexit__(None, None, None)
+
+
+def _whole(
+    adapter: ProviderAdapter, target: Target, prepared: Prepared, body: bytes, mapper: IdMapper
+) -> Answer | UpstreamError:
+    try:
+        events = [mapper(e) for e in adapter.decode_response(body, target)]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return UpstreamError(ErrorCategory.PROTOCOL, f"unreadable answer from {target.provider}: {exc}")
+    for event in events:
+        if type(event) is StreamError:
+            return event.error
+    return Answer(target, prepared, events)

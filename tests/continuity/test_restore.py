@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from gateway.continuity.codec import decode_turn, encode_turn
+from gateway.continuity.keys import call_key, text_key, turn_keys
+from gateway.continuity.restore import lookup_keys, restore
+from gateway.transcript.model import Continuity, Message, Reasoning, Request, Role, Text, ToolCall, ToolResult
+
+SIG = Continuity("claude", "claude", "anthropic", "sonnet", {"signature": "s1"})
+GEM = Continuity("gem", "gem", "gemini", "g3", {"thought_signature": "t", "native_id": "n1"})
+TURN = (Reasoning("plan", SIG), Text("Checking."), ToolCall("call_A", "f", '{"x": 1, "y": 2}', GEM))
+
+
+def test_codec_round_trips_blocks_with_meta_and_rejects_garbage():
+    assert decode_turn(encode_turn(TURN)) == TURN
+    assert decode_turn(b"not json") is None
+    assert decode_turn(b"[99, []]") is None
+
+
+def test_keys_are_call_ids_for_tool_turns_and_session_text_hash_otherwise():
+    assert turn_keys(TURN, "s") == [call_key("call_A")]
+    assert turn_keys((Text("  Hello   world "),), "s") == [text_key("s", "Hello world")]
+    assert turn_keys((Reasoning("only thinking"),), "s") == []
+
+
+def _request(assistant_blocks) -> Request:
+    return Request(
+        "m",
+        (
+            Message(Role.USER, (Text("hi"),)),
+            Message(Role.ASSISTANT, assistant_blocks),
+            Message(Role.TOOL, (ToolResult("call_A", "ok"),)),
+        ),
+    )
+
+
+def test_a_stripped_turn_gets_its_recorded_blocks_back():
+    stripped = (Text("Checking."), ToolCall("call_A", "f", '{"y":2,"x":1}'))  # client reformatted args
+    request = _request(stripped)
+    assert lookup_keys(request, "s") == ["call:call_A"]
+    restored, repairs = restore(request, {"call:call_A": encode_turn(TURN)}, "s")
+    assert restored.messages[1].blocks == TURN
+    assert [r.kind for r in repairs] == ["continuity_restored"]
+    assert request.messages[1].blocks == stripped, "input untouched"
+
+
+def test_an_edited_turn_keeps_the_clients_content_and_loses_its_tokens():
+    edited = (Text("Checking again."), ToolCall("call_A", "f", '{"x": 1, "y": 2}'))
+    request = _request(edited)
+    restored, repairs = restore(request, {"call:call_A": encode_turn(TURN)}, "s")
+    assert restored is request and repairs == []
+    args_edited = _request((Text("Checking."), ToolCall("call_A", "f", '{"x": 9, "y": 2}')))
+    assert restore(args_edited, {"call:call_A": encode_turn(TURN)}, "s")[0] is args_edited
+
+
+def test_misses_and_identical_turns_change_nothing():
+    request = _request(TURN)
+    assert restore(request, {}, "s") == (request, [])
+    assert restore(request, {"call:call_A": encode_turn(TURN)}, "s") == (request, [])
+
+
+def test_text_only_turns_are_found_by_session_and_text():
+    stored = (Reasoning("why", SIG), Text("Hello there"))
+    request = Request(
+        "m", (Message(Role.USER, (Text("hi"),)), Message(Role.ASSISTANT, (Text("Hello there "),)))
+    )
+    key = text_key("sess", "Hello there")
+    assert lookup_keys(request, "sess") == [key]
+    assert restore(request, {key: encode_turn(stored)}, "sess")[0].messages[1].blocks == stored
+    assert restore(request, {key: encode_turn(stored)}, "other-session")[0] is request

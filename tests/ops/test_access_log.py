@@ -1,0 +1,161 @@
+"""The access log: exactly one JSON line per request on "gateway.access", with the fields an
+operator needs and nothing a client sent verbatim; levels and formats from configure_logging."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+import pytest
+
+from gateway.access_log import ACCESS_LOGGER, access_line, configure_logging, log_access, session_hash
+from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.redaction import Redactor
+from gateway.repair.report import Repair
+from gateway.simulators.base import Fault, Reply
+from gateway.transcript.model import Usage
+from tests.ops.conftest import USER, access_lines, running_stack
+
+
+def test_a_record_becomes_one_line_with_hashed_session_counts_and_usage():
+    record = RequestRecord(
+        "chat_completions",
+        request_id="r1",
+        session="user-alice@example",
+        model="smart",
+        provider="gemini",
+        outcome="ok",
+        status=200,
+        duration=1.23456,
+        ttft=0.25,
+        upstream_model="gemini-3-pro-preview",
+        attempts=[AttemptOutcome("claude", "overloaded"), AttemptOutcome("gemini", "ok")],
+        repairs=[("gemini", Repair("synthetic_tool_result")), ("gemini", Repair("synthetic_tool_result"))],
+        usage=Usage(100, 20, 50, 0, 7),
+    )
+    line = access_line(record)
+    assert line == {
+        "request_id": "r1",
+        "ingress": "chat_completions",
+        "session": session_hash("user-alice@example"),
+        "model": "smart",
+        "provider": "gemini",
+        "upstream_model": "gemini-3-pro-preview",
+        "status": 200,
+        "outcome": "ok",
+        "attempts": 2,
+        "tried": [{"provider": "claude", "outcome": "overloaded"}, {"provider": "gemini", "outcome": "ok"}],
+        "repairs": {"synthetic_tool_result": 2},
+        "duration_ms": 1234.6,
+        "ttft_ms": 250.0,
+        "usage": {"input": 100, "output": 20, "cache_read": 50, "cache_write": 0, "reasoning": 7},
+        "ignored_tokens": 0,
+    }
+    assert len(line["session"]) == 16 and "alice" not in orjson.dumps(line).decode()
+    assert session_hash("user-alice@example") != session_hash("user-bob@example")
+
+
+async def test_every_request_gets_exactly_one_line(caplog):
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    async with running_stack() as stack:
+        stack.hub.states["anthropic"].push(Fault(status=529))
+        stack.hub.states["gemini"].push(Reply(text="Forty-two."))
+        status, headers, _ = await stack.chat(
+            {"model": "smart", "messages": USER}, headers={"X-Session-Id": "alice-laptop-1"}
+        )
+        assert status == 200
+        stack.hub.states["openai_chat"].push(Reply(text="Forty-two."))
+        status, _, _ = await stack.chat(
+            {
+                "model": "openai-chat",
+                "messages": USER,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        )
+        assert status == 200
+        status, _, _ = await stack.chat({"model": "nope", "messages": USER})
+        assert status == 404
+        status, _, _ = await stack.chat({"model": "claude", "messages": "not a list"})
+        assert status == 400
+        lines = access_lines(caplog)
+
+    assert len(lines) == 4
+    assert len({line["request_id"] for line in lines}) == 4
+    failover, streamed, unknown, invalid = lines
+    assert failover["model"] == "smart" and failover["provider"] == "gemini"
+    assert failover["tried"] == [
+        {"provider": "claude", "outcome": "overloaded"},
+        {"provider": "gemini", "outcome": "ok"},
+    ]
+    assert failover["attempts"] == 2 and failover["outcome"] == "ok"
+    assert failover["session"] == session_hash("alice-laptop-1")
+    assert failover["usage"]["input"] > 0 and failover["usage"]["output"] > 0
+    assert failover["duration_ms"] >= failover["ttft_ms"] > 0
+    assert streamed["provider"] == "openai-chat" and streamed["usage"]["output"] > 0
+    assert unknown["model"] == "unknown" and unknown["outcome"] == "client_error"
+    assert unknown["provider"] == "none" and unknown["tried"] == []
+    assert invalid["outcome"] == "client_error"
+    assert all(set(line) >= {"ts", "status", "duration_ms", "repairs", "usage"} for line in lines)
+    # the client's own strings (session id, model name asked for) are never written verbatim
+    assert "alice-laptop-1" not in caplog.text and '"nope"' not in caplog.text
+
+
+async def test_requests_refused_before_the_handler_are_logged_and_counted(caplog):
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+
+    def limits(config):
+        config["auth"] = {"tokens_env": ["OPS_TOKEN"]}
+        config["server"]["max_body_bytes"] = 4096
+
+    async with running_stack(limits, env={"OPS_TOKEN": "ops-token-0123456789"}) as stack:
+        status, _, _ = await stack.chat({"model": "claude", "messages": USER})
+        assert status == 401
+        auth = {"Authorization": "Bearer ops-token-0123456789"}
+        status, _, _ = await stack.chat(
+            {"model": "claude", "messages": USER, "pad": "x" * 5000}, headers=auth
+        )
+        assert status == 413
+        lines = access_lines(caplog)
+        requests = stack.metrics.registry.get_sample_value(
+            "gateway_requests_total",
+            {
+                "ingress": "chat_completions",
+                "model": "unknown",
+                "provider": "none",
+                "outcome": "client_error",
+            },
+        )
+        assert requests == 2
+
+    assert [(line["status"], line["outcome"], line["model"]) for line in lines] == [
+        (401, "client_error", "unknown"),
+        (413, "client_error", "unknown"),
+    ]
+
+
+def test_configure_logging_writes_bare_json_lines_at_the_configured_level(restore_logging):
+    out = io.StringIO()
+    configure_logging("warning", Redactor(["provider-key-0123456789"]), out)
+    log_access(RequestRecord("chat_completions", request_id="quiet"))
+    logging.getLogger("gateway.test").info("an info line")
+    logging.getLogger("gateway.test").warning("a warning with provider-key-0123456789 in it")
+    text = out.getvalue()
+    assert "quiet" not in text and "an info line" not in text  # below the level
+    assert "a warning with [redacted] in it" in text and "provider-key-0123456789" not in text
+
+    out = io.StringIO()
+    configure_logging("debug", Redactor(), out)
+    log_access(RequestRecord("chat_completions", request_id="loud", status=200))
+    logging.getLogger("gateway.test").debug("a debug line")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    access = orjson.loads(lines[0])  # exactly one JSON object, nothing around it
+    assert access["request_id"] == "loud" and access["status"] == 200 and access["ts"].endswith("+00:00")
+    assert lines[1].endswith("DEBUG gateway.test a debug line")
+
+
+def test_configure_logging_rejects_an_unknown_level(restore_logging):
+    with pytest.raises(ValueError, match="verbose"):
+        configure_logging("verbose", Redactor(), io.StringIO())

@@ -1,0 +1,225 @@
+"""Packaging without Docker: the Dockerfile is parsed and linted (slim Python 3.11 base, non-root
+user, health check on /healthz, runtime dependencies only, config from a volume, copied paths
+that exist and that .dockerignore lets through), and every example config validates."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gateway.config import is_loopback_host, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.toml"))
+
+
+@dataclass
+class Instruction:
+    keyword: str
+    args: str
+    line: int
+
+    def words(self) -> list[str]:
+        """Exec form (a JSON array) or shell-like words."""
+        if self.args.startswith("["):
+            return json.loads(self.args)
+        return shlex.split(self.args)
+
+
+def parse_dockerfile(text: str) -> list[Instruction]:
+    out: list[Instruction] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if pending and stripped.startswith("#"):
+            continue  # comment lines inside a continued instruction are dropped by Docker
+        if not pending:
+            start = number
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        full = pending + stripped
+        pending = ""
+        keyword, _, args = full.partition(" ")
+        out.append(Instruction(keyword.upper(), args.strip(), start))
+    assert not pending, "the Dockerfile ends inside a continued line"
+    return out
+
+
+def stages(instructions: list[Instruction]) -> list[list[Instruction]]:
+    out: list[list[Instruction]] = []
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            out.append([])
+        assert out, f"line {ins.line}: {ins.keyword} before the first FROM"
+        out[-1].append(ins)
+    return out
+
+
+def flags(ins: Instruction) -> tuple[dict[str, str], list[str]]:
+    words = ins.words() if not ins.args.startswith("[") else [ins.args]
+    found = {}
+    rest = []
+    for word in words:
+        if word.startswith("--") and "=" in word:
+            key, _, value = word[2:].partition("=")
+            found[key] = value
+        else:
+            rest.append(word)
+    return found, rest
+
+
+def docker_ignored(path: str, patterns: list[str]) -> bool:
+    """Docker's .dockerignore rule: the last pattern that matches the path or one of its parent
+    directories decides; `!` re-includes; `**` matches any number of directories."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        body = pattern[1:] if negate else pattern
+        body = body.strip("/")
+        regex = re.escape(body).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+        regex = regex.replace(r"\?", "[^/]")
+        if any(re.fullmatch(regex, c) for c in candidates):
+            ignored = not negate
+    return ignored
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[Instruction]:
+    return parse_dockerfile((ROOT / "Dockerfile").read_text())
+
+
+def test_every_stage_builds_on_slim_python_311(dockerfile):
+    for stage in stages(dockerfile):
+        image = stage[0].words()[0]
+        assert image == "python:3.11-slim", image
+
+
+def test_the_runtime_stage_runs_as_a_non_root_user(dockerfile):
+    runtime = stages(dockerfile)[-1]
+    users = [ins for ins in runtime if ins.keyword == "USER"]
+    assert users, "the runtime stage never leaves root"
+    user = users[-1].words()[0].split(":")[0]
+    assert user not in ("root", "0")
+    start = next(i for i, ins in enumerate(runtime) if ins.keyword == "ENTRYPOINT")
+    assert runtime.index(users[-1]) < start
+    # the uid is created in the image
+    created = " ".join(ins.args for ins in runtime if ins.keyword == "RUN")
+    assert re.search(
+        rf"useradd\b[^&]*--uid {user}\b" if user.isdigit() else rf"useradd\b[^&]* {user}\b", created
+    )
+
+
+def test_the_health_check_probes_healthz_on_the_configured_port(dockerfile):
+    runtime = stages(dockerfile)[-1]
+    checks = [ins for ins in runtime if ins.keyword == "HEALTHCHECK"]
+    assert len(checks) == 1
+    options, rest = flags(Instruction("HEALTHCHECK", checks[0].args.partition(" CMD ")[0], 0))
+    assert {"interval", "timeout", "retries"} <= set(options)
+    command = json.loads(checks[0].args.partition(" CMD ")[2])
+    assert command[:2] == ["python", "-c"] and "/healthz" in command[2] and "GATEWAY_PORT" in command[2]
+    compile(command[2], "<healthcheck>", "exec")  # the probe is valid Python
+    env = " ".join(ins.args for ins in runtime if ins.keyword == "ENV")
+    assert "GATEWAY_PORT=8787" in env
+    assert [ins.args for ins in runtime if ins.keyword == "EXPOSE"] == ["8787"]
+
+
+def test_the_config_comes_from_a_volume_and_the_entrypoint_serves(dockerfile):
+    runtime = stages(dockerfile)[-1]
+    volumes = [v for ins in runtime if ins.keyword == "VOLUME" for v in ins.words()]
+    assert "/config" in volumes
+    env = " ".join(ins.args for ins in runtime if ins.keyword == "ENV")
+    assert "GATEWAY_CONFIG=/config/" in env
+    # listening on all interfaces in a container: the gateway then insists on [auth] tokens
+    assert "GATEWAY_HOST=0.0.0.0" in env
+    assert [ins.words() for ins in runtime if ins.keyword == "ENTRYPOINT"] == [["gateway"]]
+    assert [ins.words() for ins in runtime if ins.keyword == "CMD"] == [["serve"]]
+    assert [ins.args for ins in runtime if ins.keyword == "STOPSIGNAL"] == ["SIGTERM"]
+
+
+def test_only_runtime_dependencies_are_installed(dockerfile):
+    runs = " ".join(ins.args for ins in dockerfile if ins.keyword == "RUN")
+    assert "pip install ." in runs
+    assert "[dev]" not in runs and "pytest" not in runs and "requirements" not in runs
+    runtime = stages(dockerfile)[-1]
+    # the runtime stage gets the built venv, never the sources or a compiler
+    copies = [flags(ins) for ins in runtime if ins.keyword == "COPY"]
+    assert copies and all(options.get("from") for options, _ in copies)
+    assert not any("apt-get install" in ins.args for ins in runtime if ins.keyword == "RUN")
+
+
+def test_copied_paths_exist_and_pass_the_dockerignore(dockerfile):
+    patterns = dockerignore_patterns()
+    sources = []
+    for ins in dockerfile:
+        if ins.keyword not in ("COPY", "ADD"):
+            continue
+        options, words = flags(ins)
+        if "from" in options:
+            continue
+        sources.extend(words[:-1])
+    assert sources
+    for source in sources:
+        path = ROOT / source
+        assert path.exists(), f"COPY {source}: no such path in the repository"
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        for file in files:
+            rel = file.relative_to(ROOT).as_posix()
+            if "__pycache__" in rel:
+                assert docker_ignored(rel, patterns), rel
+                continue
+            assert not docker_ignored(rel, patterns), f"{rel} is copied but .dockerignore excludes it"
+    # what must never be in the build context
+    for rel in (".git/config", ".venv/bin/python", "tests/conftest.py", ".gateway/continuity.db", ".env"):
+        assert docker_ignored(rel, patterns), rel
+
+
+def test_the_dockerignore_matcher_follows_dockers_rules():
+    patterns = ["*", "!gateway/", "**/__pycache__", "!keep/**/x.py"]
+    assert docker_ignored("README.md", patterns)
+    assert not docker_ignored("gateway/app.py", patterns)
+    assert docker_ignored("gateway/sub/__pycache__/a.pyc", patterns)
+    assert not docker_ignored("keep/a/b/x.py", patterns)
+    assert docker_ignored("keep/a/b/y.py", patterns)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_each_example_config_validates_and_is_commented(path):
+    config = load_config(path, env={})
+    text = path.read_text()
+    assert text.startswith("# Deployment shape")
+    assert sum(line.lstrip().startswith("#") for line in text.splitlines()) >= 8
+    assert not re.search(r"\"(sk-|AIza|Bearer )", text)  # keys are named, never written
+    assert config.models
+
+
+def test_the_examples_cover_the_three_deployment_shapes():
+    configs = {p.stem: load_config(p, env={}) for p in EXAMPLES}
+    assert set(configs) == {"single-provider", "failover", "round-robin-redis"}
+
+    single = configs["single-provider"]
+    assert len(single.providers) == 1 and is_loopback_host(single.server.host)
+
+    failover = configs["failover"]
+    groups = [g for g in failover.models.values() if g.strategy == "failover"]
+    kinds = {failover.providers[t.provider].kind for g in groups for t in g.targets}
+    assert groups and len(kinds) >= 2
+
+    replicas = configs["round-robin-redis"]
+    assert replicas.store.backend == "redis"
+    assert any(g.strategy == "round_robin" for g in replicas.models.values())
+    assert not is_loopback_host(replicas.server.host) and replicas.auth is not None

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
+from gateway.providers.openai_responses import CAPABILITIES as RESPONSES
+from gateway.repair.thinking import loop_opener, switch_thinking, thinking_on
+from gateway.transcript.model import Reasoning, Request, Text, ToolChoice, ToolChoiceMode, ToolSpec
+from gateway.transcript.target import Target
+from tests.repair.helpers import assistant, call, kinds, result, tool, user
+
+CLAUDE = Target("c", "anthropic", "m", "http://x", thinking_budget=4096)
+SIGNED = Reasoning("plan", CLAUDE.continuity({"signature": "sig"}))
+TOOLS = (ToolSpec("f"),)
+
+
+def switch(messages, effort=None, target=CLAUDE, caps=ANTHROPIC, strict=False, choice=None, max_tokens=None):
+    request = Request("group", messages, tools=TOOLS, tool_choice=choice, max_tokens=max_tokens)
+    return switch_thinking(messages, effort, request, target, caps, strict)
+
+
+def test_thinking_is_on_with_a_budget_or_an_effort_other_than_none():
+    assert thinking_on(None, CLAUDE)
+    assert not thinking_on(None, replace(CLAUDE, thinking_budget=None))
+    assert thinking_on("low", replace(CLAUDE, thinking_budget=None))
+    assert not thinking_on("none", CLAUDE)
+
+
+def test_the_loop_opener_reaches_back_over_every_turn_pair_with_results():
+    loop = (
+        user("q"),
+        assistant(SIGNED, call("a")),
+        tool(result("a")),
+        assistant(call("b")),
+        tool(result("b")),
+        user("also this"),  # merges into the tool turn on the wire: the loop goes on
+    )
+    assert loop_opener(loop) == 1
+    assert loop_opener(loop[:3]) == 1
+    assert loop_opener((*loop[:3], assistant("done"))) is None
+    assert loop_opener((user("q"), assistant("hi"), user("again"))) is None
+
+
+def test_a_loop_opened_with_signed_thinking_keeps_thinking_on():
+    messages = (user("q"), assistant(SIGNED, call("a")), tool(result("a")))
+    assert switch(messages) == (messages, None, [])
+
+
+def test_a_loop_opened_without_signed_thinking_turns_thinking_off():
+    messages = (user("q"), assistant("let me see", call("a")), tool(result("a")))
+    out, effort, repairs = switch(messages, effort="high")
+    assert out is messages and effort == "none"
+    assert kinds(repairs) == ["thinking_disabled"]
+
+
+def test_thinking_already_off_or_no_open_loop_changes_nothing():
+    open_loop = (user("q"), assistant(call("a")), tool(result("a")))
+    assert switch(open_loop, effort="none") == (open_loop, "none", [])
+    closed = (user("q"), assistant(call("a")), tool(result("a")), assistant("done"), user("thanks"))
+    assert switch(closed) == (closed, None, [])
+
+
+def test_strict_mode_and_a_forced_tool_choice_turn_thinking_off():
+    messages = (user("q"),)
+    _, effort, repairs = switch(messages, strict=True)
+    assert effort == "none" and kinds(repairs) == ["thinking_disabled"]
+    forced = switch(messages, choice=ToolChoice(ToolChoiceMode.REQUIRED))
+    assert forced[1] == "none" and kinds(forced[2]) == ["thinking_disabled"]
+    assert switch(messages, choice=ToolChoice(ToolChoiceMode.AUTO))[1] is None
+
+
+def test_a_max_tokens_without_room_for_thinking_turns_it_off_and_the_final_message_follows():
+    messages = (user("q"), assistant(SIGNED, "partial"))
+    out, effort, repairs = switch(messages, max_tokens=1024)
+    assert effort == "none" and out == (user("q"), assistant("partial"))
+    assert kinds(repairs) == ["reasoning_dropped", "thinking_disabled"]
+    assert switch(messages, max_tokens=1025) == (messages, None, [])
+
+
+def test_with_thinking_off_the_final_assistant_message_loses_its_thinking():
+    messages = (user("q"), assistant(SIGNED, "the answer so far"))
+    out, effort, repairs = switch(messages, effort="none")
+    assert out == (user("q"), assistant("the answer so far")) and effort == "none"
+    assert kinds(repairs) == ["reasoning_dropped"]
+    as_text = replace(CLAUDE, reasoning_policy="as_text")
+    out, _, repairs = switch(messages, effort="none", target=as_text)
+    assert out == (user("q"), assistant(Text("plan"), "the answer so far"))
+    assert kinds(repairs) == ["reasoning_as_text"]
+
+
+def test_targets_without_the_thinking_switch_are_left_alone():
+    messages = (user("q"), assistant("x", call("a")), tool(result("a")))
+    assert switch(messages, caps=RESPONSES, strict=True) == (messages, None, [])

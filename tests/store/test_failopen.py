@@ -1,0 +1,235 @@
+"""FailOpenStore: failures become misses / no-ops, every outcome is reported, a failing backend is
+backed off, and cancellation still propagates. Driven by a scripted backend and a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from gateway.store.failopen import FailOpenStore
+from tests.store.conftest import FakeClock
+
+Op = tuple[str, str, str]
+
+
+class ScriptedStore:
+    """A backend whose next failure the test chooses: raise `error`, or hang until cancelled."""
+
+    backend = "scripted"
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.calls: list[str] = []
+        self.error: Exception | None = None
+        self.hang = False
+        self.ping_result = True
+        self.short_reply = False
+        self.called = asyncio.Event()
+
+    async def _misbehave(self, op: str) -> None:
+        self.calls.append(op)
+        self.called.set()
+        if self.hang:
+            await asyncio.Event().wait()
+        if self.error is not None:
+            raise self.error
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        await self._misbehave("get")
+        values = [self.data.get(key) for key in keys]
+        return values[:-1] if self.short_reply else values
+
+    async def put(self, keys: Sequence[str], value: bytes) -> None:
+        await self._misbehave("put")
+        self.data.update(dict.fromkeys(keys, value))
+
+    async def ping(self) -> bool:
+        await self._misbehave("ping")
+        return self.ping_result
+
+    async def close(self) -> None:
+        await self._misbehave("close")
+
+
+@pytest.fixture
+def inner() -> ScriptedStore:
+    return ScriptedStore()
+
+
+@pytest.fixture
+def seen() -> list[Op]:
+    return []
+
+
+def wrap(inner: ScriptedStore, seen: list[Op], clock: FakeClock, **options: float) -> FailOpenStore:
+    return FailOpenStore(inner, lambda *op: seen.append(op), clock=clock, **options)
+
+
+async def test_reports_one_outcome_per_key_and_per_put(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    assert store.backend == "scripted"
+    await store.put(["a", "b"], b"v")
+    assert await store.get_many(["a", "x", "b"]) == [b"v", None, b"v"]
+    assert await store.ping() is True
+    assert seen == [
+        ("scripted", "put", "ok"),
+        ("scripted", "get", "hit"),
+        ("scripted", "get", "hit"),
+        ("scripted", "get", "miss"),
+        ("scripted", "ping", "ok"),
+    ]
+
+
+async def test_empty_requests_do_not_reach_the_backend(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    assert await store.get_many([]) == []
+    await store.put([], b"v")
+    assert inner.calls == [] and seen == []
+
+
+async def test_errors_become_misses_and_no_ops(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = ConnectionError("refused")
+    assert await store.get_many(["a", "b"]) == [None, None]
+    await store.put(["a"], b"v")
+    assert await store.ping() is False
+    assert inner.data == {}
+    assert seen == [
+        ("scripted", "get", "error"),
+        ("scripted", "get", "error"),
+        ("scripted", "put", "error"),
+        ("scripted", "ping", "error"),
+    ]
+
+
+async def test_backend_timeouts_are_reported_as_timeouts(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = TimeoutError("read timed out")
+    assert await store.get_many(["a"]) == [None]
+    await store.put(["a"], b"v")
+    assert seen == [("scripted", "get", "timeout"), ("scripted", "put", "timeout")]
+
+
+async def test_a_hanging_backend_is_cut_off_by_the_op_timeout(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock, op_timeout_seconds=0.05, close_timeout_seconds=0.05)
+    inner.hang = True
+    assert await store.get_many(["a"]) == [None]
+    await store.put(["a"], b"v")
+    assert await store.ping() is False
+    await store.close()
+    assert seen == [
+        ("scripted", "get", "timeout"),
+        ("scripted", "put", "timeout"),
+        ("scripted", "ping", "timeout"),
+    ]
+    assert inner.calls == ["get", "put", "ping", "close"]
+
+
+async def test_an_unreachable_ping_is_an_error(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.ping_result = False
+    assert await store.ping() is False
+    assert seen == [("scripted", "ping", "error")]
+
+
+async def test_a_reply_of_the_wrong_length_is_an_error(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.short_reply = True
+    assert await store.get_many(["a", "b"]) == [None, None]
+    assert seen == [("scripted", "get", "error")] * 2
+
+
+async def test_back_off_skips_the_backend_until_it_elapses(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock, backoff_seconds=2.0)
+    inner.error = ConnectionError("down")
+    await store.get_many(["a"])
+    inner.error = None  # the backend is back, but the wrapper does not know yet
+    clock.advance(1.9)
+    assert await store.get_many(["a", "b"]) == [None, None]
+    await store.put(["a"], b"v")
+    assert inner.calls == ["get"]  # both skipped
+    assert seen == [("scripted", "get", "error")] * 3 + [("scripted", "put", "error")]
+
+    clock.advance(0.2)
+    seen.clear()
+    await store.put(["a"], b"v")
+    assert await store.get_many(["a"]) == [b"v"]
+    assert inner.calls == ["get", "put", "get"]
+    assert seen == [("scripted", "put", "ok"), ("scripted", "get", "hit")]
+
+
+async def test_a_failed_ping_starts_the_back_off_and_a_good_one_ends_it(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock, backoff_seconds=2.0)
+    inner.ping_result = False
+    assert await store.ping() is False
+    assert await store.get_many(["a"]) == [None]
+    assert inner.calls == ["ping"]
+    inner.ping_result = True
+    assert await store.ping() is True
+    await store.put(["a"], b"v")
+    assert inner.calls == ["ping", "ping", "put"]
+
+
+async def test_without_back_off_every_call_reaches_the_backend(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = ConnectionError("down")
+    for _ in range(3):
+        await store.get_many(["a"])
+    assert inner.calls == ["get", "get", "get"]
+
+
+async def test_a_failing_metrics_callback_does_not_fail_the_store(
+    inner: ScriptedStore, clock: FakeClock
+) -> None:
+    def broken(backend: str, op: str, outcome: str) -> None:
+        raise RuntimeError("metrics bug")
+
+    store = FailOpenStore(inner, broken, clock=clock)
+    await store.put(["a"], b"v")
+    assert await store.get_many(["a"]) == [b"v"]
+
+
+async def test_works_without_a_callback(inner: ScriptedStore) -> None:
+    store = FailOpenStore(inner)
+    inner.error = ConnectionError("down")
+    assert await store.get_many(["a"]) == [None]
+    assert await store.ping() is False
+
+
+async def test_cancellation_is_not_swallowed(inner: ScriptedStore, clock: FakeClock) -> None:
+    store = wrap(inner, [], clock)
+    inner.hang = True
+    task = asyncio.create_task(store.get_many(["a"]))
+    await inner.called.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_close_failures_are_swallowed(inner: ScriptedStore, seen: list[Op], clock: FakeClock) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = OSError("disk gone")
+    await store.close()
+    assert inner.calls == ["close"] and seen == []
