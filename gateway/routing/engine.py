@@ -55,16 +55,13 @@ class Failure(enum.Enum):
     FINAL = "final"  # the request itself is at fault: the client gets the error at once
 
 
-# not retryable on the same target, but another target may well serve the request
-_NEXT_TARGET_CATEGORIES = frozenset(
-    {
-        ErrorCategory.AUTH,
-        ErrorCategory.PERMISSION,
-        ErrorCategory.QUOTA,
-        ErrorCategory.NOT_FOUND,
-        ErrorCategory.PROTOCOL,
-    }
-)
+# not retryable on the same target, but another target may well serve the request. 401/403/404
+# are final as the routing issue specifies (the client sees them at once; 401/403 still take the
+# target out of service, so the next request goes elsewhere); quota and a broken upstream answer
+# say nothing about the request, so the next target is tried.
+_NEXT_TARGET_CATEGORIES = frozenset({ErrorCategory.QUOTA, ErrorCategory.PROTOCOL})
+# failures that happened before any provider saw the request: another target may serve it
+_NEXT_TARGET_TYPES = frozenset({"encode_error", "missing_api_key"})
 _REJECTION_CATEGORIES = frozenset({ErrorCategory.CONTINUITY, ErrorCategory.PAIRING})
 _RETRIED = Repair("retried_after_rejection")
 
@@ -72,7 +69,7 @@ _RETRIED = Repair("retried_after_rejection")
 def failure_class(error: UpstreamError) -> Failure:
     if error.retryable:
         return Failure.RETRY
-    if error.category in _NEXT_TARGET_CATEGORIES or error.type == "encode_error":
+    if error.category in _NEXT_TARGET_CATEGORIES or error.type in _NEXT_TARGET_TYPES:
         return Failure.NEXT
     if error.category in _REJECTION_CATEGORIES:
         return Failure.REJECTED
@@ -269,6 +266,14 @@ class Engine:
         after_commit: Callable[[UpstreamError], None],
     ) -> Answer | UpstreamError:
         """Encode for the target and send once."""
+        if not prepared.request.messages:
+            # e.g. only orphan tool results and empty text: no provider can answer nothing
+            return UpstreamError(
+                ErrorCategory.INVALID_REQUEST,
+                "the conversation holds no message a provider can answer "
+                "(only orphan tool results or empty text)",
+                type="empty_transcript",
+            )
         try:
             api_key = resolve_api_key(self.config, target.provider, self._env)
         except MissingApiKey as exc:

@@ -223,3 +223,13 @@ async def test_bad_request_names_the_json_path(stack):
             ],
         )
     assert info.value.body["param"] == "messages[1].tool_calls[0].function.arguments"
+
+
+async def test_a_transcript_with_nothing_answerable_is_a_400(stack):
+    client = stack.client()
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.chat.completions.create(
+            model="claude", messages=[{"role": "tool", "tool_call_id": "call_gone", "content": "orphan"}]
+        )
+    assert "no message a provider can answer" in info.value.body["message"]
+    assert stack.hub.states["anthropic"].requests == [], "nothing was sent upstream"

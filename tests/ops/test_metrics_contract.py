@@ -264,6 +264,8 @@ def test_target_availability_is_read_from_routing_at_scrape_time():
 async def test_a_target_taken_out_of_service_shows_as_unavailable(stack):
     stack.hub.states["anthropic"].push(Fault(status=401))  # a revoked key: out of service
     stack.hub.states["gemini"].push(Reply(text="Forty-two."))
+    status, _, _ = await stack.chat({"model": "smart", "messages": USER})
+    assert status == 502, "an upstream 401 is final: the gateway's key is broken, not the client's request"
     status, headers, _ = await stack.chat({"model": "smart", "messages": USER})
     assert status == 200 and headers["X-Gateway-Provider"] == "gemini"
     _, _, body = await stack.get("/metrics")

@@ -61,24 +61,35 @@ async def test_a_final_status_is_one_attempt_and_no_cooldown(hub, status, catego
 
 @pytest.mark.parametrize(
     ("fault", "category"),
-    [
-        (Fault(status=401), "auth"),
-        (Fault(status=403), "permission"),
-        (Fault(status=429, error_type="insufficient_quota"), "quota"),
-    ],
-    ids=["401", "403", "quota"],
+    [(Fault(status=401), "auth"), (Fault(status=403), "permission")],
+    ids=["401", "403"],
 )
-async def test_auth_and_quota_take_the_target_out_of_service(hub, fault, category):
+async def test_auth_errors_are_final_and_take_the_target_out_of_service(hub, fault, category):
     first, second = hub.states["openai_chat"], hub.states["anthropic"]
     first.push(fault)
     async with engine_for(hub, PAIR) as engine:
-        answer = await engine.open(ask("pair"), engine.router.plan("pair"))
-        await collect(answer)
-        assert outcomes(answer.attempts) == [("openai-chat", category), ("claude", "ok")]
+        with pytest.raises(AllTargetsFailed) as info:
+            await engine.open(ask("pair"), engine.router.plan("pair"))
+        assert outcomes(info.value.attempts) == [("openai-chat", category)]
         openai_chat = engine.router.groups()["pair"][0]
         assert not engine.health.available(openai_chat)
         assert engine.health.available_in(openai_chat) > 250  # out_of_service_seconds = 300
         # the next request does not knock on the broken target again
+        answer = await engine.open(ask("pair"), engine.router.plan("pair"))
+        await collect(answer)
+        assert outcomes(answer.attempts) == [("claude", "ok")]
+    assert (len(first.requests), len(second.requests)) == (1, 1)
+
+
+async def test_a_quota_error_fails_over_and_takes_the_target_out_of_service(hub):
+    first, second = hub.states["openai_chat"], hub.states["anthropic"]
+    first.push(Fault(status=429, error_type="insufficient_quota"))
+    async with engine_for(hub, PAIR) as engine:
+        answer = await engine.open(ask("pair"), engine.router.plan("pair"))
+        await collect(answer)
+        assert outcomes(answer.attempts) == [("openai-chat", "quota"), ("claude", "ok")]
+        openai_chat = engine.router.groups()["pair"][0]
+        assert not engine.health.available(openai_chat)
         answer = await engine.open(ask("pair"), engine.router.plan("pair"))
         await collect(answer)
         assert outcomes(answer.attempts) == [("claude", "ok")]

@@ -161,17 +161,17 @@ async def test_no_retry_starts_after_the_deadline(hub):
     assert info.value.final.retry_after == 1.5
 
 
-async def test_a_target_dropped_for_auth_is_not_retried_but_the_others_are(hub):
+async def test_a_target_dropped_for_quota_is_not_retried_but_the_others_are(hub):
     fake = FakeTime()
-    hub.states["openai_chat"].push(Fault(status=503), Fault(status=503), Reply(text=ANSWER))
-    hub.states["anthropic"].push(Fault(status=401))
-    async with engine_for(hub, {"pair": group("openai-chat", "claude")}, fake) as engine:
+    hub.states["anthropic"].push(Fault(status=503), Fault(status=503), Reply(text=ANSWER))
+    hub.states["openai_chat"].push(Fault(status=429, error_type="insufficient_quota"))
+    async with engine_for(hub, {"pair": group("claude", "openai-chat")}, fake) as engine:
         answer = await engine.open(ask("pair"), engine.router.plan("pair"))
         await collect(answer)
     assert outcomes(answer.attempts) == [
-        ("openai-chat", "overloaded"),
-        ("claude", "auth"),
-        ("openai-chat", "overloaded"),
-        ("openai-chat", "ok"),
+        ("claude", "server"),
+        ("openai-chat", "quota"),
+        ("claude", "server"),
+        ("claude", "ok"),
     ]
     assert len(fake.sleeps) == 2
