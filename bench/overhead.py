@@ -1,6 +1,7 @@
 """Gateway overhead measured as ratios in one run: the same streamed chat requests sent directly to
-the openai_chat simulator and through the gateway (which decodes, repairs, re-encodes, decodes the
-upstream stream and re-encodes it for the client).
+the openai_chat simulator and through the gateway (which decodes, restores, repairs, re-encodes,
+decodes the upstream stream and re-encodes it for the client). Simulator, gateway and client run
+in separate processes.
 
     python bench/overhead.py [--requests 400] [--concurrency 8]
 
@@ -12,20 +13,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
+import os
+import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import aiohttp
 import orjson
-from aiohttp import web
 
-from gateway.app import create_app
-from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV, TOOLS
-from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec, free_port
-
-TEXT = "The quick brown fox jumps over the lazy dog. " * 20
+from gateway.simulators.base import free_port
 
 
 def _messages(turns: int) -> list[dict]:
@@ -81,31 +82,44 @@ async def _run(url: str, body: bytes, headers: dict, requests: int, concurrency:
     }
 
 
+def _spawn(args: list[str], env: dict[str, str], ready: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if ready in line:
+            return proc
+    raise RuntimeError(f"{args[:3]} exited before it was ready")
+
+
 async def main(requests: int, concurrency: int, turns: int) -> None:
-    async with SimulatorHub() as hub:
-        state = hub.states["openai_chat"]
-        state.default_reply = lambda body: Reply(
-            text=TEXT, chunk_size=16, tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]
+    """Simulators and gateway each run in their own process, as deployed; this process is the
+    client. The simulator answers every request with the same streamed text + tool call."""
+    sim_port, gw_port = free_port(), free_port()
+    env = {**os.environ, DEMO_KEY_ENV: "sim", "PYTHONUNBUFFERED": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "bench.toml"
+        config.write_text(
+            f"""[server]\nport = {gw_port}\nlog_level = "warning"\n
+[providers.chat]\nkind = "openai_chat"\nbase_url = "http://127.0.0.1:{sim_port}/openai_chat/v1"
+api_key_env = "{DEMO_KEY_ENV}"\n[models.bench]\ntargets = [{{ provider = "chat", model = "gpt-4.1" }}]\n"""
         )
-        port = free_port()
-        config = config_from_dict(
-            {
-                "server": {"port": port},
-                "providers": {
-                    "chat": {
-                        "kind": "openai_chat",
-                        "base_url": hub.base_url("openai_chat"),
-                        "api_key_env": DEMO_KEY_ENV,
-                    }
-                },
-                "models": {"bench": {"targets": [{"provider": "chat", "model": "gpt-4.1"}]}},
-            }
+        sim = _spawn(
+            [
+                sys.executable,
+                "-m",
+                "gateway.simulators",
+                "--port",
+                str(sim_port),
+                "--api-key",
+                "sim",
+                "--bench-reply",
+            ],
+            env,
+            "deepseek",
         )
-        runner = web.AppRunner(
-            create_app(config, {DEMO_KEY_ENV: state.api_key}), access_log=None, handle_signals=False
+        gateway = _spawn(
+            [sys.executable, "-m", "gateway", "serve", "--config", str(config)], env, "listening"
         )
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
         try:
             messages = _messages(turns)
             direct_body = orjson.dumps(
@@ -114,16 +128,19 @@ async def main(requests: int, concurrency: int, turns: int) -> None:
             gateway_body = orjson.dumps(
                 {"model": "bench", "messages": messages, "tools": TOOLS, "stream": True}
             )
-            auth = {"Authorization": f"Bearer {state.api_key}", "Content-Type": "application/json"}
+            auth = {"Authorization": "Bearer sim", "Content-Type": "application/json"}
             plain = {"Content-Type": "application/json"}
-            direct_url = hub.base_url("openai_chat") + "/chat/completions"
-            gateway_url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            direct_url = f"http://127.0.0.1:{sim_port}/openai_chat/v1/chat/completions"
+            gateway_url = f"http://127.0.0.1:{gw_port}/v1/chat/completions"
             await _run(direct_url, direct_body, auth, 20, concurrency)  # warm up both paths
             await _run(gateway_url, gateway_body, plain, 20, concurrency)
             direct = await _run(direct_url, direct_body, auth, requests, concurrency)
             through = await _run(gateway_url, gateway_body, plain, requests, concurrency)
+            gateway_rss = _rss_mib(gateway.pid)
         finally:
-            await runner.cleanup()
+            for proc in (gateway, sim):
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=30)
     print(f"{requests} streamed requests, concurrency {concurrency}, {len(messages)} messages with tools")
     print(f"{'':18}{'direct':>12}{'gateway':>12}{'ratio':>9}")
     for key, label in (("median", "median latency s"), ("p95", "p95 latency s"), ("ttfb", "first byte s")):
@@ -131,8 +148,14 @@ async def main(requests: int, concurrency: int, turns: int) -> None:
     print(
         f"{'requests/s':18}{direct['rps']:12.1f}{through['rps']:12.1f}{through['rps'] / direct['rps']:9.2f}"
     )
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of this process (simulators + gateway + client): {rss:.0f} MiB")
+    print(f"gateway process RSS after the run: {gateway_rss:.0f} MiB")
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 if __name__ == "__main__":

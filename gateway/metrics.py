@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -99,6 +100,7 @@ class Metrics:
             ["backend", "op", "outcome"],
             registry=r,
         )
+        self._store_children: dict[tuple[str, str, str], Any] = {}
         self.inflight = Gauge("gateway_inflight_requests", "Requests in flight", registry=r)
         self.target_available = Gauge(
             "gateway_target_available", "1 when a target can take traffic", ["model", "provider"], registry=r
@@ -124,7 +126,12 @@ class Metrics:
         return value if self._providers is None or value in self._providers else NO_PROVIDER
 
     def count_store_operation(self, backend: str, op: str, outcome: str) -> None:
-        self.store_operations.labels(backend, op, outcome).inc()
+        # called once per looked-up key: keep the labelled children instead of resolving each time
+        key = (backend, op, outcome)
+        child = self._store_children.get(key)
+        if child is None:
+            child = self._store_children[key] = self.store_operations.labels(backend, op, outcome)
+        child.inc()
 
     def watch_targets(self, probes: Iterable[tuple[str, str, Callable[[], float]]]) -> None:
         """`gateway_target_available{model, provider}` for every target, read at scrape time from

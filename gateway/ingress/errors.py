@@ -54,14 +54,16 @@ def json_path(loc: Iterable[Any]) -> str:
 def check_depth(value: Any, limit: int) -> None:
     """Reject JSON nested deeper than `limit` (iteratively: a hostile body cannot blow the stack)."""
     stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, depth = stack.pop()
+        node, depth = pop()
         if depth > limit:
             raise invalid(f"JSON nesting deeper than {limit} levels")
-        if type(node) is dict:
-            stack.extend((v, depth + 1) for v in node.values() if type(v) in (dict, list))
-        elif type(node) is list:
-            stack.extend((v, depth + 1) for v in node if type(v) in (dict, list))
+        deeper = depth + 1
+        for child in node.values() if type(node) is dict else node:
+            kind = type(child)
+            if kind is dict or kind is list:
+                push((child, deeper))
 
 
 def parse_json_body(raw: bytes, max_depth: int) -> Any:

@@ -12,6 +12,7 @@ import orjson
 
 from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
 from gateway.providers.base import (
+    Adapter,
     EncodeError,
     HttpRequest,
     category_for_status,
@@ -20,7 +21,7 @@ from gateway.providers.base import (
     parse_arguments,
     retry_after_header,
 )
-from gateway.transcript.events import ErrorCategory, Event, UpstreamError
+from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
     Image,
     Reasoning,
@@ -258,21 +259,4 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
     )
 
 
-class AnthropicAdapter:
-    kind = KIND
-    capabilities = CAPABILITIES
-
-    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
-        return encode_request(request, target, api_key)
-
-    def stream_decoder(self, target: Target) -> AnthropicStreamDecoder:
-        return AnthropicStreamDecoder(target)
-
-    def decode_response(self, body: bytes, target: Target) -> list[Event]:
-        return decode_response(body, target)
-
-    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
-        return classify_error(status, headers, body)
-
-
-ADAPTER = AnthropicAdapter()
+ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, AnthropicStreamDecoder, decode_response, classify_error)

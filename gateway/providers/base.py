@@ -7,7 +7,7 @@ Shared helpers here never branch on provider kind; quirks live in the provider's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,6 +59,30 @@ class ProviderAdapter(Protocol):
         ...
 
     def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Adapter:
+    """A ProviderAdapter assembled from a provider module's functions (no per-module class)."""
+
+    kind: str
+    capabilities: Capabilities
+    encode: Callable[[Request, Target, str], HttpRequest]
+    decoder: Callable[[Target], StreamDecoder]
+    decode: Callable[[bytes, Target], list[Event]]
+    classify: Callable[[int, Mapping[str, str], bytes], UpstreamError]
+
+    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
+        return self.encode(request, target, api_key)
+
+    def stream_decoder(self, target: Target) -> StreamDecoder:
+        return self.decoder(target)
+
+    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+        return self.decode(body, target)
+
+    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+        return self.classify(status, headers, body)
 
 
 def join_url(base_url: str, path: str) -> str:

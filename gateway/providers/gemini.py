@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.providers.base import (
-    HttpRequest,
+    Adapter,
     SSEStreamDecoder,
     category_for_status,
     loads_or_none,
@@ -36,7 +36,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Continuity, Request, StopReason, Usage
+from gateway.transcript.model import Continuity, StopReason, Usage
 from gateway.transcript.target import Capabilities, Target, ToolIdRule
 
 KIND = "gemini"
@@ -395,45 +395,34 @@ def classify_payload(status: int, error: Any, headers: Mapping[str, str]) -> Ups
 # the adapter
 
 
-class GeminiAdapter:
-    kind = KIND
-    capabilities = CAPABILITIES
-
-    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
-        return encode_request(request, target, api_key)
-
-    def stream_decoder(self, target: Target) -> GeminiStreamDecoder:
-        return GeminiStreamDecoder(target)
-
-    def decode_response(self, body: bytes, target: Target) -> list[Event]:
-        payload = loads_or_none(body)
-        # streamGenerateContent without alt=sse answers a JSON array of the stream's chunks
-        chunks = payload if type(payload) is list else [payload]
-        decoder = GeminiStreamDecoder(target)
-        out: list[Event] = []
-        for chunk in chunks:
-            if type(chunk) is not dict:
-                return [
-                    StreamError(UpstreamError(ErrorCategory.PROTOCOL, "upstream body is not a JSON object"))
-                ]
-            try:
-                decoder.on_chunk(chunk, out)
-            except (AttributeError, TypeError, ValueError) as exc:
-                return [StreamError(UpstreamError(ErrorCategory.PROTOCOL, f"malformed response body: {exc}"))]
-            if decoder.failed or decoder.done:
-                break
-        decoder.end_body(out)
-        return out
-
-    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
-        payload = loads_or_none(body)
-        if type(payload) is list and payload:
-            payload = payload[0]
-        error = payload.get("error") if type(payload) is dict else None
-        if error is None:
-            text = body.decode("utf-8", "replace").strip() if body else ""
-            error = {"message": text[:500]}
-        return classify_payload(status, error, headers)
+def decode_response(body: bytes, target: Target) -> list[Event]:
+    payload = loads_or_none(body)
+    # streamGenerateContent without alt=sse answers a JSON array of the stream's chunks
+    chunks = payload if type(payload) is list else [payload]
+    decoder = GeminiStreamDecoder(target)
+    out: list[Event] = []
+    for chunk in chunks:
+        if type(chunk) is not dict:
+            return [StreamError(UpstreamError(ErrorCategory.PROTOCOL, "upstream body is not a JSON object"))]
+        try:
+            decoder.on_chunk(chunk, out)
+        except (AttributeError, TypeError, ValueError) as exc:
+            return [StreamError(UpstreamError(ErrorCategory.PROTOCOL, f"malformed response body: {exc}"))]
+        if decoder.failed or decoder.done:
+            break
+    decoder.end_body(out)
+    return out
 
 
-ADAPTER = GeminiAdapter()
+def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
+    payload = loads_or_none(body)
+    if type(payload) is list and payload:
+        payload = payload[0]
+    error = payload.get("error") if type(payload) is dict else None
+    if error is None:
+        text = body.decode("utf-8", "replace").strip() if body else ""
+        error = {"message": text[:500]}
+    return classify_payload(status, error, headers)
+
+
+ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, GeminiStreamDecoder, decode_response, classify_error)

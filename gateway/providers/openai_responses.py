@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from gateway.providers.base import (
+    Adapter,
     EncodeError,
     HttpRequest,
     category_for_status,
@@ -24,7 +25,7 @@ from gateway.providers.openai_responses_decode import (
     error_category,
     redact,
 )
-from gateway.transcript.events import ErrorCategory, Event, UpstreamError
+from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
     Image,
     Message,
@@ -243,21 +244,4 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
     )
 
 
-class ResponsesAdapter:
-    kind = KIND
-    capabilities = CAPABILITIES
-
-    def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
-        return encode_request(request, target, api_key)
-
-    def stream_decoder(self, target: Target) -> ResponsesStreamDecoder:
-        return ResponsesStreamDecoder(target)
-
-    def decode_response(self, body: bytes, target: Target) -> list[Event]:
-        return decode_response(body, target)
-
-    def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
-        return classify_error(status, headers, body)
-
-
-ADAPTER = ResponsesAdapter()
+ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, ResponsesStreamDecoder, decode_response, classify_error)

