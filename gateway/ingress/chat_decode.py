@@ -47,6 +47,7 @@ def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
         raise invalid(first["msg"], param=path or None) from None
     if wire.n not in (None, 1):
         raise invalid("only n=1 is supported", param="n")
+    _refuse_unsupported(body)
     stats = stats or DecodeStats()
 
     system: list[str] = []
@@ -109,6 +110,32 @@ def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
         stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
         reasoning_effort=wire.reasoning_effort,
     )
+
+
+# Parameters the gateway cannot honour on every provider: refused by name instead of silently
+# ignored, so a client never gets something other than what it asked for. (name, value accepted
+# as a no-op, message)
+_UNSUPPORTED: tuple[tuple[str, tuple[object, ...], str], ...] = (
+    ("functions", (), "legacy `functions` are not supported: send `tools`"),
+    ("function_call", (), "legacy `function_call` is not supported: send `tool_choice`"),
+    ("logprobs", (False,), "log probabilities are not supported"),
+    ("top_logprobs", (0,), "log probabilities are not supported"),
+    ("audio", (), "audio output is not supported"),
+    ("prediction", (), "predicted outputs are not supported"),
+    ("modalities", (["text"],), "only text output is supported"),
+    (
+        "response_format",
+        ({"type": "text"},),
+        "structured output (`response_format`) is not supported yet: "
+        "describe the format in the prompt, or ask for a tool call with `tool_choice`",
+    ),
+)
+
+
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    for name, accepted, message in _UNSUPPORTED:
+        if name in body and body[name] is not None and body[name] not in accepted:
+            raise invalid(message, param=name, code="unsupported_parameter")
 
 
 _ROLE_TAGS = frozenset({"system", "developer", "user", "assistant", "tool"})

@@ -124,3 +124,38 @@ def test_json_depth_and_syntax_limits():
     with pytest.raises(ClientError, match="not valid JSON"):
         parse_json_body(b"{", 64)
     check_depth({"a": [{"b": 1}]}, 3)
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("response_format", {"type": "json_object"}),
+        ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
+        ("logprobs", True),
+        ("top_logprobs", 3),
+        ("functions", [{"name": "f"}]),
+        ("function_call", "auto"),
+        ("audio", {"voice": "alloy", "format": "wav"}),
+        ("modalities", ["text", "audio"]),
+        ("prediction", {"type": "content", "content": "x"}),
+    ],
+)
+def test_parameters_the_gateway_cannot_honour_are_refused_by_name(field, value):
+    with pytest.raises(ClientError) as info:
+        decode_request({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})
+    assert info.value.status == 400 and info.value.param == field
+    assert info.value.code == "unsupported_parameter"
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("response_format", {"type": "text"}),
+        ("logprobs", False),
+        ("modalities", ["text"]),
+        ("seed", 7),
+        ("user", "u1"),
+    ],
+)
+def test_harmless_values_pass(field, value):
+    decode_request({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})
