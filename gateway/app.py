@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway import __version__
-from gateway.config import GatewayConfig, resolve_auth_tokens
+from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
 from gateway.handlers import chat_completions
 from gateway.handlers.common import error_response
@@ -30,6 +30,7 @@ from gateway.security import (
 )
 from gateway.state import GatewayState
 from gateway.store import open_store
+from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
 
@@ -126,6 +127,7 @@ def create_app(
 ) -> web.Application:
     tokens = BearerTokens(resolve_auth_tokens(config, env))
     redactor = secrets_redactor(config, env)
+    continuity_secret = resolve_continuity_secret(config, env)
     app = web.Application(client_max_size=config.server.max_body_bytes)
     app.middlewares.append(errors_middleware(redactor))
     app.middlewares.append(request_guard(tokens, config.server.max_body_bytes, _rejection_recorder(app)))
@@ -147,7 +149,8 @@ def create_app(
         recorder = Recorder(store)
         engine = Engine(config, session, env=env)
         metrics.watch_targets(engine.availability())
-        app[GatewayState.KEY] = GatewayState(config, metrics, engine, store, recorder, redactor)
+        sealer = Sealer(continuity_secret)
+        app[GatewayState.KEY] = GatewayState(config, metrics, engine, store, recorder, redactor, sealer)
         try:
             yield
         finally:

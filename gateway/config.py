@@ -144,6 +144,9 @@ class ServerConfig(_Section):
     max_json_depth: int = Field(64, gt=0)
     shutdown_grace_seconds: float = Field(10.0, ge=0, allow_inf_nan=False)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # env var holding the key that authenticates continuity data handed to clients
+    # (reasoning_details); replicas behind one load balancer need the same value
+    continuity_secret_env: EnvName | None = None
 
 
 class AuthConfig(_Section):
@@ -417,6 +420,33 @@ def resolve_api_key(config: GatewayConfig, provider: str, env: Mapping[str, str]
             f" {entry.api_key_env} is not set"
         )
     return value
+
+
+def secret_values(config: GatewayConfig, env: Mapping[str, str] | None = None) -> list[str]:
+    """Every secret value the config names, as set now: what redaction must never let through."""
+    env = os.environ if env is None else env
+    names = [p.api_key_env for p in config.providers.values()]
+    if config.auth is not None:
+        names.extend(config.auth.tokens_env)
+    if config.server.continuity_secret_env:
+        names.append(config.server.continuity_secret_env)
+    values = [v for v in (_env_value(env, n) for n in names) if v]
+    if config.store.backend == "redis":
+        password = urlsplit(config.store.url).password
+        if password:
+            values.append(password)
+    return values
+
+
+def resolve_continuity_secret(config: GatewayConfig, env: Mapping[str, str] | None = None) -> bytes | None:
+    """The configured continuity secret, or None (a random per-process key is used then)."""
+    name = config.server.continuity_secret_env
+    if name is None:
+        return None
+    value = _env_value(os.environ if env is None else env, name)
+    if not value:
+        raise ConfigError(f"server.continuity_secret_env: environment variable {name} is not set")
+    return value.encode()
 
 
 def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> list[str]:

@@ -10,12 +10,10 @@ message, or a library formatting a URL into an exception, then leaks nothing.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import urlsplit
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, secret_values
 
 REDACTED = "[redacted]"
 # Shorter values are not credentials anyone should rely on, and replacing them would mangle
@@ -62,15 +60,10 @@ class Redactor:
 
 
 def secrets_redactor(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Redactor:
-    """A redactor for every secret this config names: each provider's key (as set when the
-    gateway starts), every client token, and the password of a redis store URL."""
-    env = os.environ if env is None else env
-    values = [env.get(p.api_key_env, "").strip() for p in config.providers.values()]
-    if config.auth is not None:
-        values.extend(env.get(name, "").strip() for name in config.auth.tokens_env)
-    if config.store.backend == "redis":
-        values.append(urlsplit(config.store.url).password or "")
-    return Redactor(v for v in values if v)
+    """A redactor for every secret this config names (config.py reads them from the environment):
+    each provider's key as set when the gateway starts, every client token, the continuity secret
+    and the password of a redis store URL."""
+    return Redactor(secret_values(config, env))
 
 
 class RedactingFilter(logging.Filter):

@@ -8,6 +8,8 @@ aiohttp ships no client-side SSE decoder; the framing rules (WHATWG event-stream
 from __future__ import annotations
 
 DEFAULT_MAX_LINE = 4 * 1024 * 1024
+# one event may be split over many data lines: bound the event as a whole too
+DEFAULT_MAX_EVENT = 16 * 1024 * 1024
 
 
 class SSELineTooLong(ValueError):
@@ -15,13 +17,15 @@ class SSELineTooLong(ValueError):
 
 
 class SSEParser:
-    __slots__ = ("_buf", "_event", "_data", "_max_line")
+    __slots__ = ("_buf", "_event", "_data", "_size", "_max_line", "_max_event")
 
-    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE, max_event: int = DEFAULT_MAX_EVENT) -> None:
         self._buf = b""
         self._event = ""
         self._data: list[str] = []
+        self._size = 0
         self._max_line = max_line
+        self._max_event = max_event
 
     def feed(self, chunk: bytes) -> list[tuple[str, str]]:
         buf = self._buf + chunk if self._buf else chunk
@@ -65,6 +69,7 @@ class SSEParser:
                 out.append((self._event, "\n".join(self._data)))
                 self._event = ""
                 self._data = []
+                self._size = 0
             return
         if raw[0] == 58:  # b":" comment / keep-alive
             return
@@ -72,6 +77,9 @@ class SSEParser:
         if sep and value[:1] == b" ":
             value = value[1:]
         if name == b"data":
+            self._size += len(value)
+            if self._size > self._max_event:
+                raise SSELineTooLong(f"SSE event larger than {self._max_event} bytes")
             self._data.append(value.decode("utf-8", "replace"))
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")

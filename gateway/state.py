@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -13,6 +14,9 @@ from gateway.metrics import Metrics, RequestRecord
 from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
 from gateway.store.failopen import FailOpenStore
+from gateway.transcript.seal import Sealer
+
+log = logging.getLogger("gateway")
 
 
 @dataclass(slots=True)
@@ -24,10 +28,16 @@ class GatewayState:
     recorder: Recorder
     # scrubs provider keys and client tokens from text a client or a log will see
     redactor: Redactor = field(default_factory=Redactor)
+    # authenticates the continuity data handed to clients in reasoning_details
+    sealer: Sealer = field(default_factory=Sealer)
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 
     def observe(self, record: RequestRecord) -> None:
-        """The one place a finished request is accounted for: metrics, then its access-log line."""
-        self.metrics.record(record)
+        """The one place a finished request is accounted for: metrics, then its access-log line
+        (written even if a malformed upstream figure broke the metrics update)."""
+        try:
+            self.metrics.record(record)
+        except Exception:
+            log.exception("metrics update failed for request %s", record.request_id)
         log_access(record)

@@ -105,7 +105,10 @@ class Upstream:
         assert self._response is not None
         return self._response.headers
 
-    async def read(self, limit: int = MAX_RESPONSE_BODY) -> bytes:
+    async def read(self, limit: int = MAX_RESPONSE_BODY, truncate: bool = False) -> bytes:
+        """The whole body, at most `limit` bytes. Past the limit: an error, or with `truncate` the
+        first `limit` bytes (an error body is classified by its beginning; the rest is dropped with
+        the connection)."""
         assert self._response is not None
         chunks = []
         size = 0
@@ -113,6 +116,9 @@ class Upstream:
             async for chunk in self._response.content.iter_any():
                 size += len(chunk)
                 if size > limit:
+                    if truncate:
+                        chunks.append(chunk[: len(chunk) - (size - limit)])
+                        break
                     raise UpstreamFailure(
                         UpstreamError(ErrorCategory.PROTOCOL, f"upstream body larger than {limit} bytes")
                     )

@@ -38,3 +38,11 @@ def test_line_longer_than_the_limit_is_refused():
         parser.feed(b"data: " + b"x" * 32)
     with pytest.raises(SSELineTooLong):
         SSEParser(max_line=16).feed(b"data: " + b"x" * 32 + b"\n\n")
+
+
+def test_an_event_of_many_data_lines_is_bounded_as_a_whole():
+    parser = SSEParser(max_line=64, max_event=100)
+    with pytest.raises(SSELineTooLong):
+        parser.feed(b"data: " + b"x" * 40 + b"\n" + (b"data: " + b"y" * 40 + b"\n") * 3)
+    fine = SSEParser(max_line=64, max_event=100)
+    assert fine.feed(b"data: a\ndata: b\n\n") == [("", "a\nb")]

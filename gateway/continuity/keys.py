@@ -2,7 +2,8 @@
 
 A turn with tool calls is found by its canonical call ids: they are unique and unguessable, so the
 lookup works even when the session key changed (the client compacted its first message). A
-text-only turn is found by session key + a hash of its normalized text.
+text-only turn is found by session key + its position among the assistant turns + a hash of its
+normalized text: a model that says the same thing twice gets each turn's own tokens back.
 """
 
 from __future__ import annotations
@@ -20,24 +21,25 @@ def call_key(call_id: str) -> str:
     return "call:" + call_id
 
 
-def text_key(session: str, text: str) -> str:
+def text_key(session: str, position: int, text: str) -> str:
     digest = hashlib.sha256(normalize_text(text).encode()).hexdigest()[:40]
-    return f"text:{session}:{digest}"
+    return f"text:{session}:{position}:{digest}"
 
 
-def turn_keys(blocks: list[Block] | tuple[Block, ...], session: str) -> list[str]:
-    """Every key the turn is recorded under (one per call, or the text key)."""
+def turn_keys(blocks: list[Block] | tuple[Block, ...], session: str, position: int) -> list[str]:
+    """Every key the turn is recorded under (one per call, or the text key). `position`: how many
+    assistant turns come before it in the conversation."""
     calls = [call_key(b.id) for b in blocks if type(b) is ToolCall]
     if calls:
         return calls
     text = "".join(b.text for b in blocks if type(b) is Text)
-    return [text_key(session, text)] if text.strip() else []
+    return [text_key(session, position, text)] if text.strip() else []
 
 
-def lookup_key(blocks: tuple[Block, ...], session: str) -> str | None:
+def lookup_key(blocks: tuple[Block, ...], session: str, position: int) -> str | None:
     """The one key a client-sent assistant message is looked up by."""
     for block in blocks:
         if type(block) is ToolCall:
             return call_key(block.id)
-    keys = turn_keys(blocks, session)
+    keys = turn_keys(blocks, session, position)
     return keys[0] if keys else None

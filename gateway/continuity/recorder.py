@@ -16,8 +16,8 @@ class Recorder:
         self._store = store
         self._pending: set[asyncio.Task[None]] = set()
 
-    def record(self, blocks: list[Block], session: str) -> None:
-        keys = turn_keys(blocks, session)
+    def record(self, blocks: list[Block], session: str, position: int) -> None:
+        keys = turn_keys(blocks, session, position)
         if not keys:
             return
         task = asyncio.get_running_loop().create_task(self._store.put(keys, encode_turn(blocks)))

@@ -21,12 +21,19 @@ from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCa
 
 def lookup_keys(request: Request, session: str) -> list[str]:
     keys: list[str] = []
+    position = 0
     for message in request.messages:
         if message.role is Role.ASSISTANT:
-            key = lookup_key(message.blocks, session)
+            key = lookup_key(message.blocks, session, position)
+            position += 1
             if key is not None and key not in keys:
                 keys.append(key)
     return keys
+
+
+def answer_position(request: Request) -> int:
+    """The position the answer to `request` takes among the conversation's assistant turns."""
+    return sum(1 for m in request.messages if m.role is Role.ASSISTANT)
 
 
 def _arguments(raw: str) -> str:
@@ -49,9 +56,11 @@ def restore(
     repairs: list[Repair] = []
     messages: list[Message] = []
     changed = False
+    position = -1
     for message in request.messages:
         if message.role is Role.ASSISTANT:
-            key = lookup_key(message.blocks, session)
+            position += 1
+            key = lookup_key(message.blocks, session, position)
             raw = records.get(key) if key is not None else None
             stored = decode_turn(raw) if raw else None
             if stored is not None and stored != message.blocks and visible(stored) == visible(message.blocks):

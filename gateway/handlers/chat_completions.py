@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from collections import Counter
@@ -9,7 +11,7 @@ from dataclasses import replace
 
 from aiohttp import web
 
-from gateway.continuity.restore import lookup_keys, restore
+from gateway.continuity.restore import answer_position, lookup_keys, restore
 from gateway.handlers.common import client_error_for, error_response
 from gateway.ingress.chat_decode import DecodeStats, decode_request
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
@@ -20,11 +22,20 @@ from gateway.routing.engine import AllTargetsFailed, Answer
 from gateway.routing.router import UNKNOWN_MODEL, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
-from gateway.transcript.assembler import Assembler
-from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, StreamError, UsageUpdate
+from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    ErrorCategory,
+    StreamError,
+    UpstreamError,
+    UsageUpdate,
+)
 from gateway.transcript.model import Request
 
 INGRESS = "chat_completions"
+log = logging.getLogger("gateway")
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -35,11 +46,16 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     try:
         return await _handle(request, state, record, started)
     except ClientError as exc:
-        record.outcome = "client_error" if exc.status < 500 else "upstream_error"
+        if record.outcome == "ok":  # an upstream failure already said what it was
+            record.outcome = "client_error" if exc.status < 500 else "upstream_error"
         record.status = exc.status
         return error_response(exc)
-    except BaseException:
+    except asyncio.CancelledError:
         record.outcome = "cancelled"
+        raise
+    except Exception:
+        record.outcome = "internal_error"
+        record.status = 500
         raise
     finally:
         record.duration = time.monotonic() - started
@@ -53,7 +69,7 @@ async def _handle(
     raw = await request.read()
     body = parse_json_body(raw, state.config.server.max_json_depth)
     stats = DecodeStats()
-    canonical = decode_request(body, stats)
+    canonical = decode_request(body, state.sealer, stats)
     record.ignored_tokens = stats.ignored_tokens
     try:
         plan = state.engine.router.plan(canonical.model)
@@ -103,17 +119,26 @@ async def _handle(
             request, state, answer, record, started, session, headers, response_id, canonical
         )
     assembler = Assembler()
-    async for event in answer.events():
-        if record.ttft is None and type(event) is BlockDelta and event.text:
-            record.ttft = time.monotonic() - started
-        assembler.add(event)
-    turn = assembler.finish()
+    try:
+        async for event in answer.events():
+            if record.ttft is None and type(event) is BlockDelta and event.text:
+                record.ttft = time.monotonic() - started
+            assembler.add(event)
+        turn = assembler.finish()
+    except (AssemblyError, TypeError, ValueError) as exc:
+        record.outcome = "upstream_error"
+        raise ClientError(
+            502,
+            f"{answer.target.provider} broke its own answer format: {exc}",
+            type="upstream_error",
+            code="protocol",
+        ) from None
     record.usage = turn.usage
     if assembler.error is None:
-        state.recorder.record(turn.blocks, session)
+        state.recorder.record(turn.blocks, session, answer_position(canonical))
     record.status = 200
     return web.Response(
-        body=completion_json(turn, response_id, canonical.model),
+        body=completion_json(turn, response_id, canonical.model, state.sealer),
         headers=headers,
         content_type="application/json",
     )
@@ -130,6 +155,39 @@ async def restore_continuity(
     return restore(canonical, dict(zip(keys, values, strict=True)), session)
 
 
+async def _relay(
+    response: web.StreamResponse,
+    answer: Answer,
+    encoder: ChatStreamEncoder,
+    assembler: Assembler,
+    record: RequestRecord,
+    started: float,
+) -> UpstreamError | None:
+    """Write the answer's events as they arrive (one write per upstream chunk); the stream's
+    error, if it ends with one."""
+    async for batch in answer.batches():
+        out = bytearray()
+        for event in batch:
+            t = type(event)
+            if t is StreamError:
+                if out:
+                    await response.write(bytes(out))
+                return event.error
+            if record.ttft is None and (
+                (t is BlockDelta and event.text) or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
+            ):
+                record.ttft = time.monotonic() - started
+            elif t is UsageUpdate:
+                record.usage = event.usage
+            assembler.add(event)
+            chunk = encoder.event(event)
+            if chunk is not None:
+                out += chunk
+        if out:
+            await response.write(bytes(out))
+    return None
+
+
 async def _stream(
     request: web.Request,
     state: GatewayState,
@@ -144,39 +202,31 @@ async def _stream(
     response = web.StreamResponse(
         status=200, headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
-    encoder = ChatStreamEncoder(response_id, canonical.model, canonical.include_usage)
+    encoder = ChatStreamEncoder(response_id, canonical.model, canonical.include_usage, state.sealer)
     assembler = Assembler()  # the turn as it streams, to record once it completed
     try:
         await response.prepare(request)
         record.status = 200
         await response.write(encoder.start())
-        async for batch in answer.batches():
-            out = bytearray()
-            for event in batch:
-                t = type(event)
-                if t is StreamError:
-                    # a half-finished turn is never recorded: its reasoning block may be cut short
-                    record.outcome = "stream_error"
-                    # the provider's message may quote what it was sent: never echo a secret
-                    error = replace(event.error, message=state.redactor.text(event.error.message))
-                    await response.write(bytes(out) + encoder.error(error))
-                    return response
-                if record.ttft is None and (
-                    (t is BlockDelta and event.text)
-                    or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
-                ):
-                    record.ttft = time.monotonic() - started
-                elif t is UsageUpdate:
-                    record.usage = event.usage
-                assembler.add(event)
-                chunk = encoder.event(event)
-                if chunk is not None:
-                    out += chunk
-            if out:
-                await response.write(bytes(out))
+        try:
+            error = await _relay(response, answer, encoder, assembler, record, started)
+            turn = None if error is not None else assembler.finish()
+        except (AssemblyError, TypeError, ValueError, KeyError) as exc:
+            # the upstream broke its own format after the commit point: end the stream well-formed
+            log.warning("%s broke its stream format: %s", answer.target.provider, exc)
+            error, turn = (
+                UpstreamError(ErrorCategory.PROTOCOL, f"{answer.target.provider} broke its stream format"),
+                None,
+            )
+        if error is not None:
+            # a half-finished turn is never recorded: its reasoning block may be cut short
+            record.outcome = "stream_error"
+            # the provider's message may quote what it was sent: never echo a secret
+            await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
+            return response
         await response.write(encoder.finish())
         await response.write_eof()
-        state.recorder.record(assembler.finish().blocks, session)
+        state.recorder.record(turn.blocks, session, answer_position(canonical))
         return response
     finally:
         await answer.aclose()

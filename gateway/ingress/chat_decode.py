@@ -25,6 +25,7 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
+from gateway.transcript.seal import Sealer
 
 
 class DecodeStats:
@@ -36,7 +37,7 @@ class DecodeStats:
         self.ignored_tokens = 0
 
 
-def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
+def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) -> Request:
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
     try:
@@ -59,7 +60,7 @@ def decode_request(body: Any, stats: DecodeStats | None = None) -> Request:
         elif isinstance(msg, w.UserMessage):
             messages.append(Message(Role.USER, _user_blocks(msg.content, f"{where}.content")))
         elif isinstance(msg, w.AssistantMessage):
-            messages.append(Message(Role.ASSISTANT, _assistant(msg, where, stats)))
+            messages.append(Message(Role.ASSISTANT, _assistant(msg, where, sealer, stats)))
         elif isinstance(msg, w.ToolMessage):
             text, images = _tool_content(msg.content, f"{where}.content")
             messages.append(Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images),)))
@@ -196,7 +197,7 @@ def _tool_content(content: str | list, where: str) -> tuple[str, tuple[Image, ..
     return "".join(texts), tuple(images)
 
 
-def _assistant(msg: w.AssistantMessage, where: str, stats: DecodeStats) -> tuple[Block, ...]:
+def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: DecodeStats) -> tuple[Block, ...]:
     content = msg.content
     if isinstance(content, list):
         text = "".join(p.text for p in content if isinstance(p, w.TextPart))
@@ -225,7 +226,9 @@ def _assistant(msg: w.AssistantMessage, where: str, stats: DecodeStats) -> tuple
         echoed, bad = thinking_blocks(msg.thinking_blocks)
         stats.ignored_tokens += bad
     try:
-        blocks, ignored = assistant_blocks(text, calls, msg.reasoning_content, msg.reasoning_details, echoed)
+        blocks, ignored = assistant_blocks(
+            text, calls, msg.reasoning_content, msg.reasoning_details, sealer, echoed
+        )
     except ValueError as exc:
         raise invalid(str(exc), param=f"{where}.reasoning_details") from None
     stats.ignored_tokens += ignored

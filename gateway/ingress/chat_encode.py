@@ -20,6 +20,7 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import AssistantTurn, Reasoning, StopReason, Text, ToolCall, Usage
+from gateway.transcript.seal import Sealer
 
 FINISH_REASONS = {
     StopReason.END_TURN: "stop",
@@ -58,6 +59,7 @@ class ChatStreamEncoder:
     """Per-response state: block index -> message position and tool-call index."""
 
     __slots__ = (
+        "_sealer",
         "_head",
         "_include_usage",
         "_position",
@@ -69,7 +71,8 @@ class ChatStreamEncoder:
         "_finish",
     )
 
-    def __init__(self, response_id: str, model: str, include_usage: bool) -> None:
+    def __init__(self, response_id: str, model: str, include_usage: bool, sealer: Sealer) -> None:
+        self._sealer = sealer
         created = int(time.time())
         # every chunk shares these fields: render the prefix once
         self._head = orjson.dumps(
@@ -136,7 +139,7 @@ class ChatStreamEncoder:
                 block = ToolCall(self._call_ids.get(event.index, ""), "", "", event.meta)
             else:
                 block = Text("", event.meta)
-            entries = encode_details([block])
+            entries = encode_details([block], self._sealer)
             for entry in entries:
                 entry["index"] = position
             return self._chunk({"reasoning_details": entries}) if entries else None
@@ -159,7 +162,7 @@ class ChatStreamEncoder:
         return b"data: " + orjson.dumps(error_json(error)) + b"\n\n"
 
 
-def completion_json(turn: AssistantTurn, response_id: str, model: str) -> bytes:
+def completion_json(turn: AssistantTurn, response_id: str, model: str, sealer: Sealer) -> bytes:
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -183,7 +186,7 @@ def completion_json(turn: AssistantTurn, response_id: str, model: str) -> bytes:
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if reasoning:
         message["reasoning_content"] = "\n\n".join(reasoning)
-    details = encode_details(turn.blocks)
+    details = encode_details(turn.blocks, sealer)
     if details:
         message["reasoning_details"] = details
     if calls:

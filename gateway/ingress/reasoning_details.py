@@ -6,7 +6,8 @@ Entries, one per continuity-bearing block of an assistant message, `index` = the
   (reasoning that has no readable text: "reasoning.encrypted" with "data" instead of text)
 - a Text or ToolCall block that carries meta (Gemini signatures): {"type": "reasoning.encrypted",
   "data": <sealed meta>, "format", "index", "id": <tool call id, or null for text>}
-The meta is sealed (gateway.transcript.seal): this module never reads provider-private data.
+The meta is sealed and authenticated (gateway.transcript.seal): this module never reads
+provider-private data, and a client cannot forge it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from collections import deque
 from typing import Any
 
 from gateway.transcript.model import Block, Continuity, Reasoning, Text, ToolCall
-from gateway.transcript.seal import seal, unseal
+from gateway.transcript.seal import Sealer
 
 _FORMAT_SUFFIX = "-gw1"
 
 
-def encode_details(blocks: list[Block] | tuple[Block, ...]) -> list[dict[str, Any]]:
+def encode_details(blocks: list[Block] | tuple[Block, ...], sealer: Sealer) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
         t = type(block)
@@ -31,11 +32,11 @@ def encode_details(blocks: list[Block] | tuple[Block, ...]) -> list[dict[str, An
             if block.text or block.meta is None:
                 entry = {"type": "reasoning.text", "text": block.text, "format": fmt, "index": index}
                 if block.meta is not None:
-                    entry["signature"] = seal(block.meta)
+                    entry["signature"] = sealer.seal(block.meta)
             else:
                 entry = {
                     "type": "reasoning.encrypted",
-                    "data": seal(block.meta),
+                    "data": sealer.seal(block.meta),
                     "format": fmt,
                     "index": index,
                 }
@@ -44,7 +45,7 @@ def encode_details(blocks: list[Block] | tuple[Block, ...]) -> list[dict[str, An
             out.append(
                 {
                     "type": "reasoning.encrypted",
-                    "data": seal(block.meta),
+                    "data": sealer.seal(block.meta),
                     "format": block.meta.kind + _FORMAT_SUFFIX,
                     "index": index,
                     "id": block.id if t is ToolCall else None,
@@ -58,6 +59,7 @@ def assistant_blocks(
     calls: list[ToolCall],
     reasoning_content: str | None,
     details: list[dict[str, Any]] | None,
+    sealer: Sealer,
     echoed_reasoning: list[Reasoning] | None = None,
 ) -> tuple[tuple[Block, ...], int]:
     """Rebuild an assistant message's ordered blocks from what a client sent back.
@@ -78,13 +80,13 @@ def assistant_blocks(
             index = None
         if kind == "reasoning.text":
             token = entry.get("signature")
-            meta = unseal(token) if token is not None else None
+            meta = sealer.unseal(token) if token is not None else None
             if token is not None and meta is None:
                 ignored += 1
             body = entry.get("text")
             _place(reasoning_at, index, Reasoning(body if isinstance(body, str) else "", meta))
         elif kind == "reasoning.encrypted":
-            meta = unseal(entry.get("data"))
+            meta = sealer.unseal(entry.get("data"))
             if meta is None:
                 ignored += 1
                 continue

@@ -224,11 +224,11 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
         headers["anthropic-beta"] = INTERLEAVED_THINKING_BETA
         if request.top_p is not None and request.top_p >= MIN_TOP_P_WITH_THINKING:
             body["top_p"] = request.top_p
-    else:
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
+    elif request.temperature is not None:
+        # Claude 4.5+ refuse temperature and top_p together: temperature wins
+        body["temperature"] = request.temperature
+    elif request.top_p is not None:
+        body["top_p"] = request.top_p
     if request.stop:
         body["stop_sequences"] = list(request.stop)
     body["stream"] = request.stream

@@ -113,7 +113,7 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:
         body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in request.tools]}]
-    if request.tool_choice is not None:
+    if request.tool_choice is not None and request.tools:  # refused without declarations
         config: dict[str, Any] = {"mode": FUNCTION_CALLING_MODES[request.tool_choice.mode]}
         if request.tool_choice.mode is ToolChoiceMode.TOOL:
             if not request.tool_choice.name:
@@ -143,8 +143,11 @@ def _generation_config(request: Request, target: Target) -> dict[str, Any]:
         config["topP"] = request.top_p
     if request.stop:
         config["stopSequences"] = list(request.stop)
-    effort = request.reasoning_effort or target.reasoning_effort
-    if target.thinking_budget is not None:
+    # a client's reasoning_effort overrides the target's budget, which overrides the target's effort
+    effort = request.reasoning_effort or (
+        None if target.thinking_budget is not None else target.reasoning_effort
+    )
+    if request.reasoning_effort is None and target.thinking_budget is not None:
         config["thinkingConfig"] = {"thinkingBudget": target.thinking_budget, "includeThoughts": True}
     elif effort:
         if effort not in THINKING_LEVELS:

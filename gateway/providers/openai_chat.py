@@ -17,11 +17,16 @@ CAPABILITIES = Capabilities(
     reasoning_replay=False,
 )
 
+# OpenAI reasoning models (o-series, gpt-5 family): they take reasoning_effort and refuse
+# temperature/top_p; gpt-4.1 and friends are the other way round
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+
 DIALECT = ChatDialect(
     kind="openai_chat",
     capabilities=CAPABILITIES,
     max_tokens_field="max_completion_tokens",  # max_tokens is rejected by reasoning models
     sends_reasoning_effort=True,
+    reasoning_models=REASONING_MODELS,
     reasoning_replay=ReasoningReplay.NONE,
     error_messages=OPENAI_ERROR_MESSAGES,
     error_types=OPENAI_ERROR_TYPES,

@@ -47,6 +47,9 @@ class ChatDialect:
     max_tokens_field: str = "max_tokens"
     stream_usage_option: bool = True  # accepts stream_options.include_usage
     sends_reasoning_effort: bool = False
+    # model-name prefixes of reasoning models: they take reasoning_effort and refuse sampling
+    # parameters; other models get temperature/top_p and no effort
+    reasoning_models: tuple[str, ...] = ()
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     tool_message_name: bool = False  # tool messages carry the function name
     user_images: bool = True  # accepts image_url parts (text-only APIs refuse them)
@@ -127,14 +130,16 @@ class ChatEncoder:
             body["parallel_tool_calls"] = request.parallel_tool_calls
         if request.max_tokens is not None:
             body[d.max_tokens_field] = request.max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
+        reasoning_model = target.model.startswith(d.reasoning_models) if d.reasoning_models else False
+        if not reasoning_model:  # reasoning models refuse sampling parameters
+            if request.temperature is not None:
+                body["temperature"] = request.temperature
+            if request.top_p is not None:
+                body["top_p"] = request.top_p
         if request.stop:
             body["stop"] = list(request.stop)
         effort = request.reasoning_effort or target.reasoning_effort
-        if d.sends_reasoning_effort and effort:
+        if d.sends_reasoning_effort and effort and reasoning_model:
             body["reasoning_effort"] = effort
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         if request.stream:

@@ -125,6 +125,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
         calls = delta.get("tool_calls")
         if calls:
             for call in calls:
+                if self.failed:
+                    return
                 self._tool_call(call, out)
 
     def _content_chunks(self, content: list[Any], out: list[Event]) -> None:
@@ -171,6 +173,11 @@ class ChatStreamDecoder(SSEStreamDecoder):
                 key = self._last_tool
         block = self._tools.get(key)
         if block is None:
+            if not function.get("name"):
+                # every dialect names the function in a call's first fragment; a nameless call
+                # would reach the client as a call to nothing
+                self._fail(out, ErrorCategory.PROTOCOL, f"tool call {key} started without a function name")
+                return
             self._close_text(out)
             self._close_reasoning(out)
             block = self._start(out, BlockKind.TOOL_CALL, call.get("id") or "", function.get("name") or "")

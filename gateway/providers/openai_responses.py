@@ -163,6 +163,11 @@ def _tool_choice(request: Request) -> str | dict[str, Any] | None:
     return choice.mode.value  # auto | none | required: the API's own words
 
 
+# OpenAI reasoning models (o-series, gpt-5 family): they take `reasoning` and return encrypted
+# reasoning items, and refuse temperature/top_p; other models are the other way round
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+
+
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
     items: list[dict[str, Any]] = []
     for message in request.messages:
@@ -170,25 +175,28 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             _assistant_items(message, target, items)
         else:
             _user_items(message, items)
+    if request.stop:
+        raise EncodeError("the Responses API takes no stop sequences")
+    reasoning_model = target.model.startswith(REASONING_MODELS)
     # stateless: nothing is stored upstream, so reasoning travels back as encrypted content
-    body: dict[str, Any] = {
-        "model": target.model,
-        "store": False,
-        "include": ["reasoning.encrypted_content"],
-    }
+    body: dict[str, Any] = {"model": target.model, "store": False}
+    if reasoning_model:
+        body["include"] = ["reasoning.encrypted_content"]
     if request.system:
         body["instructions"] = request.system
     body["input"] = items
     if request.tools:
         body["tools"] = [
+            # strict mode would make the API refuse ordinary JSON schemas; Chat semantics are loose
             {
                 "type": "function",
                 "name": t.name,
                 "description": t.description,
                 "parameters": dict(t.parameters),
+                "strict": False,
             }
             if t.description
-            else {"type": "function", "name": t.name, "parameters": dict(t.parameters)}
+            else {"type": "function", "name": t.name, "parameters": dict(t.parameters), "strict": False}
             for t in request.tools
         ]
         choice = _tool_choice(request)
@@ -197,12 +205,12 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
     effort = request.reasoning_effort or target.reasoning_effort
-    if effort:
+    if effort and reasoning_model:
         body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": "auto"}
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
     # reasoning models refuse sampling parameters ("Unsupported parameter: 'temperature'")
-    if not effort or effort == "none":
+    if not reasoning_model:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.top_p is not None:

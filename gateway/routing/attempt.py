@@ -55,7 +55,7 @@ async def run_attempt(
         async with asyncio.timeout(limit):
             await upstream.__aenter__()
             if upstream.status != 200:
-                body = await upstream.read(MAX_ERROR_BODY)
+                body = await upstream.read(MAX_ERROR_BODY, truncate=True)
                 return adapter.classify_error(upstream.status, upstream.headers, body)
             mapper = IdMapper(target)
             if not stream:

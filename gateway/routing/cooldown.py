@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
+
+from cachetools import LRUCache
 
 from gateway.config import CooldownConfig, GatewayConfig
 from gateway.transcript.events import RETRYABLE_CATEGORIES, ErrorCategory, UpstreamError
@@ -154,23 +156,35 @@ class Breaker:
         self.failures += failed
 
 
+# breakers kept for targets clients address directly ("<provider>/<model>"): the model name is
+# client input, so that map is bounded (least recently used go first)
+DIRECT_BREAKERS = 1024
+
+
 class HealthBook:
     """Every target's Breaker, created on first use with its provider's cooldown settings."""
 
     def __init__(self, config: GatewayConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
         self.clock = clock
+        self._configured = {(t.provider, t.model) for group in config.models.values() for t in group.targets}
         self._breakers: dict[TargetKey, Breaker] = {}
+        self._direct: LRUCache[TargetKey, Breaker] = LRUCache(maxsize=DIRECT_BREAKERS)
+
+    def _map(self, key: TargetKey) -> MutableMapping[TargetKey, Breaker]:
+        return self._breakers if key in self._configured else self._direct
 
     def breaker(self, target: Target) -> Breaker:
         key = target_key(target)
-        found = self._breakers.get(key)
+        book = self._map(key)
+        found = book.get(key)
         if found is None:
-            found = self._breakers[key] = Breaker(self._config.providers[target.provider].cooldown)
+            found = book[key] = Breaker(self._config.providers[target.provider].cooldown)
         return found
 
     def available(self, target: Target) -> bool:
-        breaker = self._breakers.get(target_key(target))
+        key = target_key(target)
+        breaker = self._map(key).get(key)
         return breaker is None or breaker.available(self.clock())
 
     def acquire(self, target: Target) -> Ticket | None:
@@ -190,7 +204,8 @@ class HealthBook:
     def available_in(self, target: Target) -> float:
         """Seconds until the target can take traffic again (0 when it can now). A half-open
         target whose probe is in flight counts as blocked for its next cooldown step."""
-        breaker = self._breakers.get(target_key(target))
+        key = target_key(target)
+        breaker = self._map(key).get(key)
         if breaker is None:
             return 0.0
         now = self.clock()
@@ -202,9 +217,10 @@ class HealthBook:
 
     def rate_limited(self, target: Target) -> bool:
         """Blocked because the provider said "too many requests" (429 / quota)."""
-        breaker = self._breakers.get(target_key(target))
+        key = target_key(target)
+        breaker = self._map(key).get(key)
         return breaker is not None and breaker.reason in RATE_LIMITED_CATEGORIES
 
     def is_available(self, provider: str, model: str) -> bool:
-        breaker = self._breakers.get((provider, model))
+        breaker = self._map((provider, model)).get((provider, model))
         return breaker is None or breaker.available(self.clock())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -46,6 +47,9 @@ __all__ = [
     "failure_class",
     "mint_tool_call_id",
 ]
+
+
+log = logging.getLogger("gateway")
 
 
 class Failure(enum.Enum):
@@ -284,6 +288,13 @@ class Engine:
             return UpstreamError(
                 ErrorCategory.INVALID_REQUEST,
                 f"cannot encode for {target.provider}: {exc}",
+                type="encode_error",
+            )
+        except Exception:  # an encoder bug must not become a 500: another target may serve
+            log.exception("encoding for %s failed", target.provider)
+            return UpstreamError(
+                ErrorCategory.INVALID_REQUEST,
+                f"cannot encode for {target.provider}: internal encoder error",
                 type="encode_error",
             )
         return await run_attempt(

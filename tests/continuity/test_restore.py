@@ -17,9 +17,9 @@ def test_codec_round_trips_blocks_with_meta_and_rejects_garbage():
 
 
 def test_keys_are_call_ids_for_tool_turns_and_session_text_hash_otherwise():
-    assert turn_keys(TURN, "s") == [call_key("call_A")]
-    assert turn_keys((Text("  Hello   world "),), "s") == [text_key("s", "Hello world")]
-    assert turn_keys((Reasoning("only thinking"),), "s") == []
+    assert turn_keys(TURN, "s", 0) == [call_key("call_A")]
+    assert turn_keys((Text("  Hello   world "),), "s", 2) == [text_key("s", 2, "Hello world")]
+    assert turn_keys((Reasoning("only thinking"),), "s", 0) == []
 
 
 def _request(assistant_blocks) -> Request:
@@ -63,7 +63,27 @@ def test_text_only_turns_are_found_by_session_and_text():
     request = Request(
         "m", (Message(Role.USER, (Text("hi"),)), Message(Role.ASSISTANT, (Text("Hello there "),)))
     )
-    key = text_key("sess", "Hello there")
+    key = text_key("sess", 0, "Hello there")
     assert lookup_keys(request, "sess") == [key]
     assert restore(request, {key: encode_turn(stored)}, "sess")[0].messages[1].blocks == stored
     assert restore(request, {key: encode_turn(stored)}, "other-session")[0] is request
+
+
+def test_the_same_reply_twice_gets_each_turns_own_tokens():
+    first = (Reasoning("one", SIG), Text("Sure."))
+    second = (Reasoning("two", SIG), Text("Sure."))
+    user = Message(Role.USER, (Text("again"),))
+    request = Request(
+        "m",
+        (
+            user,
+            Message(Role.ASSISTANT, (Text("Sure."),)),
+            user,
+            Message(Role.ASSISTANT, (Text("Sure."),)),
+            user,
+        ),
+    )
+    records = {text_key("s", 0, "Sure."): encode_turn(first), text_key("s", 1, "Sure."): encode_turn(second)}
+    restored, repairs = restore(request, records, "s")
+    assert restored.messages[1].blocks == first and restored.messages[3].blocks == second
+    assert len(repairs) == 2

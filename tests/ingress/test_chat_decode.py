@@ -5,12 +5,18 @@ import pytest
 from gateway.ingress.chat_decode import DecodeStats, decode_request
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.transcript.model import Image, Reasoning, Role, Text, ToolCall, ToolChoiceMode, ToolResult
+from gateway.transcript.seal import Sealer
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+SEALER = Sealer(b"test-secret")
+
+
+def decode(body, stats=None):
+    return decode_request(body, SEALER, stats)
 
 
 def test_a_full_request_decodes_into_the_canonical_transcript():
-    req = decode_request(
+    req = decode(
         {
             "model": "smart",
             "messages": [
@@ -93,7 +99,7 @@ def test_a_full_request_decodes_into_the_canonical_transcript():
 )
 def test_bad_input_is_a_400_naming_the_json_path(body, param):
     with pytest.raises(ClientError) as info:
-        decode_request(body)
+        decode(body)
     assert info.value.status == 400
     assert info.value.param is not None and info.value.param.startswith(param)
     assert info.value.body()["error"]["type"] == "invalid_request_error"
@@ -101,7 +107,7 @@ def test_bad_input_is_a_400_naming_the_json_path(body, param):
 
 def test_unparseable_echoed_tokens_are_counted():
     stats = DecodeStats()
-    decode_request(
+    decode(
         {
             "model": "m",
             "messages": [
@@ -142,7 +148,7 @@ def test_json_depth_and_syntax_limits():
 )
 def test_parameters_the_gateway_cannot_honour_are_refused_by_name(field, value):
     with pytest.raises(ClientError) as info:
-        decode_request({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})
+        decode({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})
     assert info.value.status == 400 and info.value.param == field
     assert info.value.code == "unsupported_parameter"
 
@@ -158,4 +164,4 @@ def test_parameters_the_gateway_cannot_honour_are_refused_by_name(field, value):
     ],
 )
 def test_harmless_values_pass(field, value):
-    decode_request({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})
+    decode({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})

@@ -8,10 +8,16 @@ from gateway.ingress.chat_decode import DecodeStats, decode_request
 from gateway.providers import get_adapter
 from gateway.repair import prepare
 from gateway.transcript.model import ANY_ISSUER, Reasoning, ToolCall
+from gateway.transcript.seal import Sealer
 from gateway.transcript.target import Target
 
 CLAUDE = Target("claude", "anthropic", "claude-sonnet-4-5", "http://sim", thinking_budget=2048)
 GEMINI = Target("gem", "gemini", "gemini-3-pro-preview", "http://sim")
+SEALER = Sealer(b"test-secret")
+
+
+def decode(body, stats=None):
+    return decode_request(body, SEALER, stats)
 
 
 def _request(assistant: dict) -> dict:
@@ -30,7 +36,7 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", 
 
 def test_litellm_thinking_blocks_become_anthropic_thinking_on_the_wire():
     stats = DecodeStats()
-    request = decode_request(
+    request = decode(
         _request(
             {
                 "tool_calls": [CALL],
@@ -61,7 +67,7 @@ def test_gemini_thought_signatures_in_both_echo_formats_reach_gemini_and_nobody_
         {"provider_specific_fields": {"thought_signature": "TS1"}},
         {"extra_content": {"google": {"thought_signature": "TS1"}}},
     ):
-        request = decode_request(_request({"tool_calls": [{**CALL, **carrier}]}))
+        request = decode(_request({"tool_calls": [{**CALL, **carrier}]}))
         adapter = get_adapter("gemini")
         body = orjson.loads(
             adapter.encode_request(prepare(request, GEMINI, adapter.capabilities).request, GEMINI, "k").body
@@ -75,7 +81,7 @@ def test_gemini_thought_signatures_in_both_echo_formats_reach_gemini_and_nobody_
 
 def test_an_unusable_echoed_signature_is_counted_not_forwarded():
     stats = DecodeStats()
-    request = decode_request(
+    request = decode(
         _request({"tool_calls": [{**CALL, "provider_specific_fields": {"thought_signature": 42}}]}), stats
     )
     assert stats.ignored_tokens == 1

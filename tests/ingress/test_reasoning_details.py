@@ -5,6 +5,9 @@ from hypothesis import strategies as st
 
 from gateway.ingress.reasoning_details import assistant_blocks, encode_details
 from gateway.transcript.model import Continuity, Reasoning, Text, ToolCall
+from gateway.transcript.seal import Sealer
+
+SEALER = Sealer(b"test-secret")
 
 
 def meta(kind: str, **data) -> Continuity:
@@ -15,7 +18,7 @@ def roundtrip(blocks):
     text = "".join(b.text for b in blocks if type(b) is Text)
     calls = [ToolCall(b.id, b.name, b.arguments) for b in blocks if type(b) is ToolCall]
     reasoning = "".join(b.text for b in blocks if type(b) is Reasoning) or None
-    return assistant_blocks(text, calls, reasoning, encode_details(blocks))
+    return assistant_blocks(text, calls, reasoning, encode_details(blocks, SEALER), SEALER)
 
 
 def test_anthropic_style_turn_comes_back_in_order_with_its_tokens():
@@ -49,13 +52,14 @@ def test_unparseable_tokens_are_ignored_and_counted():
             {"type": "reasoning.encrypted", "data": "gw1.!!!", "index": 1},
             {"type": "something.else"},
         ],
+        SEALER,
     )
     assert ignored == 3
     assert blocks == (Reasoning("t", None), Text("hi"))
 
 
 def test_plain_reasoning_content_without_details_is_unowned_reasoning():
-    blocks, ignored = assistant_blocks("answer", [], "thoughts", None)
+    blocks, ignored = assistant_blocks("answer", [], "thoughts", None, SEALER)
     assert blocks == (Reasoning("thoughts", None), Text("answer")) and ignored == 0
 
 
@@ -73,3 +77,14 @@ def test_reasoning_then_text_then_calls_always_round_trips(reasoning, text, name
         + tuple(ToolCall(f"call_{i}", n, "{}") for i, n in enumerate(names))
     )
     assert roundtrip(blocks)[0] == blocks
+
+
+def test_a_forged_or_foreign_sealed_blob_is_refused():
+    meta = Continuity("claude", "claude", "anthropic", "m", {"signature": "real"})
+    blob = SEALER.seal(meta)
+    assert SEALER.unseal(blob) == meta
+    assert Sealer(b"another-deployment").unseal(blob) is None
+    forged = Sealer(b"attacker").seal(Continuity("x", "*", "openai_responses", "*", {"summary": 5}))
+    assert SEALER.unseal(forged) is None
+    tampered = blob[:-4] + ("AAAA" if not blob.endswith("AAAA") else "BBBB")
+    assert SEALER.unseal(tampered) is None

@@ -696,3 +696,11 @@ def test_adapter_surface() -> None:
     assert ADAPTER.capabilities.signed_thinking_for_tool_loop and ADAPTER.capabilities.reasoning_replay
     assert isinstance(ADAPTER.stream_decoder(TARGET), anthropic.AnthropicStreamDecoder)
     assert isinstance(feed(ADAPTER.stream_decoder(TARGET), b"")[0], StreamError)
+
+
+def test_temperature_wins_over_top_p_which_claude_refuses_together():
+    hi = (Message(Role.USER, (Text("hi"),)),)
+    _, _, both = encode(Request("m", hi, temperature=0.3, top_p=0.9))
+    assert both["temperature"] == 0.3 and "top_p" not in both
+    _, _, only_top_p = encode(Request("m", hi, top_p=0.9))
+    assert only_top_p["top_p"] == 0.9 and "temperature" not in only_top_p

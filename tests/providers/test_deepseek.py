@@ -30,7 +30,9 @@ from tests.providers.test_openai_compat import (
 def test_deepseek_body_uses_max_tokens_and_stream_options() -> None:
     _, _, body = encode(
         "deepseek",
-        Request(model="m", messages=conversation(image=False), stream=True, max_tokens=99, reasoning_effort="high"),
+        Request(
+            model="m", messages=conversation(image=False), stream=True, max_tokens=99, reasoning_effort="high"
+        ),
     )
     assert body["max_tokens"] == 99 and "max_completion_tokens" not in body
     assert body["stream_options"] == {"include_usage": True}

@@ -682,3 +682,24 @@ def test_status_strings_and_fallbacks() -> None:
     )
     assert other.category is ErrorCategory.INVALID_REQUEST
     assert ADAPTER.classify_error(500, {}, b"upstream connect error").category is ErrorCategory.SERVER
+
+
+def test_tool_config_is_only_sent_with_function_declarations() -> None:
+    hi = (Message(Role.USER, (Text("hi"),)),)
+    _, _, body = encode(Request(model="m", messages=hi, tool_choice=ToolChoice(ToolChoiceMode.NONE)))
+    assert "toolConfig" not in body and "tools" not in body
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "expected"),
+    [
+        ("gemini-3-pro-preview", None, {"thinkingBudget": 2048, "includeThoughts": True}),
+        ("gemini-3-pro-preview", "high", {"thinkingLevel": "high", "includeThoughts": True}),
+        ("gemini-2.5-flash", "none", {"thinkingBudget": 0, "includeThoughts": False}),
+        ("gemini-2.5-pro", "none", {"thinkingBudget": 128, "includeThoughts": True}),
+    ],
+)
+def test_a_client_effort_overrides_the_target_budget(model, effort, expected) -> None:
+    request = Request(model="m", messages=(Message(Role.USER, (Text("hi"),)),), reasoning_effort=effort)
+    _, _, body = encode(request, target(model, thinking_budget=2048))
+    assert body["generationConfig"]["thinkingConfig"] == expected

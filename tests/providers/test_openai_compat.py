@@ -502,8 +502,6 @@ def test_openai_chat_body_shape() -> None:
         "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
         "parallel_tool_calls": True,
         "max_completion_tokens": 256,
-        "temperature": 0.2,
-        "top_p": 0.9,
         "stop": ["END"],
         "reasoning_effort": "low",
         "stream": True,
@@ -512,7 +510,7 @@ def test_openai_chat_body_shape() -> None:
 
 
 def test_openai_chat_client_effort_overrides_target_and_non_stream_has_no_stream_keys() -> None:
-    tgt = target("openai_chat", reasoning_effort="low")
+    tgt = target("openai_chat", "o3", reasoning_effort="low")
     request = Request(model="m", messages=conversation(), reasoning_effort="high")
     _, _, body = encode("openai_chat", request, tgt)
     assert body["reasoning_effort"] == "high"
@@ -640,3 +638,12 @@ def test_pairing_text_on_a_5xx_is_not_a_pairing_error() -> None:
         "Invalid parameter: 'tool_call_id' of 'call_X' not found in 'tool_calls' of previous message."
     )
     assert classify("openai_chat", 500, body).category is ErrorCategory.SERVER
+
+
+def test_openai_chat_sampling_goes_to_chat_models_and_effort_to_reasoning_models() -> None:
+    request = Request(model="m", messages=conversation(), temperature=0.2, top_p=0.9, reasoning_effort="high")
+    _, _, chat = encode("openai_chat", request, target("openai_chat", "gpt-4.1"))
+    assert (chat["temperature"], chat["top_p"]) == (0.2, 0.9) and "reasoning_effort" not in chat
+    _, _, reasoning = encode("openai_chat", request, target("openai_chat", "gpt-5-mini"))
+    assert "temperature" not in reasoning and "top_p" not in reasoning
+    assert reasoning["reasoning_effort"] == "high"

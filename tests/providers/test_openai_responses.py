@@ -507,15 +507,14 @@ def test_encode_full_conversation_body() -> None:
                 "name": "get_weather",
                 "description": "Current weather",
                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                "strict": False,
             }
         ],
         "tool_choice": "required",
         "parallel_tool_calls": False,
         "max_output_tokens": 500,
-        "temperature": 0.3,
-        "top_p": 0.9,
         "stream": True,
-    }
+    }, "gpt-5 is a reasoning model: temperature/top_p are not sent"
 
 
 def input_calls(body: dict) -> list[dict]:
@@ -770,13 +769,20 @@ def test_adapter_surface() -> None:
     )
 
 
-def test_sampling_parameters_are_left_out_when_reasoning_is_on():
-    target = Target("openai", "openai_responses", "gpt-5.1", "http://sim/v1")
-    request = Request("m", (Message(Role.USER, (Text("hi"),)),), temperature=0.2, top_p=0.5)
-    plain = orjson.loads(ADAPTER.encode_request(request, target, "k").body)
-    assert (plain["temperature"], plain["top_p"]) == (0.2, 0.5)
-    reasoning = orjson.loads(
-        ADAPTER.encode_request(replace(request, reasoning_effort="high"), target, "k").body
+def test_reasoning_models_get_reasoning_and_no_sampling_and_others_the_reverse():
+    request = Request(
+        "m", (Message(Role.USER, (Text("hi"),)),), temperature=0.2, top_p=0.5, reasoning_effort="high"
     )
+    plain = orjson.loads(ADAPTER.encode_request(request, replace(TARGET, model="gpt-4.1"), "k").body)
+    assert (plain["temperature"], plain["top_p"]) == (0.2, 0.5)
+    assert "reasoning" not in plain and "include" not in plain
+    reasoning = orjson.loads(ADAPTER.encode_request(request, replace(TARGET, model="gpt-5.1"), "k").body)
     assert "temperature" not in reasoning and "top_p" not in reasoning
     assert reasoning["reasoning"] == {"effort": "high", "summary": "auto"}
+    assert reasoning["include"] == ["reasoning.encrypted_content"]
+
+
+def test_stop_sequences_cannot_be_expressed_and_say_so():
+    request = Request("m", (Message(Role.USER, (Text("hi"),)),), stop=("END",))
+    with pytest.raises(EncodeError, match="no stop sequences"):
+        ADAPTER.encode_request(request, TARGET, "k")

@@ -192,3 +192,23 @@ def test_health_book_keys_targets_by_provider_and_model():
     assert book.available_in(a) == 2.0, "a probe is in flight: blocked for another cooldown step"
     book.record(a, probe, None)
     assert book.available(a) and book.available_in(a) == 0.0
+
+
+def test_breakers_for_client_chosen_direct_addresses_are_bounded():
+    from gateway.config import config_from_dict
+    from gateway.routing.cooldown import DIRECT_BREAKERS, HealthBook
+    from gateway.transcript.target import Target
+
+    config = config_from_dict(
+        {
+            "providers": {"p": {"kind": "openai_chat", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "K"}},
+            "models": {"g": {"targets": [{"provider": "p", "model": "configured"}]}},
+        }
+    )
+    book = HealthBook(config)
+    configured = Target("p", "openai_chat", "configured", "http://127.0.0.1:1/v1")
+    book.breaker(configured).consecutive = 3
+    for i in range(DIRECT_BREAKERS * 3):
+        book.breaker(Target("p", "openai_chat", f"made-up-{i}", "http://127.0.0.1:1/v1"))
+    assert len(book._direct) == DIRECT_BREAKERS
+    assert book.breaker(configured).consecutive == 3, "configured targets are never evicted"

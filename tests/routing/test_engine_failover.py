@@ -239,3 +239,14 @@ async def test_the_total_timeout_ends_a_long_answer(hub):
     assert got.text and got.text != ANSWER
     assert got.error is not None and got.error.error.category is ErrorCategory.TIMEOUT
     await eventually(lambda: hub.states["openai_chat"].cancelled_requests == 1)
+
+
+async def test_a_huge_error_body_is_classified_by_its_beginning(hub):
+    """A 429 whose body is larger than the error-body limit is still a rate limit with its
+    Retry-After, not a protocol failure."""
+    hub.states["openai_chat"].push(Fault(status=429, message="slow down " * 40_000, retry_after=7))
+    async with engine_for(hub, {"solo": group("openai-chat")}, FakeTime()) as engine:
+        with pytest.raises(AllTargetsFailed) as info:
+            await engine.open(ask("solo"), engine.router.plan("solo"))
+    first = info.value.attempts[0].error
+    assert (first.category, first.status, first.retry_after) == (ErrorCategory.RATE_LIMIT, 429, 7.0)
