@@ -21,6 +21,7 @@ from gateway.transcript.events import (
     StreamError,
     UpstreamError,
 )
+from gateway.transcript.model import StopReason
 from gateway.transcript.target import Target
 from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
 
@@ -77,6 +78,8 @@ async def run_attempt(
                             # an error before any content: nothing was shown, try elsewhere
                             return event.error
                         ended = True  # content and the error in one chunk: the answer ends here
+                    elif not committed and _error_finish(event):
+                        return _empty_error_answer(target)
                     event = mapper(event)
                     buffered.append(event)
                     committed = committed or commits(event)
@@ -115,4 +118,20 @@ def _whole(
     for event in events:
         if type(event) is StreamError:
             return event.error
+    if any(_error_finish(e) for e in events) and not any(commits(e) for e in events if type(e) is not Finish):
+        return _empty_error_answer(target)
     return Answer(target, prepared, events)
+
+
+def _error_finish(event: Event) -> bool:
+    return type(event) is Finish and event.stop_reason is StopReason.ERROR
+
+
+def _empty_error_answer(target: Target) -> UpstreamError:
+    # e.g. Gemini MALFORMED_FUNCTION_CALL / OTHER, chat finish_reason "error": nothing to show, and
+    # another target (or a retry) may well answer
+    return UpstreamError(
+        ErrorCategory.SERVER,
+        f"{target.provider} ended its answer with an error before any content",
+        type="error_finish",
+    )

@@ -21,6 +21,25 @@ CHUNKS = [
 ]
 
 
+GOOD = [CHUNKS[0], CHUNKS[1], CHUNKS[3], CHUNKS[4]]
+GEMINI_ERROR_FINISH = (
+    b'data: {"candidates":[{"content":{"parts":[],"role":"model"},"finishReason":"MALFORMED_FUNCTION_CALL",'
+    b'"index":0}],"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3}}\r\n\r\n'
+)
+
+
+def _streamer(chunks: list[bytes]):
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        return response
+
+    return handler
+
+
 async def _broken(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -35,6 +54,8 @@ async def _broken(request: web.Request) -> web.StreamResponse:
 async def gateway():
     upstream = web.Application()
     upstream.router.add_post("/v1/chat/completions", _broken)
+    upstream.router.add_post("/good/v1/chat/completions", _streamer(GOOD))
+    upstream.router.add_post("/gem/v1beta/models/{rest}", _streamer([GEMINI_ERROR_FINISH]))
     up_runner = web.AppRunner(upstream)
     await up_runner.setup()
     up_port, gw_port = free_port(), free_port()
@@ -43,13 +64,22 @@ async def gateway():
         {
             "server": {"port": gw_port},
             "providers": {
-                "bad": {
-                    "kind": "openai_chat",
-                    "base_url": f"http://127.0.0.1:{up_port}/v1",
-                    "api_key_env": "K",
-                }
+                name: {"kind": kind, "base_url": f"http://127.0.0.1:{up_port}{path}", "api_key_env": "K"}
+                for name, kind, path in (
+                    ("bad", "openai_chat", "/v1"),
+                    ("good", "openai_chat", "/good/v1"),
+                    ("gem", "gemini", "/gem"),
+                )
             },
-            "models": {"bad": {"targets": [{"provider": "bad", "model": "m"}]}},
+            "models": {
+                "bad": {"targets": [{"provider": "bad", "model": "m"}]},
+                "gem-first": {
+                    "targets": [
+                        {"provider": "gem", "model": "gemini-3-pro-preview"},
+                        {"provider": "good", "model": "m"},
+                    ]
+                },
+            },
         }
     )
     runner = web.AppRunner(create_app(config, {"K": "key"}), handler_cancellation=True)
@@ -80,3 +110,15 @@ async def test_a_stream_broken_after_the_commit_point_ends_with_one_error_event(
     with pytest.raises(openai.APIError):
         async for _ in again:
             pass
+
+
+async def test_an_answer_that_ends_in_an_error_before_any_content_fails_over(gateway):
+    raw = await gateway.chat.completions.with_raw_response.create(
+        model="gem-first", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    text = []
+    async for chunk in raw.parse():
+        for choice in chunk.choices:
+            text.append(choice.delta.content or "")
+    assert "".join(text) == "Hi there"
+    assert (raw.headers["x-gateway-provider"], raw.headers["x-gateway-attempts"]) == ("good", "2")
