@@ -26,10 +26,10 @@ from gateway.simulators.anthropic_rules import (
 )
 from gateway.simulators.base import (
     Fault,
-    RecordedRequest,
     Rejection,
     Reply,
     SimulatorState,
+    intake,
     json_response,
     reset_connection,
     split_text,
@@ -108,24 +108,13 @@ def _precheck(state: SimulatorState, headers: Mapping[str, str], body: Any) -> R
 
 async def _messages(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
-    raw = await request.read()
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        body = None
-    rejection = _precheck(state, request.headers, body)
-    verified = 0
-    if rejection is None:
-        model = body.get("model") if isinstance(body, dict) else None
-        rejection, verified = check(state, body, model if isinstance(model, str) else "")
-    state.requests.append(RecordedRequest(request.path, request.headers.copy(), body, rejection))
+    body, raw_len, rejection = await intake(request, state, _precheck, check)
     if rejection is not None:
         return _error_response(rejection.status, rejection.type, rejection.message)
-    state.verified_tokens += verified
     item = state.next_item(body)
     if isinstance(item, Fault):
-        return await _inject(request, state, body, len(raw), item)
-    return await _answer(request, state, body, len(raw), item, None)
+        return await _inject(request, state, body, raw_len, item)
+    return await _answer(request, state, body, raw_len, item, None)
 
 
 async def _inject(

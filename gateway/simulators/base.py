@@ -164,6 +164,31 @@ async def read_json(request: web.Request) -> Any:
         return None
 
 
+Precheck = Callable[[SimulatorState, Mapping[str, str], Any], "Rejection | None"]
+Check = Callable[[SimulatorState, Any, str], "tuple[Rejection | None, int]"]
+
+
+async def intake(
+    request: web.Request, state: SimulatorState, precheck: Precheck, check: Check
+) -> tuple[Any, int, Rejection | None]:
+    """Read, parse, validate and record one request: (body, raw size, rejection). Tokens that
+    verified are counted only for an accepted request."""
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = None
+    rejection = precheck(state, request.headers, body)
+    verified = 0
+    if rejection is None:
+        model = body.get("model") if isinstance(body, dict) else None
+        rejection, verified = check(state, body, model if isinstance(model, str) else "")
+    state.requests.append(RecordedRequest(request.path, request.headers.copy(), body, rejection))
+    if rejection is None:
+        state.verified_tokens += verified
+    return body, len(raw), rejection
+
+
 def split_text(text: str, size: int) -> list[str]:
     size = max(1, size)
     return [text[i : i + size] for i in range(0, len(text), size)] if text else []

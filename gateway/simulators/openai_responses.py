@@ -13,15 +13,14 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from gateway.simulators.base import (
     Fault,
-    RecordedRequest,
     Rejection,
     Reply,
     SimulatorState,
+    intake,
     json_response,
     reset_connection,
     stream_sse,
@@ -131,26 +130,15 @@ def _precheck(state: SimulatorState, headers: Mapping[str, str], body: Any) -> R
 
 async def _responses(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
-    raw = await request.read()
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        body = None
-    rejection = _precheck(state, request.headers, body)
-    verified = 0
-    if rejection is None:
-        model = body.get("model") if isinstance(body, dict) else None
-        rejection, verified = check(state, body, model if isinstance(model, str) else "")
-    state.requests.append(RecordedRequest(request.path, request.headers.copy(), body, rejection))
+    body, raw_len, rejection = await intake(request, state, _precheck, check)
     if rejection is not None:
         return _error_response(
             rejection.status, _error_body(rejection.type, rejection.code, rejection.message, rejection.param)
         )
-    state.verified_tokens += verified
     item = state.next_item(body)
     if isinstance(item, Fault):
-        return await _inject(request, state, body, len(raw), item)
-    return await _answer(request, state, body, len(raw), item, None)
+        return await _inject(request, state, body, raw_len, item)
+    return await _answer(request, state, body, raw_len, item, None)
 
 
 async def _inject(
