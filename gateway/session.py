@@ -14,12 +14,13 @@ def valid_session_id(value: str) -> bool:
     return _VALID.fullmatch(value) is not None
 
 
-def derive_session_key(request: Request) -> str:
-    """Deterministic from the system prompt and the first user message, so every turn of one
-    conversation maps to the same key without any client cooperation."""
+def derive_session_key(request: Request, preamble: str) -> str:
+    """Deterministic from the system prompt that opens the conversation (`preamble`: system
+    messages later on, such as per-turn reminders, do not count) and the first user message, so
+    every turn of one conversation maps to the same key without any client cooperation."""
     first_user = next((m for m in request.messages if m.role is Role.USER), None)
     h = hashlib.sha256()
-    h.update(request.system.encode())
+    h.update(preamble.encode())
     h.update(b"\x00")
     if first_user is not None:
         h.update(first_user.text().encode())

@@ -88,7 +88,7 @@ async def _handle(
         raise ClientError(
             400, "X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]", param="X-Session-Id"
         )
-    session = session or derive_session_key(canonical)
+    session = session or derive_session_key(canonical, stats.preamble)
     record.session = session
     canonical, restored = await restore_continuity(state, canonical, session)
 

@@ -29,12 +29,15 @@ from gateway.transcript.seal import Sealer
 
 
 class DecodeStats:
-    """What decoding noticed that the metrics should count (unparseable echoed tokens)."""
+    """What decoding noticed beyond the transcript: unparseable echoed tokens (counted), and the
+    system text that stands before the conversation (the stable part a session key is derived
+    from; system messages later in the conversation are often per-turn reminders)."""
 
-    __slots__ = ("ignored_tokens",)
+    __slots__ = ("ignored_tokens", "preamble")
 
     def __init__(self) -> None:
         self.ignored_tokens = 0
+        self.preamble = ""
 
 
 def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) -> Request:
@@ -57,6 +60,8 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
         where = f"messages[{i}]"
         if isinstance(msg, w.SystemMessage):
             system.append(_plain_text(msg.content, f"{where}.content"))
+            if not messages:
+                stats.preamble = "\n\n".join(s for s in system if s)
         elif isinstance(msg, w.UserMessage):
             messages.append(Message(Role.USER, _user_blocks(msg.content, f"{where}.content")))
         elif isinstance(msg, w.AssistantMessage):

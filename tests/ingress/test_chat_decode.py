@@ -165,3 +165,20 @@ def test_parameters_the_gateway_cannot_honour_are_refused_by_name(field, value):
 )
 def test_harmless_values_pass(field, value):
     decode({"model": "m", "messages": [{"role": "user", "content": "x"}], field: value})
+
+
+def test_the_session_preamble_is_the_system_text_before_the_conversation():
+    from gateway.session import derive_session_key
+
+    base = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "hi"}]
+    later = base + [{"role": "assistant", "content": "hello"}, {"role": "system", "content": "3 steps left"}]
+    keys = []
+    for messages in (base, later):
+        stats = DecodeStats()
+        request = decode({"model": "m", "messages": messages}, stats)
+        assert stats.preamble == "You are helpful."
+        keys.append(derive_session_key(request, stats.preamble))
+    assert keys[0] == keys[1], "a mid-conversation system reminder does not start a new session"
+    stats = DecodeStats()
+    other = decode({"model": "m", "messages": [{"role": "system", "content": "Other."}, base[1]]}, stats)
+    assert derive_session_key(other, stats.preamble) != keys[0]

@@ -201,7 +201,9 @@ def test_breakers_for_client_chosen_direct_addresses_are_bounded():
 
     config = config_from_dict(
         {
-            "providers": {"p": {"kind": "openai_chat", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "K"}},
+            "providers": {
+                "p": {"kind": "openai_chat", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "K"}
+            },
             "models": {"g": {"targets": [{"provider": "p", "model": "configured"}]}},
         }
     )
