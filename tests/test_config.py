@@ -779,3 +779,19 @@ def test_describe_round_trips_routing_options() -> None:
     assert "[models.smart.retry]\nmax_retries = 0\n" in text
     assert "[models.smart.timeouts]\nfirst_token_seconds = 4.0\n" in text
     assert config_from_dict(tomllib.loads(text)) == config
+
+
+def test_the_continuity_secret_is_read_from_its_env_var_and_must_be_set_when_named():
+    from gateway.config import resolve_continuity_secret, secret_values
+
+    data = {
+        "server": {"continuity_secret_env": "GW_SECRET"},
+        "providers": {"p": {"kind": "openai_chat", "base_url": "http://x/v1", "api_key_env": "K"}},
+    }
+    config = config_from_dict(data)
+    assert resolve_continuity_secret(config, {"GW_SECRET": "s3cret"}) == b"s3cret"
+    assert "s3cret" in secret_values(config, {"GW_SECRET": "s3cret", "K": "k"})
+    with pytest.raises(ConfigError, match="server.continuity_secret_env: environment variable GW_SECRET is not set"):
+        resolve_continuity_secret(config, {})
+    del data["server"]
+    assert resolve_continuity_secret(config_from_dict(data), {}) is None
