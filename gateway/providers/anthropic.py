@@ -32,7 +32,7 @@ from gateway.transcript.model import (
     ToolChoiceMode,
     ToolResult,
 )
-from gateway.transcript.target import Capabilities, Target, ToolIdRule
+from gateway.transcript.target import Capabilities, Target, ToolIdRule, thinking_requested
 
 KIND = "anthropic"
 API_VERSION = "2023-06-01"
@@ -81,10 +81,10 @@ def thinking_budget(request: Request, target: Target) -> int | None:
     """Budget tokens for this request: a client's effort overrides the target's budget, and
     effort "none" turns thinking off."""
     effort = request.reasoning_effort
-    if effort is None:
-        return target.thinking_budget or None
-    if effort == "none":
+    if not thinking_requested(effort, target.thinking_budget):
         return None
+    if effort is None:
+        return target.thinking_budget
     budget = EFFORT_BUDGETS.get(effort)
     if budget is None:
         raise EncodeError(f"unknown reasoning_effort {effort!r}")

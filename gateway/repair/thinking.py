@@ -16,17 +16,11 @@ from __future__ import annotations
 from gateway.repair.reasoning_placement import retire_at
 from gateway.repair.report import Repair
 from gateway.transcript.model import Message, Reasoning, Request, Role, ToolChoice, ToolChoiceMode, ToolResult
-from gateway.transcript.target import Capabilities, Target
-
-EFFORT_OFF = "none"
+from gateway.transcript.target import EFFORT_OFF, Capabilities, Target, thinking_requested
 
 
 def thinking_on(effort: str | None, target: Target) -> bool:
-    """Mirrors the Anthropic adapter's `thinking_budget`: a client's effort overrides the
-    target's budget, and effort "none" turns thinking off."""
-    if effort is None:
-        return bool(target.thinking_budget)
-    return effort != EFFORT_OFF
+    return thinking_requested(effort, target.thinking_budget)
 
 
 def loop_opener(messages: tuple[Message, ...]) -> int | None:

@@ -61,6 +61,27 @@ class ChatRendering:
     reasoning_close: dict | None = None  # delta that ends the reasoning (Mistral's empty thinking chunk)
 
 
+def reasoning_content_message(
+    text: str, reasoning: str, calls: list[RenderedCall], is_thinking: bool
+) -> dict:
+    """A non-streamed assistant message of the reasoning_content dialects (DeepSeek, Kimi): the
+    reasoning travels beside the content, and tool calls keep their stream index."""
+    out: dict = {"role": "assistant", "content": text}
+    if is_thinking:
+        out["reasoning_content"] = reasoning
+    if calls:
+        out["tool_calls"] = [
+            {
+                "index": n,
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for n, c in enumerate(calls)
+        ]
+    return out
+
+
 def estimate_tokens(chars: int) -> int:
     return max(1, chars // 4)
 

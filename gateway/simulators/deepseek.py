@@ -116,23 +116,6 @@ def usage(u: cr.Usage) -> dict:
     }
 
 
-def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:
-    out: dict = {"role": "assistant", "content": text}
-    if is_thinking:
-        out["reasoning_content"] = reasoning
-    if calls:
-        out["tool_calls"] = [
-            {
-                "index": n,
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for n, c in enumerate(calls)
-        ]
-    return out
-
-
 FINGERPRINT = "fp_5im0d33p_prod0820_fp8_kvcache"
 
 DIALECT = cf.ChatDialect(
@@ -163,7 +146,7 @@ DIALECT = cf.ChatDialect(
             {"content": text, "reasoning_content": None} if t else {"content": text}
         ),
         finish_delta=lambda t: {"content": "", "reasoning_content": None} if t else {"content": ""},
-        message=message,
+        message=cr.reasoning_content_message,
         usage_placement="finish",
         chunk_extra={"system_fingerprint": FINGERPRINT},
         choice_extra={"logprobs": None},

@@ -28,7 +28,7 @@ from gateway.simulators.base import (
     stream_sse,
 )
 from gateway.simulators.gemini_render import ReplyRenderer, call_covers, signs, text_covers, thinking_config
-from gateway.simulators.gemini_schema import decode_bytes, parse
+from gateway.simulators.gemini_schema import PART_DATA, decode_bytes, parse
 
 INVALID = "INVALID_ARGUMENT"
 STATUS_NAMES = {
@@ -115,18 +115,7 @@ def _check_fields(req: dict, model: str) -> Rejection | None:
             return _field_error(f"contents[{i}].parts", "contents.parts must not be empty.")
         for j, part in enumerate(content["parts"]):
             path = f"contents[{i}].parts[{j}]"
-            if not any(
-                key in part
-                for key in (
-                    "text",
-                    "inlineData",
-                    "functionCall",
-                    "functionResponse",
-                    "fileData",
-                    "executableCode",
-                    "codeExecutionResult",
-                )
-            ):
+            if PART_DATA.isdisjoint(part):
                 return _field_error(
                     f"{path}.data", "required oneof field 'data' must have one initialized field"
                 )

@@ -128,23 +128,6 @@ def usage(u: cr.Usage) -> dict:
     }
 
 
-def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:
-    out: dict = {"role": "assistant", "content": text}
-    if is_thinking:
-        out["reasoning_content"] = reasoning
-    if calls:
-        out["tool_calls"] = [
-            {
-                "index": n,
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for n, c in enumerate(calls)
-        ]
-    return out
-
-
 DIALECT = cf.ChatDialect(
     kind="kimi",
     roles=("system", "user", "assistant", "tool"),
@@ -167,7 +150,7 @@ DIALECT = cf.ChatDialect(
         reasoning_delta=lambda text: {"reasoning_content": text},
         content_delta=lambda text, t: {"content": text},
         finish_delta=lambda t: {},
-        message=message,
+        message=cr.reasoning_content_message,
         usage_placement="choice",
     ),
 )

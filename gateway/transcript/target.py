@@ -59,6 +59,17 @@ class Capabilities:
     min_thinking_budget: int | None = None
 
 
+EFFORT_OFF = "none"
+
+
+def thinking_requested(effort: str | None, thinking_budget: int | None) -> bool:
+    """Whether a request thinks (DESIGN.md section 2): a client's reasoning_effort overrides the
+    target's budget, and effort "none" turns thinking off."""
+    if effort is None:
+        return bool(thinking_budget)
+    return effort != EFFORT_OFF
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     provider: str  # config entry name
