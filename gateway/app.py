@@ -13,8 +13,10 @@ from aiohttp import web
 from gateway import __version__
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
-from gateway.handlers import chat_completions
 from gateway.handlers.common import error_response
+from gateway.handlers.ingress import ingress_handler
+from gateway.ingress import chat
+from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
 from gateway.metrics import Metrics, RequestRecord
 from gateway.redaction import Redactor, secrets_redactor
@@ -37,9 +39,9 @@ log = logging.getLogger("gateway")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 USER_AGENT = f"llm-transcript-gateway/{__version__}"
 
-# The client-facing API: path -> (handler, the `ingress` label of its metrics)
-INGRESS_ROUTES: dict[str, tuple[Handler, str]] = {
-    "/v1/chat/completions": (chat_completions.chat_completions, chat_completions.INGRESS),
+# The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
+INGRESS_ROUTES: dict[str, IngressCodec] = {
+    "/v1/chat/completions": chat.CODEC,
 }
 
 
@@ -77,13 +79,13 @@ def _rejection_recorder(app: web.Application) -> Callable[[web.Request, ClientEr
     def account(request: web.Request, exc: ClientError, started: float) -> None:
         """A request refused before its handler (401, 413) still counts and gets its access line."""
         log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
-        route = INGRESS_ROUTES.get(request.path)
-        if route is None or request.method != "POST":
+        codec = INGRESS_ROUTES.get(request.path)
+        if codec is None or request.method != "POST":
             return
         state: GatewayState = app[GatewayState.KEY]
         state.observe(
             RequestRecord(
-                route[1],
+                codec.ingress,
                 request_id=uuid.uuid4().hex,
                 outcome="client_error",
                 status=exc.status,
@@ -159,8 +161,8 @@ def create_app(
             await session.close()
 
     app.cleanup_ctx.append(resources)
-    for path, (handler, _) in INGRESS_ROUTES.items():
-        app.router.add_post(path, handler)
+    for path, codec in INGRESS_ROUTES.items():
+        app.router.add_post(path, ingress_handler(codec))
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

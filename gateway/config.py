@@ -147,6 +147,12 @@ class ServerConfig(_Section):
     # env var holding the key that authenticates continuity data handed to clients
     # (reasoning_details); replicas behind one load balancer need the same value
     continuity_secret_env: EnvName | None = None
+    # the largest transcript one request may carry (400 beyond): messages, tool definitions, and
+    # content blocks over all messages; every pass is linear, these bound how long one request
+    # can hold the event loop
+    max_messages: int = Field(20000, gt=0)
+    max_tools: int = Field(2000, gt=0)
+    max_blocks: int = Field(200000, gt=0)
 
 
 class AuthConfig(_Section):

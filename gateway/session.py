@@ -14,13 +14,16 @@ def valid_session_id(value: str) -> bool:
     return _VALID.fullmatch(value) is not None
 
 
-def derive_session_key(request: Request, preamble: str) -> str:
-    """Deterministic from the system prompt that opens the conversation (`preamble`: system
-    messages later on, such as per-turn reminders, do not count) and the first user message, so
-    every turn of one conversation maps to the same key without any client cooperation."""
+def derive_session_key(request: Request, tenant: str = "") -> str:
+    """Deterministic from the system prompt that opens the conversation (system messages later
+    on, such as per-turn reminders, do not count) and the first user message, so every turn of
+    one conversation maps to the same key without any client cooperation. `tenant`: two clients
+    with different credentials never share a derived session."""
     first_user = next((m for m in request.messages if m.role is Role.USER), None)
     h = hashlib.sha256()
-    h.update(preamble.encode())
+    h.update(tenant.encode())
+    h.update(b"\x00")
+    h.update(request.system_text().encode())
     h.update(b"\x00")
     if first_user is not None:
         h.update(first_user.text().encode())

@@ -791,7 +791,9 @@ def test_the_continuity_secret_is_read_from_its_env_var_and_must_be_set_when_nam
     config = config_from_dict(data)
     assert resolve_continuity_secret(config, {"GW_SECRET": "s3cret"}) == b"s3cret"
     assert "s3cret" in secret_values(config, {"GW_SECRET": "s3cret", "K": "k"})
-    with pytest.raises(ConfigError, match="server.continuity_secret_env: environment variable GW_SECRET is not set"):
+    with pytest.raises(
+        ConfigError, match="server.continuity_secret_env: environment variable GW_SECRET is not set"
+    ):
         resolve_continuity_secret(config, {})
     del data["server"]
     assert resolve_continuity_secret(config_from_dict(data), {}) is None

@@ -4,6 +4,10 @@ A turn with tool calls is found by its canonical call ids: they are unique and u
 lookup works even when the session key changed (the client compacted its first message). A
 text-only turn is found by session key + its position among the assistant turns + a hash of its
 normalized text: a model that says the same thing twice gets each turn's own tokens back.
+
+Every key is scoped to a tenant (a hash of the client's credential when the gateway authenticates
+clients; "" otherwise): one tenant's continuity is never found by another's request, even when it
+replays the same tool-call ids or opens with the same messages.
 """
 
 from __future__ import annotations
@@ -17,29 +21,32 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def call_key(call_id: str) -> str:
-    return "call:" + call_id
+def call_key(call_id: str, tenant: str = "") -> str:
+    return f"call:{tenant}:{call_id}" if tenant else "call:" + call_id
 
 
-def text_key(session: str, position: int, text: str) -> str:
+def text_key(session: str, position: int, text: str, tenant: str = "") -> str:
     digest = hashlib.sha256(normalize_text(text).encode()).hexdigest()[:40]
-    return f"text:{session}:{position}:{digest}"
+    scope = f"{tenant}:{session}" if tenant else session
+    return f"text:{scope}:{position}:{digest}"
 
 
-def turn_keys(blocks: list[Block] | tuple[Block, ...], session: str, position: int) -> list[str]:
+def turn_keys(
+    blocks: list[Block] | tuple[Block, ...], session: str, position: int, tenant: str = ""
+) -> list[str]:
     """Every key the turn is recorded under (one per call, or the text key). `position`: how many
     assistant turns come before it in the conversation."""
-    calls = [call_key(b.id) for b in blocks if type(b) is ToolCall]
+    calls = [call_key(b.id, tenant) for b in blocks if type(b) is ToolCall]
     if calls:
         return calls
     text = "".join(b.text for b in blocks if type(b) is Text)
-    return [text_key(session, position, text)] if text.strip() else []
+    return [text_key(session, position, text, tenant)] if text.strip() else []
 
 
-def lookup_key(blocks: tuple[Block, ...], session: str, position: int) -> str | None:
+def lookup_key(blocks: tuple[Block, ...], session: str, position: int, tenant: str = "") -> str | None:
     """The one key a client-sent assistant message is looked up by."""
     for block in blocks:
         if type(block) is ToolCall:
-            return call_key(block.id)
-    keys = turn_keys(blocks, session, position)
+            return call_key(block.id, tenant)
+    keys = turn_keys(blocks, session, position, tenant)
     return keys[0] if keys else None

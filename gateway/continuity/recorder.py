@@ -1,5 +1,11 @@
 """Record answered turns in the background: recording never delays the client's stream, and
-shutdown waits (bounded) for the writes still in flight."""
+shutdown waits (bounded) for the writes still in flight.
+
+A client may send its next turn before the store write of the previous answer has landed (an
+agent loop answers a tool call in milliseconds; a redis round trip may take longer). Writes in
+flight are therefore readable here until the store has them: `pending` is consulted before the
+store, so this process never misses a turn it just answered.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +21,31 @@ class Recorder:
     def __init__(self, store: ContinuityStore) -> None:
         self._store = store
         self._pending: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[str, bytes] = {}  # key -> record, until its write finished
 
-    def record(self, blocks: list[Block], session: str, position: int) -> None:
-        keys = turn_keys(blocks, session, position)
+    def record(self, blocks: list[Block], session: str, position: int, tenant: str = "") -> None:
+        keys = turn_keys(blocks, session, position, tenant)
         if not keys:
             return
-        task = asyncio.get_running_loop().create_task(self._store.put(keys, encode_turn(blocks)))
+        value = encode_turn(blocks)
+        for key in keys:
+            self._in_flight[key] = value
+        task = asyncio.get_running_loop().create_task(self._store.put(keys, value))
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(lambda done: self._landed(done, keys, value))
+
+    def _landed(self, task: asyncio.Task[None], keys: list[str], value: bytes) -> None:
+        self._pending.discard(task)
+        for key in keys:
+            if self._in_flight.get(key) is value:  # a later write of the same key stays
+                del self._in_flight[key]
+
+    def pending(self, keys: list[str]) -> dict[str, bytes]:
+        """Records of `keys` whose write has not finished yet."""
+        in_flight = self._in_flight
+        if not in_flight:
+            return {}
+        return {key: in_flight[key] for key in keys if key in in_flight}
 
     async def drain(self, grace_seconds: float = 5.0) -> None:
         if self._pending:

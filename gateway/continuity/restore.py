@@ -19,16 +19,17 @@ from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall
 
 
-def lookup_keys(request: Request, session: str) -> list[str]:
-    keys: list[str] = []
-    position = 0
-    for message in request.messages:
-        if message.role is Role.ASSISTANT:
-            key = lookup_key(message.blocks, session, position)
-            position += 1
-            if key is not None and key not in keys:
-                keys.append(key)
-    return keys
+def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:
+    """The lookup key of every assistant message, in order (None: nothing to look up)."""
+    keys: list[str | None] = []
+    for position, message in enumerate(m for m in request.messages if m.role is Role.ASSISTANT):
+        keys.append(lookup_key(message.blocks, session, position, tenant))
+    return tuple(keys)
+
+
+def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
+    """The distinct keys to fetch, in order (linear: a set of seen keys, not a list scan)."""
+    return list(dict.fromkeys(k for k in message_keys(request, session, tenant) if k is not None))
 
 
 def answer_position(request: Request) -> int:
@@ -51,8 +52,15 @@ def visible(blocks: tuple[Block, ...]) -> tuple[str, tuple[tuple[str, str, str],
 
 
 def restore(
-    request: Request, records: Mapping[str, bytes | None], session: str
+    request: Request,
+    records: Mapping[str, bytes | None],
+    session: str,
+    tenant: str = "",
+    keys: tuple[str | None, ...] | None = None,
 ) -> tuple[Request, list[Repair]]:
+    """`keys`: `message_keys(request, session, tenant)` when the caller computed them already."""
+    if keys is None:
+        keys = message_keys(request, session, tenant)
     repairs: list[Repair] = []
     messages: list[Message] = []
     changed = False
@@ -60,7 +68,7 @@ def restore(
     for message in request.messages:
         if message.role is Role.ASSISTANT:
             position += 1
-            key = lookup_key(message.blocks, session, position)
+            key = keys[position]
             raw = records.get(key) if key is not None else None
             stored = decode_turn(raw) if raw else None
             if stored is not None and stored != message.blocks and visible(stored) == visible(message.blocks):

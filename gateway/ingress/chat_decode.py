@@ -29,15 +29,18 @@ from gateway.transcript.seal import Sealer
 
 
 class DecodeStats:
-    """What decoding noticed beyond the transcript: unparseable echoed tokens (counted), and the
-    system text that stands before the conversation (the stable part a session key is derived
-    from; system messages later in the conversation are often per-turn reminders)."""
+    """What decoding noticed beyond the transcript: unparseable echoed tokens (counted)."""
 
-    __slots__ = ("ignored_tokens", "preamble")
+    __slots__ = ("ignored_tokens",)
 
     def __init__(self) -> None:
         self.ignored_tokens = 0
-        self.preamble = ""
+
+
+def include_usage(body: Any) -> bool:
+    """`stream_options.include_usage` of a request `decode_request` accepted."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) -> Request:
@@ -54,14 +57,17 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
     _refuse_unsupported(body)
     stats = stats or DecodeStats()
 
-    system: list[str] = []
+    system: list[Text] = []
     messages: list[Message] = []
     for i, msg in enumerate(wire.messages):
         where = f"messages[{i}]"
         if isinstance(msg, w.SystemMessage):
-            system.append(_plain_text(msg.content, f"{where}.content"))
-            if not messages:
-                stats.preamble = "\n\n".join(s for s in system if s)
+            text = _plain_text(msg.content, f"{where}.content")
+            if not messages:  # the instructions that open the conversation
+                if text:
+                    system.append(Text(text))
+            elif text:  # given at this point of the conversation: they stay here
+                messages.append(Message(Role.SYSTEM, (Text(text),)))
         elif isinstance(msg, w.UserMessage):
             messages.append(Message(Role.USER, _user_blocks(msg.content, f"{where}.content")))
         elif isinstance(msg, w.AssistantMessage):
@@ -104,12 +110,11 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
     return Request(
         model=wire.model,
         messages=tuple(messages),
-        system="\n\n".join(s for s in system if s),
+        system=tuple(system),
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=wire.parallel_tool_calls,
         stream=wire.stream,
-        include_usage=bool(wire.stream_options and wire.stream_options.include_usage),
         max_tokens=wire.max_completion_tokens or wire.max_tokens,
         temperature=wire.temperature,
         top_p=wire.top_p,

@@ -71,9 +71,14 @@ class ChatStreamEncoder:
         "_finish",
     )
 
-    def __init__(self, response_id: str, model: str, include_usage: bool, sealer: Sealer) -> None:
+    content_type = "text/event-stream"
+    keepalive_seconds = None
+
+    def __init__(
+        self, response_id: str, model: str, include_usage: bool, sealer: Sealer, created: int | None = None
+    ) -> None:
         self._sealer = sealer
-        created = int(time.time())
+        created = int(time.time()) if created is None else created
         # every chunk shares these fields: render the prefix once
         self._head = orjson.dumps(
             {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model}
@@ -161,8 +166,13 @@ class ChatStreamEncoder:
     def error(self, error: UpstreamError) -> bytes:
         return b"data: " + orjson.dumps(error_json(error)) + b"\n\n"
 
+    def keepalive(self) -> bytes:
+        return b": keepalive\n\n"
 
-def completion_json(turn: AssistantTurn, response_id: str, model: str, sealer: Sealer) -> bytes:
+
+def completion_json(
+    turn: AssistantTurn, response_id: str, model: str, sealer: Sealer, created: int | None = None
+) -> bytes:
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -194,7 +204,7 @@ def completion_json(turn: AssistantTurn, response_id: str, model: str, sealer: S
     body = {
         "id": response_id,
         "object": "chat.completion",
-        "created": int(time.time()),
+        "created": int(time.time()) if created is None else created,
         "model": model,
         "choices": [
             {

@@ -23,6 +23,7 @@ from gateway.providers.base import (
 )
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
+    CacheControl,
     Image,
     Reasoning,
     Request,
@@ -30,9 +31,11 @@ from gateway.transcript.model import (
     Text,
     ToolCall,
     ToolChoiceMode,
+    ToolKind,
     ToolResult,
+    ToolSpec,
 )
-from gateway.transcript.target import Capabilities, Target, ToolIdRule, thinking_requested
+from gateway.transcript.target import EFFORT_OFF, Capabilities, Target, ToolIdRule, thinking_requested
 
 KIND = "anthropic"
 API_VERSION = "2023-06-01"
@@ -51,6 +54,7 @@ CAPABILITIES = Capabilities(
     signed_thinking_for_tool_loop=True,
     first_message_user=True,
     merge_assistant_runs=True,
+    merge_user_turns=True,
     reasoning_leads_message=True,
     blank_text_forbidden=True,
     thinking_forbids_forced_tool_choice=True,
@@ -78,17 +82,32 @@ MAX_ERROR_TEXT = 1000
 
 
 def thinking_budget(request: Request, target: Target) -> int | None:
-    """Budget tokens for this request: a client's effort overrides the target's budget, and
-    effort "none" turns thinking off."""
+    """Budget tokens for this request, None for thinking off: the explicit on/off wins (the
+    client's, or what repair decided); then the client's own budget, its effort (which overrides
+    the target's budget; "none" is off), the target's budget."""
     effort = request.reasoning_effort
-    if not thinking_requested(effort, target.thinking_budget):
+    budget = request.thinking_budget if request.thinking_budget is not None else target.thinking_budget
+    if not thinking_requested(effort, budget, request.thinking):
         return None
-    if effort is None:
-        return target.thinking_budget
+    if request.thinking_budget is not None:
+        return max(request.thinking_budget, MIN_THINKING_BUDGET)
+    if effort is None or effort == EFFORT_OFF:
+        # thinking is on by an explicit switch with nothing to size it: the target's budget, or
+        # the smallest the API takes
+        return target.thinking_budget or EFFORT_BUDGETS["medium"]
     budget = EFFORT_BUDGETS.get(effort)
     if budget is None:
         raise EncodeError(f"unknown reasoning_effort {effort!r}")
     return budget
+
+
+def _cached(block: dict[str, Any], cache: CacheControl | None) -> dict[str, Any]:
+    if cache is not None:
+        control = {"type": "ephemeral"}
+        if cache.ttl:
+            control["ttl"] = cache.ttl
+        block["cache_control"] = control
+    return block
 
 
 def _image(image: Image) -> dict[str, Any]:
@@ -97,8 +116,10 @@ def _image(image: Image) -> dict[str, Any]:
         media_type, _, encoding = header.partition(";")
         if not sep or encoding != "base64" or not media_type:
             raise EncodeError("image data URL must be base64 with a media type")
-        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
-    return {"type": "image", "source": {"type": "url", "url": image.url}}
+        out = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    else:
+        out = {"type": "image", "source": {"type": "url", "url": image.url}}
+    return _cached(out, image.cache)
 
 
 def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
@@ -127,21 +148,24 @@ def _tool_result(block: ToolResult) -> dict[str, Any]:
         out["content"] = block.content
     if block.is_error:
         out["is_error"] = True
-    return out
+    return _cached(out, block.cache)
 
 
 def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | None:
     """One canonical block as an Anthropic content block; None for empty text, which the API
     rejects and which carries nothing."""
     match block:
-        case Text(text=text):
-            return {"type": "text", "text": text} if text else None
+        case Text(text=text, cache=cache):
+            return _cached({"type": "text", "text": text}, cache) if text else None
         case Image() if not assistant:
             return _image(block)
         case ToolResult() if not assistant:
             return _tool_result(block)
-        case ToolCall(id=call_id, name=name, arguments=arguments) if assistant:
-            return {"type": "tool_use", "id": call_id, "name": name, "input": parse_arguments(arguments)}
+        case ToolCall(id=call_id, name=name, arguments=arguments, cache=cache) if assistant:
+            if block.custom:
+                raise EncodeError("custom (freeform) tool calls must be mapped to function calls by repair")
+            call = {"type": "tool_use", "id": call_id, "name": name, "input": parse_arguments(arguments)}
+            return _cached(call, cache)
         case Reasoning() if assistant:
             return _reasoning(block, target)
         case _:
@@ -150,25 +174,30 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
 
 
 def _messages(request: Request, target: Target) -> list[dict[str, Any]]:
-    """Alternating user/assistant messages: tool messages become user messages and consecutive
-    same-role messages merge, tool results first (the API wants them before any user text)."""
-    merged: list[tuple[str, list[dict[str, Any]]]] = []
-    for message in request.messages:
+    """One wire message per canonical message: repair (merge_user_turns, merge_assistant_runs)
+    already made the roles alternate, with a turn's tool results before the user's own content."""
+    out: list[dict[str, Any]] = []
+    previous = ""
+    for n, message in enumerate(request.messages):
+        if message.role is Role.SYSTEM:
+            raise EncodeError(f"messages.{n}: a system message reached the encoder (repair moves it)")
         assistant = message.role is Role.ASSISTANT
         role = "assistant" if assistant else "user"
+        if role == previous:
+            raise EncodeError(f"messages.{n}: two {role} messages in a row (repair merges them)")
         content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
-        if merged and merged[-1][0] == role:
-            merged[-1][1].extend(content)
-        else:
-            merged.append((role, content))
-    out: list[dict[str, Any]] = []
-    for n, (role, content) in enumerate(merged):
         if not content:
             raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
-        if role == "user":
-            content.sort(key=lambda b: b["type"] != "tool_result")  # stable: order kept within groups
         out.append({"role": role, "content": content})
+        previous = role
     return out
+
+
+def _system(request: Request) -> str | list[dict[str, Any]]:
+    """A string, unless a block carries a cache breakpoint: then the blocks as sent."""
+    if not any(b.cache is not None for b in request.system):
+        return request.system_text()
+    return [_cached({"type": "text", "text": b.text}, b.cache) for b in request.system if b.text]
 
 
 def _tool_choice(request: Request) -> dict[str, Any] | None:
@@ -192,6 +221,16 @@ def _tool_choice(request: Request) -> dict[str, Any] | None:
     return out
 
 
+def _tool(tool: ToolSpec) -> dict[str, Any]:
+    if tool.kind is not ToolKind.FUNCTION:
+        raise EncodeError(f"tool {tool.name!r}: custom (freeform) tools must be mapped to function tools")
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["input_schema"] = dict(tool.parameters)
+    return _cached(out, tool.cache)
+
+
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
     budget = thinking_budget(request, target)
     max_tokens = request.max_tokens
@@ -206,15 +245,10 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
 
     body: dict[str, Any] = {"model": target.model, "max_tokens": max_tokens}
     if request.system:
-        body["system"] = request.system
+        body["system"] = _system(request)
     body["messages"] = _messages(request, target)
     if request.tools:
-        body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-            if t.description
-            else {"name": t.name, "input_schema": dict(t.parameters)}
-            for t in request.tools
-        ]
+        body["tools"] = [_tool(t) for t in request.tools]
         choice = _tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice

@@ -27,7 +27,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Continuity, StopReason, Usage
+from gateway.transcript.model import Continuity, Request, StopReason, Usage
 from gateway.transcript.target import Target
 
 STOP_REASONS = {
@@ -112,7 +112,7 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
     """Messages SSE -> canonical events. Anthropic block indexes are used as canonical indexes.
     The event name is read from the JSON `type` (always present), so `event:` lines are optional."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, request: Request | None = None) -> None:
         super().__init__(target)
         self._open: dict[int, _Open] = {}
         self._usage = _UsageTotals()
@@ -225,7 +225,7 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
         out.append(BlockStop(index, meta))
 
 
-def decode_response(body: bytes, target: Target) -> list[Event]:
+def decode_response(body: bytes, target: Target, request: Request | None = None) -> list[Event]:
     """A Messages JSON body replayed through the stream decoder's handlers, so both paths give
     the same events."""
     message = loads_or_none(body)

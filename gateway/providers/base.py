@@ -52,9 +52,12 @@ class ProviderAdapter(Protocol):
         target's own (repair filtered the rest)."""
         ...
 
-    def stream_decoder(self, target: Target) -> StreamDecoder: ...
+    def stream_decoder(self, target: Target, request: Request | None = None) -> StreamDecoder:
+        """`request`: what was sent (as encode_request received it), for decoders whose reading
+        of the answer depends on it (e.g. a structured output requested through a forced tool)."""
+        ...
 
-    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+    def decode_response(self, body: bytes, target: Target, request: Request | None = None) -> list[Event]:
         """A non-streaming body as the same events a stream would have produced."""
         ...
 
@@ -68,18 +71,18 @@ class Adapter:
     kind: str
     capabilities: Capabilities
     encode: Callable[[Request, Target, str], HttpRequest]
-    decoder: Callable[[Target], StreamDecoder]
-    decode: Callable[[bytes, Target], list[Event]]
+    decoder: Callable[[Target, Request | None], StreamDecoder]
+    decode: Callable[[bytes, Target, Request | None], list[Event]]
     classify: Callable[[int, Mapping[str, str], bytes], UpstreamError]
 
     def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         return self.encode(request, target, api_key)
 
-    def stream_decoder(self, target: Target) -> StreamDecoder:
-        return self.decoder(target)
+    def stream_decoder(self, target: Target, request: Request | None = None) -> StreamDecoder:
+        return self.decoder(target, request)
 
-    def decode_response(self, body: bytes, target: Target) -> list[Event]:
-        return self.decode(body, target)
+    def decode_response(self, body: bytes, target: Target, request: Request | None = None) -> list[Event]:
+        return self.decode(body, target, request)
 
     def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
         return self.classify(status, headers, body)

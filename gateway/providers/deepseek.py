@@ -17,6 +17,7 @@ CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
     reasoning_replay=True,
     reasoning_content_on_tool_turns=True,
+    system_messages_in_place=True,
 )
 
 DIALECT = ChatDialect(

@@ -36,7 +36,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Continuity, StopReason, Usage
+from gateway.transcript.model import Continuity, Request, StopReason, Usage
 from gateway.transcript.target import Capabilities, Target, ToolIdRule
 
 KIND = "gemini"
@@ -48,6 +48,7 @@ CAPABILITIES = Capabilities(
     thought_signature_placeholder="c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I=",
     thought_signature_key=SIGNATURE,
     calls_follow_user_turn=True,
+    merge_tool_runs=True,
 )
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(
@@ -110,7 +111,7 @@ class _PartialCall:
 class GeminiStreamDecoder(SSEStreamDecoder):
     """`data: {GenerateContentResponse}` events; no [DONE]: the chunk with a finishReason ends it."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, request: Request | None = None) -> None:
         super().__init__(target)
         self._started = False
         self._next = 0
@@ -395,7 +396,7 @@ def classify_payload(status: int, error: Any, headers: Mapping[str, str]) -> Ups
 # the adapter
 
 
-def decode_response(body: bytes, target: Target) -> list[Event]:
+def decode_response(body: bytes, target: Target, request: Request | None = None) -> list[Event]:
     payload = loads_or_none(body)
     # streamGenerateContent without alt=sse answers a JSON array of the stream's chunks
     chunks = payload if type(payload) is list else [payload]

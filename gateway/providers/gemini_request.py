@@ -82,35 +82,32 @@ _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
     names = tool_call_names(request)
     contents: list[dict[str, Any]] = []
-    results_turn: list[dict[str, Any]] | None = None  # parts of the function-response turn being built
+    previous: Role | None = None
     for position, message in enumerate(request.messages):
         try:
             if message.role is Role.TOOL:
+                if previous is Role.TOOL:
+                    # results of one step answer one function-call turn: repair merged them
+                    raise EncodeError("two tool messages in a row (repair merges them)")
                 parts = [_function_response(block, names) for block in message.blocks]
-                if results_turn is not None:
-                    # results of one step answer one function-call turn: they share ONE user turn
-                    results_turn.extend(parts)
-                    continue
-                results_turn = parts
-                contents.append({"role": "user", "parts": parts})
-                continue
-            results_turn = None
-            if message.role is Role.USER:
+                role = "user"
+            elif message.role is Role.USER:
                 parts = [_user_part(block) for block in message.blocks]
                 role = "user"
             elif message.role is Role.ASSISTANT:
                 parts = [_model_part(block, target) for block in message.blocks]
                 role = "model"
-            else:  # pragma: no cover - Role is closed
-                raise EncodeError(f"unknown role {message.role!r}")
+            else:
+                raise EncodeError(f"a {message.role.value} message reached the encoder (repair moves it)")
         except EncodeError as exc:
             raise EncodeError(f"messages[{position}]: {exc}") from None
+        previous = message.role
         parts = [p for p in parts if p is not None]
         if parts:  # an empty message says nothing, and Gemini rejects a content without parts
             contents.append({"role": role, "parts": parts})
     body: dict[str, Any] = {"contents": contents}
     if request.system:
-        body["systemInstruction"] = {"parts": [{"text": request.system}]}
+        body["systemInstruction"] = {"parts": [{"text": request.system_text()}]}
     if request.tools:
         body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in request.tools]}]
     if request.tool_choice is not None and request.tools:  # refused without declarations

@@ -19,6 +19,7 @@ CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^functions\.[\w-]+:\d+$", max_len=128, style="kimi"),
     reasoning_replay=True,
     reasoning_content_on_tool_turns=True,
+    system_messages_in_place=True,
 )
 
 DIALECT = ChatDialect(

@@ -99,7 +99,7 @@ class ChatEncoder:
         names = tool_call_names(request) if d.tool_message_name else {}
         messages: list[dict[str, Any]] = []
         if request.system:
-            messages.append({"role": "system", "content": request.system})
+            messages.append({"role": "system", "content": request.system_text()})
         for position, message in enumerate(request.messages):
             try:
                 self._message(message, target, names, messages)
@@ -157,6 +157,8 @@ class ChatEncoder:
             out.append({"role": "user", "content": _user_content(message, self.dialect.user_images)})
         elif role is Role.ASSISTANT:
             out.append(self._assistant(message, target))
+        elif role is Role.SYSTEM:
+            out.append({"role": "system", "content": _system_text(message)})
         elif role is Role.TOOL:
             for block in message.blocks:
                 if type(block) is not ToolResult:
@@ -225,6 +227,13 @@ class ChatEncoder:
         return out
 
 
+def _system_text(message: Message) -> str:
+    for block in message.blocks:
+        if type(block) is not Text:
+            raise EncodeError(f"a system message holds a {type(block).__name__} block")
+    return message.text()
+
+
 def _user_content(message: Message, images: bool) -> str | list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     plain = True
@@ -263,10 +272,10 @@ class ChatAdapter:
     def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         return self._encoder.encode(request, target, api_key)
 
-    def stream_decoder(self, target: Target) -> ChatStreamDecoder:
+    def stream_decoder(self, target: Target, request: Request | None = None) -> ChatStreamDecoder:
         return ChatStreamDecoder(target, self.dialect)
 
-    def decode_response(self, body: bytes, target: Target) -> list[Event]:
+    def decode_response(self, body: bytes, target: Target, request: Request | None = None) -> list[Event]:
         # a complete message has the shape of one big delta: decode it as a one-chunk stream
         decoder = ChatStreamDecoder(target, self.dialect)
         out: list[Event] = []

@@ -45,6 +45,7 @@ CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="call_"),
     reasoning_replay=True,
     reasoning_precedes_output=True,
+    system_messages_in_place=True,
 )
 
 # lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on
@@ -76,6 +77,15 @@ def _function_output(block: ToolResult) -> dict[str, Any]:
         parts.extend(_image(image) for image in block.images)
         output = parts
     return {"type": "function_call_output", "call_id": block.call_id, "output": output}
+
+
+def _system_item(message: Message, items: list[dict[str, Any]]) -> None:
+    content = []
+    for block in message.blocks:
+        if type(block) is not Text:
+            raise EncodeError(f"{type(block).__name__} block cannot appear in a Responses system message")
+        content.append({"type": "input_text", "text": block.text})
+    items.append({"role": "system", "content": content})
 
 
 def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
@@ -173,6 +183,8 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     for message in request.messages:
         if message.role is Role.ASSISTANT:
             _assistant_items(message, target, items)
+        elif message.role is Role.SYSTEM:
+            _system_item(message, items)
         else:
             _user_items(message, items)
     if request.stop:
@@ -183,7 +195,7 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     if reasoning_model:
         body["include"] = ["reasoning.encrypted_content"]
     if request.system:
-        body["instructions"] = request.system
+        body["instructions"] = request.system_text()
     body["input"] = items
     if request.tools:
         body["tools"] = [

@@ -28,7 +28,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import StopReason, Usage
+from gateway.transcript.model import Request, StopReason, Usage
 from gateway.transcript.target import Target
 
 SUMMARY_SEPARATOR = "\n\n"
@@ -96,7 +96,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
     """Responses SSE -> canonical events. Items are addressed by output_index; canonical block
     indexes are handed out in start order (a message item may hold several text parts)."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, request: Request | None = None) -> None:
         super().__init__(target)
         self._items: dict[int, _Item] = {}
         self._next_index = 0
@@ -327,7 +327,7 @@ TERMINAL_STATUSES = {
 }
 
 
-def decode_response(body: bytes, target: Target) -> list[Event]:
+def decode_response(body: bytes, target: Target, request: Request | None = None) -> list[Event]:
     """A Responses JSON body replayed through the stream decoder's handlers (each output item
     arrives whole), so both paths give the same events."""
     response = loads_or_none(body)

@@ -55,17 +55,17 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     messages, paired = pair_tool_results(messages)
     repairs.extend(paired)
 
-    effort = request.reasoning_effort
+    thinking = request.thinking
     for _ in range(_MAX_ROUNDS):
-        before, before_effort = messages, effort
+        before, before_thinking = messages, thinking
         messages = drop_empty_text(messages, caps)
         messages, found = fix_role_order(messages, caps)
         repairs.extend(found)
         messages, found = place_reasoning(messages, target, caps)
         repairs.extend(found)
-        messages, effort, found = switch_thinking(messages, effort, request, target, caps, strict)
+        messages, thinking, found = switch_thinking(messages, thinking, request, target, caps, strict)
         repairs.extend(found)
-        if messages is before and effort == before_effort:
+        if messages is before and thinking == before_thinking:
             break
     else:  # pragma: no cover - see _MAX_ROUNDS
         raise RuntimeError("repair did not reach a fixed point")
@@ -77,8 +77,8 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
     repairs.extend(Repair("tool_id_projected") for _ in range(projected))
 
-    if messages is request.messages and effort == request.reasoning_effort:
+    if messages is request.messages and thinking == request.thinking:
         repaired = request  # every pass hands back its input when it changed nothing
     else:
-        repaired = replace(request, messages=messages, reasoning_effort=effort)
+        repaired = replace(request, messages=messages, thinking=thinking)
     return Prepared(repaired, tuple(repairs), provider_ids)

@@ -3,6 +3,13 @@ assistant message with calls is already followed by its results).
 
 - `merge_assistant_runs` (Anthropic): consecutive assistant messages become one, as they will on
   the wire, so the reasoning placement rules judge the message the provider sees.
+- `merge_user_turns` (Anthropic): the user side of a turn becomes one message, its tool results
+  first ("tool_result blocks must come first"), then the user's own content; `merge_tool_runs`
+  (Gemini): consecutive tool messages (the results of one step) become one. This pass is the only
+  place messages merge: encoders map canonical messages to wire messages one to one.
+- `system_messages_in_place` unset (Anthropic, Gemini, Mistral): an instruction given
+  mid-conversation becomes user text at that point, marked as the system's
+  (`system_message_as_user`).
 - `calls_follow_user_turn` (Gemini): an assistant message with calls that follows another
   assistant message is merged into it ("function call turn comes immediately after a user turn or
   after a function response turn").
@@ -22,10 +29,11 @@ from __future__ import annotations
 
 from gateway.repair.report import Repair
 from gateway.repair.retire import void_text_signatures
-from gateway.transcript.model import Block, Message, Role, Text, ToolCall
+from gateway.transcript.model import Block, Message, Role, Text, ToolCall, ToolResult
 from gateway.transcript.target import Capabilities
 
 OPENING_USER_TEXT = "(earlier conversation omitted)"
+SYSTEM_TEXT_TEMPLATE = "<system>\n{}\n</system>"
 AFTER_TOOLS_ASSISTANT_TEXT = "(tool results received)"
 CLOSING_USER_TEXT = "Continue."
 
@@ -38,17 +46,20 @@ def fix_role_order(
     messages: tuple[Message, ...], caps: Capabilities
 ) -> tuple[tuple[Message, ...], list[Repair]]:
     repairs: list[Repair] = []
-    out: list[Message] = []
+    # runs of messages that become one, each merged once at the end (linear in the transcript,
+    # however long a run is)
+    runs: list[list[Message]] = []
     changed = False
     for message in messages:
-        previous = out[-1] if out else None
-        if (
-            previous is not None
-            and previous.role is Role.ASSISTANT
-            and message.role is Role.ASSISTANT
-            and (caps.merge_assistant_runs or (caps.calls_follow_user_turn and _has_calls(message)))
-        ):
-            out[-1] = _merge(previous, message, repairs)
+        if message.role is Role.SYSTEM and not caps.system_messages_in_place:
+            message = _system_as_user(message)
+            repairs.append(Repair("system_message_as_user"))
+            changed = True
+            if not message.blocks:
+                continue
+        previous = runs[-1][-1] if runs else None
+        if previous is not None and _joins(previous, message, caps):
+            runs[-1].append(message)
             changed = True
             continue
         if (
@@ -57,10 +68,13 @@ def fix_role_order(
             and previous.role is Role.TOOL
             and message.role is Role.USER
         ):
-            out.append(Message(Role.ASSISTANT, (Text(AFTER_TOOLS_ASSISTANT_TEXT),)))
+            runs.append([Message(Role.ASSISTANT, (Text(AFTER_TOOLS_ASSISTANT_TEXT),))])
             repairs.append(Repair("synthetic_tool_result", "assistant message between tool results and user"))
             changed = True
-        out.append(message)
+        runs.append([message])
+    out = (
+        [run[0] if len(run) == 1 else _merge_run(run, repairs) for run in runs] if changed else list(messages)
+    )
     if (
         out
         and out[0].role is Role.ASSISTANT
@@ -76,14 +90,45 @@ def fix_role_order(
     return (tuple(out) if changed else messages), repairs
 
 
-def _merge(first: Message, second: Message, repairs: list[Repair]) -> Message:
-    """One assistant message from two. A text signature covers the text of the message it was
-    issued in: it survives only where that text is still the merged message's whole text."""
-    merged_text = first.text() + second.text()
+def _system_as_user(message: Message) -> Message:
+    texts = tuple(Text(SYSTEM_TEXT_TEMPLATE.format(b.text)) for b in message.blocks if b.text)
+    return Message(Role.USER, texts)
+
+
+_USER_SIDE = (Role.USER, Role.TOOL)
+
+
+def _joins(previous: Message, message: Message, caps: Capabilities) -> bool:
+    """`message` becomes part of the run that ends with `previous`."""
+    if previous.role is Role.ASSISTANT:
+        return message.role is Role.ASSISTANT and (
+            caps.merge_assistant_runs or (caps.calls_follow_user_turn and _has_calls(message))
+        )
+    if caps.merge_user_turns:
+        return previous.role in _USER_SIDE and message.role in _USER_SIDE
+    return caps.merge_tool_runs and previous.role is Role.TOOL and message.role is Role.TOOL
+
+
+def _merge_run(run: list[Message], repairs: list[Repair]) -> Message:
+    if run[0].role is Role.ASSISTANT:
+        return _merge_assistant(run, repairs)
+    # the user side of a turn: tool results first (in order), then the rest (in order)
+    blocks = [b for message in run for b in message.blocks]
+    results = tuple(b for b in blocks if type(b) is ToolResult)
+    if not results:
+        return Message(Role.USER, tuple(blocks))
+    return Message(Role.TOOL, results + tuple(b for b in blocks if type(b) is not ToolResult))
+
+
+def _merge_assistant(run: list[Message], repairs: list[Repair]) -> Message:
+    """One assistant message from several. A text signature covers the text of the message it
+    was issued in: it survives only where that text is still the merged message's whole text."""
+    texts = [part.text() for part in run]
+    merged_text = "".join(texts)
     blocks: list[Block] = []
-    for part in (first, second):
+    for part, text in zip(run, texts, strict=True):
         own = list(part.blocks)
-        if part.text() != merged_text:
+        if text != merged_text:
             void_text_signatures(own, repairs)
         blocks.extend(own)
     return Message(Role.ASSISTANT, tuple(blocks))

@@ -4,8 +4,8 @@ With thinking on, the assistant message that opened the current tool loop must s
 thinking block the provider signed ("a final `assistant` message must start with a thinking
 block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)"). A loop opened by
 another provider, or whose thinking was dropped, has none, and a signature cannot be made up: the
-request goes with thinking off instead (`thinking_disabled`). Setting the request's effort to
-"none" is the switch, because a client's effort overrides the target's budget.
+request goes with thinking off instead (`thinking_disabled`): the repaired request says so in its
+explicit `thinking` field, which the encoder obeys.
 
 With thinking off, "an `assistant` message in the final position cannot contain `thinking`":
 reasoning there is retired under the target's policy.
@@ -16,11 +16,15 @@ from __future__ import annotations
 from gateway.repair.reasoning_placement import retire_at
 from gateway.repair.report import Repair
 from gateway.transcript.model import Message, Reasoning, Request, Role, ToolChoice, ToolChoiceMode, ToolResult
-from gateway.transcript.target import EFFORT_OFF, Capabilities, Target, thinking_requested
+from gateway.transcript.target import Capabilities, Target, thinking_requested
 
 
-def thinking_on(effort: str | None, target: Target) -> bool:
-    return thinking_requested(effort, target.thinking_budget)
+def thinking_on(request: Request, target: Target, thinking: bool | None) -> bool:
+    """Whether `request` thinks on `target`, given the on/off decided so far (None: nothing
+    decided yet, so the client's own explicit choice, if any, stands)."""
+    budget = request.thinking_budget if request.thinking_budget is not None else target.thinking_budget
+    explicit = thinking if thinking is not None else request.thinking
+    return thinking_requested(request.reasoning_effort, budget, explicit)
 
 
 def loop_opener(messages: tuple[Message, ...]) -> int | None:
@@ -51,18 +55,20 @@ def _forced(choice: ToolChoice | None) -> bool:
 
 def switch_thinking(
     messages: tuple[Message, ...],
-    effort: str | None,
+    thinking: bool | None,
     request: Request,
     target: Target,
     caps: Capabilities,
     strict: bool,
-) -> tuple[tuple[Message, ...], str | None, list[Repair]]:
-    """(messages, reasoning effort, repairs) for `request` as repaired so far: its messages and
-    effort may already differ from the request's own."""
+) -> tuple[tuple[Message, ...], bool | None, list[Repair]]:
+    """(messages, thinking on/off, repairs) for `request` as repaired so far: its messages and the
+    on/off may already differ from the request's own. For a target with this switch the answer is
+    always an explicit bool."""
     if not caps.signed_thinking_for_tool_loop:
-        return messages, effort, []
+        return messages, thinking, []
     repairs: list[Repair] = []
-    if thinking_on(effort, target):
+    thinking = thinking_on(request, target, thinking)
+    if thinking:
         reason = None
         min_budget, max_tokens = caps.min_thinking_budget, request.max_tokens
         if strict:
@@ -77,8 +83,8 @@ def switch_thinking(
             if opener is not None and type(messages[opener].blocks[0]) is not Reasoning:
                 reason = "open tool loop without a signed thinking block"
         if reason is None:
-            return messages, effort, repairs
-        effort = EFFORT_OFF
+            return messages, thinking, repairs
+        thinking = False
         repairs.append(Repair("thinking_disabled", reason))
     if messages and messages[-1].role is Role.ASSISTANT:
         final = messages[-1]
@@ -89,4 +95,4 @@ def switch_thinking(
             )
             kept = (Message(Role.ASSISTANT, blocks),) if blocks else ()
             messages = messages[:-1] + kept
-    return messages, effort, repairs
+    return messages, thinking, repairs

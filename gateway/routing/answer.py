@@ -1,5 +1,11 @@
-"""A committed answer: the events buffered up to the commit point plus the rest of the upstream
-stream, with provider tool-call ids replaced by canonical ones."""
+"""A committed answer: the events of one upstream response, decoded once, with provider tool-call
+ids replaced by canonical ones.
+
+`EventStream` is the one decode loop of an attempt: the attempt reads it up to the commit point
+and puts what it read back (`unread`); the relay then reads the same stream on. `Answer` is what
+the engine returns once a target committed: immutable facts (target, repairs, attempts, plan) and
+the stream to relay.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ def mint_tool_call_id() -> str:
     return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Attempt:
     provider: str
     outcome: str  # "ok" or an ErrorCategory value
@@ -64,85 +70,74 @@ class IdMapper:
         return event
 
 
-class Answer:
-    """A committed answer. Iterate `batches()` (or `events()`) once; `aclose()` releases the
-    upstream connection (closing it, which stops the provider, if the body was not read to the
-    end) and is safe to call more than once."""
+class EventStream:
+    """The canonical events of one upstream response, one batch per upstream chunk (callers
+    write once per batch). `next_batch` returns None at the end; a broken or truncated upstream
+    ends with a StreamError. `aclose` releases the upstream connection (closing it, which stops
+    the provider, when the body was not read to the end) and is safe to call more than once."""
+
+    __slots__ = ("_upstream", "_chunks", "_decoder", "_mapper", "_pending", "_ended", "error", "_on_failure")
 
     def __init__(
         self,
-        target: Target,
-        prepared: Prepared,
-        buffered: list[Event],
+        mapper: IdMapper,
         upstream: Upstream | None = None,
-        chunks: AsyncIterator[bytes] | None = None,
         decoder: StreamDecoder | None = None,
-        mapper: IdMapper | None = None,
-        on_failure: Callable[[UpstreamError], None] | None = None,
+        events: list[Event] | None = None,
     ) -> None:
-        self.target = target
-        self.prepared = prepared
-        self.attempts: list[Attempt] = []
-        self.plan: Plan | None = None
+        self._upstream = upstream
+        self._chunks: AsyncIterator[bytes] | None = upstream.chunks() if upstream is not None else None
+        self._decoder = decoder
+        self._mapper = mapper
+        # a whole (non-streamed) answer is one batch, decoded by the caller
+        self._pending: list[list[Event]] = [[mapper(e) for e in events]] if events is not None else []
+        self._ended = self._chunks is None
         # the upstream failure that ended the answer after the commit point, if any: such an
         # answer is incomplete (its last reasoning block may be cut short) and is never recorded
         self.error: UpstreamError | None = None
-        self._buffered = buffered
-        self._upstream = upstream
-        self._chunks = chunks
-        self._decoder = decoder
-        self._mapper = mapper
+        self._on_failure: Callable[[UpstreamError], None] | None = None
+
+    def unread(self, events: list[Event]) -> None:
+        """Put events read before the commit point back: they are the next batch."""
+        if events:
+            self._pending.insert(0, events)
+
+    def after_commit(self, on_failure: Callable[[UpstreamError], None]) -> None:
+        """From now on a StreamError is a failure after the commit point: `on_failure` hears it."""
         self._on_failure = on_failure
 
-    @property
-    def repairs(self) -> tuple[Repair, ...]:
-        return self.prepared.repairs
-
-    async def batches(self) -> AsyncIterator[list[Event]]:
-        """The answer's events, one list per upstream chunk (callers write once per batch)."""
+    async def next_batch(self) -> list[Event] | None:
+        if self._pending:
+            return self._watch(self._pending.pop(0))
+        if self._ended:
+            return None
+        decoder = self._decoder
+        assert self._chunks is not None and decoder is not None
         try:
-            if self._buffered:
-                self._watch(self._buffered)
-                yield self._buffered
-            self._buffered = []
-            if self._chunks is None or self._decoder is None or self._mapper is None:
-                return
-            decoder = self._decoder
-            try:
-                async for chunk in self._chunks:
-                    events = decoder.feed(chunk)
-                    if events:
-                        yield self._mapped(events)
+            chunk = await anext(self._chunks, None)
+            if chunk is None:
+                self._ended = True
                 events = decoder.finish()
-            except UpstreamFailure as failure:
-                events = [StreamError(failure.error)]
-            if events:
-                yield self._mapped(events)
-        finally:
-            await self.aclose()
-
-    def _mapped(self, events: list[Event]) -> list[Event]:
+            else:
+                events = decoder.feed(chunk)
+        except UpstreamFailure as failure:
+            self._ended = True
+            events = [StreamError(failure.error)]
         mapper = self._mapper
-        assert mapper is not None
-        out = [mapper(e) for e in events]
-        self._watch(out)
-        return out
+        return self._watch([mapper(e) for e in events])
 
-    def _watch(self, events: list[Event]) -> None:
-        for event in events:
-            if type(event) is StreamError and self.error is None:
-                self.error = event.error
-                if self._on_failure is not None:
+    def _watch(self, events: list[Event]) -> list[Event]:
+        if self._on_failure is not None:
+            for event in events:
+                if type(event) is StreamError and self.error is None:
+                    self.error = event.error
                     self._on_failure(event.error)
-
-    async def events(self) -> AsyncIterator[Event]:
-        async for batch in self.batches():
-            for event in batch:
-                yield event
+        return events
 
     async def aclose(self) -> None:
         chunks, self._chunks = self._chunks, None
         upstream, self._upstream = self._upstream, None
+        self._ended = True
         try:
             if chunks is not None and hasattr(chunks, "aclose"):
                 try:
@@ -152,3 +147,41 @@ class Answer:
         finally:
             if upstream is not None:
                 await upstream.__aexit__(None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A target committed. Read `stream` (or iterate `batches()`/`events()`) once; `aclose()`
+    releases the upstream connection."""
+
+    target: Target
+    prepared: Prepared
+    attempts: tuple[Attempt, ...]
+    plan: Plan | None
+    stream: EventStream
+
+    @property
+    def repairs(self) -> tuple[Repair, ...]:
+        return self.prepared.repairs
+
+    @property
+    def error(self) -> UpstreamError | None:
+        """The failure that ended the answer after the commit point, if any."""
+        return self.stream.error
+
+    async def batches(self) -> AsyncIterator[list[Event]]:
+        stream = self.stream
+        try:
+            while (batch := await stream.next_batch()) is not None:
+                if batch:
+                    yield batch
+        finally:
+            await stream.aclose()
+
+    async def events(self) -> AsyncIterator[Event]:
+        async for batch in self.batches():
+            for event in batch:
+                yield event
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()

@@ -1,16 +1,16 @@
 """One upstream attempt up to the commit point: send, wait for the first content, and either hand
-over a committed Answer or return the classified failure. Nothing here reaches the client."""
+over the committed event stream or return the classified failure. Nothing here reaches the
+client."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import aiohttp
 
 from gateway.providers.base import HttpRequest, ProviderAdapter
 from gateway.repair import Prepared
-from gateway.routing.answer import Answer, IdMapper
+from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -44,13 +44,14 @@ async def run_attempt(
     stream: bool,
     timeouts: Timeouts,
     first_token: float | None,
-    on_failure: Callable[[UpstreamError], None] | None = None,
-) -> Answer | UpstreamError:
+) -> EventStream | UpstreamError:
     """Send `http` and read up to the commit point. `first_token` (streaming only; None for no
     limit) bounds the wait for the first content, response headers included: a stalled target is
-    abandoned so the next one can be tried. `on_failure` hears of a failure after the commit."""
+    abandoned so the next one can be tried. On success the stream is handed over with what was
+    read before the commit point put back."""
     upstream = Upstream(session, http, timeouts, stream=stream)
     limit = first_token if stream else None
+    events: EventStream | None = None
     handed_over = False
     try:
         async with asyncio.timeout(limit):
@@ -59,42 +60,28 @@ async def run_attempt(
                 body = await upstream.read(MAX_ERROR_BODY, truncate=True)
                 return adapter.classify_error(upstream.status, upstream.headers, body)
             mapper = IdMapper(target)
-            if not stream:
-                return _whole(adapter, target, prepared, await upstream.read(), mapper)
-            decoder = adapter.stream_decoder(target)
-            chunks = upstream.chunks()
+            if stream:
+                events = EventStream(mapper, upstream, adapter.stream_decoder(target, prepared.request))
+            else:
+                whole = _whole(adapter, target, prepared, await upstream.read())
+                if isinstance(whole, UpstreamError):
+                    return whole
+                events = EventStream(mapper, events=whole)
             buffered: list[Event] = []
-            committed = ended = False
-            while not committed and not ended:
-                chunk = await anext(chunks, None)
-                if chunk is None:
-                    ended = True
-                    events = decoder.finish()
-                else:
-                    events = decoder.feed(chunk)
-                for event in events:
+            committed = False
+            while not committed and (batch := await events.next_batch()) is not None:
+                for event in batch:
                     if type(event) is StreamError:
                         if not committed:
                             # an error before any content: nothing was shown, try elsewhere
                             return event.error
-                        ended = True  # content and the error in one chunk: the answer ends here
                     elif not committed and _error_finish(event):
                         return _empty_error_answer(target)
-                    event = mapper(event)
                     buffered.append(event)
                     committed = committed or commits(event)
-        answer = Answer(
-            target,
-            prepared,
-            buffered,
-            upstream,
-            None if ended else chunks,
-            decoder,
-            mapper,
-            on_failure,
-        )
+            events.unread(buffered)
         handed_over = True
-        return answer
+        return events
     except UpstreamFailure as failure:
         return failure.error
     except TimeoutError:  # only asyncio.timeout raises it here: Upstream converts its own
@@ -105,22 +92,27 @@ async def run_attempt(
         )
     finally:
         if not handed_over:
-            await upstream.__aexit__(None, None, None)
+            if events is not None:
+                await events.aclose()
+            else:
+                await upstream.__aexit__(None, None, None)
 
 
 def _whole(
-    adapter: ProviderAdapter, target: Target, prepared: Prepared, body: bytes, mapper: IdMapper
-) -> Answer | UpstreamError:
+    adapter: ProviderAdapter, target: Target, prepared: Prepared, body: bytes
+) -> list[Event] | UpstreamError:
     try:
-        events = [mapper(e) for e in adapter.decode_response(body, target)]
+        events = adapter.decode_response(body, target, prepared.request)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return UpstreamError(ErrorCategory.PROTOCOL, f"unreadable answer from {target.provider}: {exc}")
     for event in events:
-        if type(event) is StreamError:
+        if type(event) is StreamError:  # a whole answer that holds an error is a failed one
             return event.error
-    if any(_error_finish(e) for e in events) and not any(commits(e) for e in events if type(e) is not Finish):
+    if any(_error_finish(e) for e in events) and not any(
+        commits(e) for e in events if type(e) is not Finish and type(e) is not StreamError
+    ):
         return _empty_error_answer(target)
-    return Answer(target, prepared, events)
+    return events
 
 
 def _error_finish(event: Event) -> bool:

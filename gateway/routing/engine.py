@@ -26,7 +26,7 @@ from gateway.providers.base import EncodeError, ProviderAdapter
 from gateway.repair import Prepared, prepare
 from gateway.repair.report import Repair
 from gateway.routing.affinity import prefer_issuer
-from gateway.routing.answer import Answer, Attempt, IdMapper, mint_tool_call_id
+from gateway.routing.answer import Answer, Attempt, EventStream, IdMapper, mint_tool_call_id
 from gateway.routing.attempt import commits, run_attempt
 from gateway.routing.backoff import RetryBudget, backoff_delay
 from gateway.routing.cooldown import HealthBook, Ticket
@@ -165,12 +165,13 @@ class Engine:
                     self.health.release(target, ticket)  # cancelled (the client went away): no verdict
                     raise
                 # the target's health hears the verdict: reaching the commit point is healthy (a
-                # failure after it is reported by the Answer)
-                self.health.record(target, ticket, None if isinstance(result, Answer) else result)
-                if isinstance(result, Answer):
-                    result.attempts = attempts
-                    result.plan = plan
-                    return result
+                # failure after it is reported by the stream)
+                if not isinstance(result, UpstreamError):
+                    self.health.record(target, ticket, None)
+                    stream, prepared = result
+                    stream.after_commit(self._after_commit(target, ticket))
+                    return Answer(target, prepared, tuple(attempts), plan, stream)
+                self.health.record(target, ticket, result)
                 final = result
                 kind = failure_class(result)
                 if kind is Failure.FINAL or kind is Failure.REJECTED or self._clock() >= deadline:
@@ -230,7 +231,7 @@ class Engine:
         attempts: list[Attempt],
         others: bool,
         deadline: float,
-    ) -> Answer | UpstreamError:
+    ) -> tuple[EventStream, Prepared] | UpstreamError:
         """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
         and send once more (DESIGN.md 4.5) before the loop moves on."""
         adapter = self._adapters(target.kind)
@@ -240,20 +241,17 @@ class Engine:
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
         prepared = prepare(request, target, adapter.capabilities)
-        after = self._after_commit(target, ticket)
-        result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token, after)
+        result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = Prepared(strict.request, (*strict.repairs, _RETRIED), strict.provider_ids)
-            result = await self._attempt(
-                adapter, target, prepared, request.stream, timeouts, first_token, after
-            )
-        if isinstance(result, Answer):
-            attempts.append(Attempt(target.provider, "ok"))
-        else:
+            result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+        if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))
-        return result
+            return result
+        attempts.append(Attempt(target.provider, "ok"))
+        return result, prepared
 
     def _after_commit(self, target: Target, ticket: Ticket) -> Callable[[UpstreamError], None]:
         health = self.health
@@ -267,8 +265,7 @@ class Engine:
         stream: bool,
         timeouts: Timeouts,
         first_token: float | None,
-        after_commit: Callable[[UpstreamError], None],
-    ) -> Answer | UpstreamError:
+    ) -> EventStream | UpstreamError:
         """Encode for the target and send once."""
         if not prepared.request.messages:
             # e.g. only orphan tool results and empty text: no provider can answer nothing
@@ -297,6 +294,4 @@ class Engine:
                 f"cannot encode for {target.provider}: internal encoder error",
                 type="encode_error",
             )
-        return await run_attempt(
-            self.session, adapter, target, prepared, http, stream, timeouts, first_token, after_commit
-        )
+        return await run_attempt(self.session, adapter, target, prepared, http, stream, timeouts, first_token)

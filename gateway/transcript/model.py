@@ -44,15 +44,37 @@ class Continuity:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheControl:
+    """A prompt-cache breakpoint the client put on a block or a tool (Anthropic's
+    `cache_control`): the prefix up to and including it is cached. Providers that cache
+    implicitly ignore it; the order and bytes of the prefix are what they key on."""
+
+    ttl: str | None = None  # "5m" | "1h"; None: the provider's default
+
+
+@dataclass(frozen=True, slots=True)
 class Text:
     text: str
     meta: Continuity | None = None  # e.g. a Gemini thoughtSignature carried on a text part
+    cache: CacheControl | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Image:
     url: str  # http(s) URL or data: URL
     detail: str | None = None
+    cache: CacheControl | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A file the user attached (a PDF, a plain-text document). `source` is an http(s) URL or a
+    base64 data: URL carrying the media type."""
+
+    source: str
+    media_type: str = "application/pdf"
+    title: str | None = None
+    cache: CacheControl | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +90,11 @@ class Reasoning:
 class ToolCall:
     id: str  # canonical id (gateway-minted for calls the gateway returned)
     name: str
-    arguments: str  # raw JSON text of the arguments object
+    # raw JSON text of the arguments object; for a custom (freeform) tool, the raw input text
+    arguments: str
     meta: Continuity | None = None  # native id, Gemini signature, Responses item id
+    custom: bool = False  # a call of a custom tool (ToolSpec.kind "custom"): input is free text
+    cache: CacheControl | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +103,21 @@ class ToolResult:
     content: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
+    cache: CacheControl | None = None
 
 
-Block = Union[Text, Image, Reasoning, ToolCall, ToolResult]
+Block = Union[Text, Image, Document, Reasoning, ToolCall, ToolResult]
 
 
 class Role(str, enum.Enum):
     USER = "user"
     ASSISTANT = "assistant"
-    TOOL = "tool"  # carries ToolResult blocks
+    # carries ToolResult blocks; after repair for a target whose wire merges a user turn into one
+    # message (capabilities.merge_user_turns), the user's own blocks of that turn may follow them
+    TOOL = "tool"
+    # instructions given at this point of the conversation (Text blocks only); the ones before
+    # the first message are Request.system instead
+    SYSTEM = "system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +132,45 @@ class Message:
         return "".join(b.text for b in self.blocks if type(b) is Text)
 
 
+class ToolKind(str, enum.Enum):
+    FUNCTION = "function"  # arguments are a JSON object described by `parameters`
+    CUSTOM = "custom"  # freeform text input, optionally constrained by a grammar (`format`)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    kind: ToolKind = ToolKind.FUNCTION
+    strict: bool | None = None  # the client asked for strict schema adherence
+    format: Mapping[str, Any] | None = None  # custom tools: the input grammar, as the client sent it
+    cache: CacheControl | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostedTool:
+    """A tool the provider runs itself (web search, file search, code execution...). Only targets
+    of `kind` can run it; `spec` is the tool's wire object for that provider, replayed as is.
+    `required`: a target that cannot run it cannot serve the request (else it is left out for
+    such a target, and counted)."""
+
+    kind: str  # provider kind that hosts it
+    type: str  # the tool's type on that provider's wire, e.g. "web_search_20250305"
+    spec: Mapping[str, Any]
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """Structured output: the answer is JSON (`json_object`), or JSON valid for `schema`
+    (`json_schema`)."""
+
+    type: str  # "json_object" | "json_schema"
+    name: str = "response"
+    schema: Mapping[str, Any] | None = None
+    strict: bool | None = None
+    description: str = ""
 
 
 class ToolChoiceMode(str, enum.Enum):
@@ -130,17 +195,38 @@ class Request:
 
     model: str  # what the client asked for (model group or provider/model)
     messages: tuple[Message, ...]
-    system: str = ""
+    # the instructions that open the conversation, in blocks (cache breakpoints sit on blocks);
+    # a plain string is accepted and becomes one block
+    system: tuple[Text, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     stream: bool = False
-    include_usage: bool = False
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
     stop: tuple[str, ...] = ()
     reasoning_effort: str | None = None
+    # thinking on/off: None follows the target's config and the effort; after repair it is always
+    # an explicit bool (what the encoder does, never re-derived from a signal)
+    thinking: bool | None = None
+    thinking_budget: int | None = None  # the client's own budget (Anthropic budget_tokens)
+    reasoning_summary: str | None = None  # "auto" | "concise" | "detailed" (Responses)
+    response_format: ResponseFormat | None = None
+    hosted_tools: tuple[HostedTool, ...] = ()
+    # options only one provider kind understands, keyed by that kind (e.g. Anthropic betas,
+    # context_management, metadata); other kinds never see them
+    provider_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    cache_key: str | None = None  # a client's prompt-cache routing key (OpenAI prompt_cache_key)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.system, str):
+            object.__setattr__(self, "system", (Text(self.system),) if self.system else ())
+
+    def system_text(self) -> str:
+        """The opening instructions as one string, for APIs that take a single one."""
+        return "\n\n".join(b.text for b in self.system if b.text)
 
 
 class StopReason(str, enum.Enum):
@@ -149,6 +235,8 @@ class StopReason(str, enum.Enum):
     MAX_TOKENS = "max_tokens"
     STOP_SEQUENCE = "stop_sequence"
     CONTENT_FILTER = "content_filter"
+    REFUSAL = "refusal"  # the model declined (Anthropic stop_reason refusal, OpenAI refusal)
+    PAUSE_TURN = "pause_turn"  # a long server-tool turn paused; the client sends it back to resume
     ERROR = "error"
 
 

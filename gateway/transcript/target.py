@@ -42,6 +42,14 @@ class Capabilities:
     # Anthropic: consecutive assistant messages are one message on the wire; repair merges them so
     # the placement rules below judge what the provider will see
     merge_assistant_runs: bool = False
+    # Anthropic: the user side of a turn (tool results, then the user's own content) is one
+    # message on the wire; repair merges it, so the encoder maps messages one to one
+    merge_user_turns: bool = False
+    # Gemini: the results of one step answer one function-call turn, in one message
+    merge_tool_runs: bool = False
+    # OpenAI-style APIs: a system message may stand anywhere in the conversation; elsewhere
+    # instructions given mid-conversation become user text at that point
+    system_messages_in_place: bool = False
     # Gemini: a turn with tool calls comes right after a user turn or a tool-result turn
     calls_follow_user_turn: bool = False
     # Mistral: the last message is the user's or a tool's (an assistant only as a prefix)
@@ -62,9 +70,12 @@ class Capabilities:
 EFFORT_OFF = "none"
 
 
-def thinking_requested(effort: str | None, thinking_budget: int | None) -> bool:
-    """Whether a request thinks (DESIGN.md section 2): a client's reasoning_effort overrides the
-    target's budget, and effort "none" turns thinking off."""
+def thinking_requested(effort: str | None, thinking_budget: int | None, thinking: bool | None = None) -> bool:
+    """Whether a request thinks (DESIGN.md section 2): an explicit on/off wins (the client's, or
+    the repair's decision); then a client's reasoning_effort overrides the target's budget, and
+    effort "none" turns thinking off."""
+    if thinking is not None:
+        return thinking
     if effort is None:
         return bool(thinking_budget)
     return effort != EFFORT_OFF

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.ingress.chat_decode import DecodeStats, decode_request
+from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.transcript.model import Image, Reasoning, Role, Text, ToolCall, ToolChoiceMode, ToolResult
 from gateway.transcript.seal import Sealer
@@ -16,52 +16,51 @@ def decode(body, stats=None):
 
 
 def test_a_full_request_decodes_into_the_canonical_transcript():
-    req = decode(
-        {
-            "model": "smart",
-            "messages": [
-                {"role": "system", "content": "sys"},
-                {"role": "developer", "content": [{"type": "text", "text": "dev"}]},
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "look"},
-                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-                    ],
-                },
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "reasoning_content": "hmm",
-                    "tool_calls": [
-                        {
-                            "id": "call_1",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": '{"city":"P"}'},
-                        }
-                    ],
-                },
-                {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
-            ],
-            "tools": [TOOL],
-            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "reasoning_effort": "high",
-            "max_completion_tokens": 100,
-            "temperature": 0.5,
-            "stop": "END",
-            "user": "ignored-extra-field",
-        }
-    )
-    assert req.system == "sys\n\ndev"
+    body = {
+        "model": "smart",
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "developer", "content": [{"type": "text", "text": "dev"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "reasoning_content": "hmm",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"P"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
+        ],
+        "tools": [TOOL],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "reasoning_effort": "high",
+        "max_completion_tokens": 100,
+        "temperature": 0.5,
+        "stop": "END",
+        "user": "ignored-extra-field",
+    }
+    req = decode(body)
+    assert req.system_text() == "sys\n\ndev"
     assert req.messages[0].blocks == (Text("look"), Image("data:image/png;base64,AAAA"))
     assert req.messages[1].role is Role.ASSISTANT
     assert req.messages[1].blocks == (Reasoning("hmm"), ToolCall("call_1", "get_weather", '{"city":"P"}'))
     assert req.messages[2].blocks == (ToolResult("call_1", "sunny"),)
     assert req.tool_choice.mode is ToolChoiceMode.TOOL and req.tool_choice.name == "get_weather"
-    assert (req.stream, req.include_usage, req.reasoning_effort, req.max_tokens, req.stop) == (
-        True,
+    assert include_usage(body) is True  # an answer option of the chat dialect, not of the transcript
+    assert (req.stream, req.reasoning_effort, req.max_tokens, req.stop) == (
         True,
         "high",
         100,
@@ -174,11 +173,26 @@ def test_the_session_preamble_is_the_system_text_before_the_conversation():
     later = base + [{"role": "assistant", "content": "hello"}, {"role": "system", "content": "3 steps left"}]
     keys = []
     for messages in (base, later):
-        stats = DecodeStats()
-        request = decode({"model": "m", "messages": messages}, stats)
-        assert stats.preamble == "You are helpful."
-        keys.append(derive_session_key(request, stats.preamble))
+        request = decode({"model": "m", "messages": messages})
+        assert request.system_text() == "You are helpful."
+        keys.append(derive_session_key(request))
     assert keys[0] == keys[1], "a mid-conversation system reminder does not start a new session"
-    stats = DecodeStats()
-    other = decode({"model": "m", "messages": [{"role": "system", "content": "Other."}, base[1]]}, stats)
-    assert derive_session_key(other, stats.preamble) != keys[0]
+    other = decode({"model": "m", "messages": [{"role": "system", "content": "Other."}, base[1]]})
+    assert derive_session_key(other) != keys[0]
+
+
+def test_a_mid_conversation_system_message_stays_where_it_was_given():
+    request = decode(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "You are helpful."},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+                {"role": "system", "content": "3 steps left"},
+                {"role": "user", "content": "go on"},
+            ],
+        }
+    )
+    assert [m.role for m in request.messages] == [Role.USER, Role.ASSISTANT, Role.SYSTEM, Role.USER]
+    assert request.messages[2].blocks == (Text("3 steps left"),)

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
+from gateway.providers import get_adapter
 from gateway.providers.gemini_request import SIGNATURE
 from gateway.repair.tool_pairing import SYNTHETIC_RESULT_TEXT
 from gateway.simulators.anthropic_rules import redacted_data, thinking_signature
@@ -432,7 +433,10 @@ def valid_requests(draw: st.DrawFn, target: Target, needs_reasoning_on_calls: bo
     """Conversations shaped as the target itself would have produced them: rounds of a user
     question, tool steps (a call message, then all its results) and a final answer; the last
     round may stop inside its tool loop. `needs_reasoning_on_calls`: every call message starts
-    with the target's reasoning (Anthropic thinking, DeepSeek/Kimi thinking mode)."""
+    with the target's reasoning (Anthropic thinking, DeepSeek/Kimi thinking mode). Messages are
+    grouped as the target's wire groups them (repair merges them otherwise): one message per user
+    turn for Anthropic, one message per step's results for Gemini."""
+    caps = get_adapter(target.kind).capabilities
     builder = Builder(target, strict=False)
     rounds = draw(st.integers(1, 3))
     for n in range(rounds):
@@ -442,7 +446,8 @@ def valid_requests(draw: st.DrawFn, target: Target, needs_reasoning_on_calls: bo
             calls = draw(st.lists(st.tuples(st.sampled_from(TOOL_NAMES), arguments), min_size=1, max_size=3))
             text = draw(st.sampled_from(["", "Let me check."]))
             builder.messages.append(builder.own_turn(reasoning, text, calls, False))
-            builder.messages.extend(builder.complete(draw(st.booleans())))
+            split = draw(st.booleans()) and not (caps.merge_tool_runs or caps.merge_user_turns)
+            builder.messages.extend(builder.complete(split))
         if n == rounds - 1 and builder.messages[-1].role is Role.TOOL and draw(st.booleans()):
             break  # the request continues the open tool loop
         reasoning = replays and draw(st.booleans())

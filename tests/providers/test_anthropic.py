@@ -348,10 +348,15 @@ def conversation(**overrides) -> Request:
                     ToolCall("toolu_b", "get_weather", '{"city": "Rome"}'),
                 ),
             ),
+            # the user side of a turn as repair hands it to this target (merge_user_turns)
             Message(
-                Role.TOOL, (ToolResult("toolu_a", "18C"), ToolResult("toolu_b", "unavailable", is_error=True))
+                Role.TOOL,
+                (
+                    ToolResult("toolu_a", "18C"),
+                    ToolResult("toolu_b", "unavailable", is_error=True),
+                    Text("Thanks!"),
+                ),
             ),
-            Message(Role.USER, (Text("Thanks!"),)),
         ),
         "tools": (
             ToolSpec(
@@ -479,7 +484,9 @@ def test_encode_client_max_tokens_bounds_the_budget() -> None:
     assert body["max_tokens"] == 800 and "thinking" not in body and "anthropic-beta" not in headers
 
 
-def test_encode_merges_roles_and_puts_results_first() -> None:
+def test_repair_merges_roles_and_puts_results_first_for_the_encoder() -> None:
+    from gateway.repair import prepare
+
     request = conversation(
         messages=(
             Message(Role.USER, (Text("a"),)),
@@ -490,7 +497,9 @@ def test_encode_merges_roles_and_puts_results_first() -> None:
         ),
         tool_choice=None,
     )
-    _, _, body = encode(request)
+    with pytest.raises(EncodeError, match="two user messages in a row"):
+        encode(request)  # the encoder maps messages one to one: merging is the repair's
+    _, _, body = encode(prepare(request, TARGET, ADAPTER.capabilities).request)
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},

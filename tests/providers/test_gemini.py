@@ -380,8 +380,10 @@ def test_body_shape_roles_parts_and_signatures() -> None:
                     ToolCall("call_b", "get_weather", '{"city": "Rome"}', stale),
                 ),
             ),
-            Message(Role.TOOL, (ToolResult("call_a", "18C"),)),
-            Message(Role.TOOL, (ToolResult("call_b", "unknown city", is_error=True),)),
+            # one step's results in one message, as repair hands them to Gemini (merge_tool_runs)
+            Message(
+                Role.TOOL, (ToolResult("call_a", "18C"), ToolResult("call_b", "unknown city", is_error=True))
+            ),
             Message(
                 Role.ASSISTANT, (Text("Paris 18C."), Text("", tgt.continuity({"thought_signature": "RU5E"})))
             ),

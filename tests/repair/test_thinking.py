@@ -15,15 +15,22 @@ TOOLS = (ToolSpec("f"),)
 
 
 def switch(messages, effort=None, target=CLAUDE, caps=ANTHROPIC, strict=False, choice=None, max_tokens=None):
-    request = Request("group", messages, tools=TOOLS, tool_choice=choice, max_tokens=max_tokens)
-    return switch_thinking(messages, effort, request, target, caps, strict)
+    """(messages, thinking on/off, repairs): the repair's explicit decision for the request."""
+    request = Request(
+        "group", messages, tools=TOOLS, tool_choice=choice, max_tokens=max_tokens, reasoning_effort=effort
+    )
+    return switch_thinking(messages, None, request, target, caps, strict)
 
 
 def test_thinking_is_on_with_a_budget_or_an_effort_other_than_none():
-    assert thinking_on(None, CLAUDE)
-    assert not thinking_on(None, replace(CLAUDE, thinking_budget=None))
-    assert thinking_on("low", replace(CLAUDE, thinking_budget=None))
-    assert not thinking_on("none", CLAUDE)
+    assert thinking_on(Request("g", ()), CLAUDE, None)
+    assert not thinking_on(Request("g", ()), replace(CLAUDE, thinking_budget=None), None)
+    assert thinking_on(Request("g", (), reasoning_effort="low"), replace(CLAUDE, thinking_budget=None), None)
+    assert not thinking_on(Request("g", (), reasoning_effort="none"), CLAUDE, None)
+    # an explicit on/off (the client's, or an earlier repair round's) wins over effort and budget
+    assert not thinking_on(Request("g", ()), CLAUDE, False)
+    assert thinking_on(Request("g", (), thinking=True), replace(CLAUDE, thinking_budget=None), None)
+    assert thinking_on(Request("g", (), thinking_budget=2048), replace(CLAUDE, thinking_budget=None), None)
 
 
 def test_the_loop_opener_reaches_back_over_every_turn_pair_with_results():
@@ -43,44 +50,44 @@ def test_the_loop_opener_reaches_back_over_every_turn_pair_with_results():
 
 def test_a_loop_opened_with_signed_thinking_keeps_thinking_on():
     messages = (user("q"), assistant(SIGNED, call("a")), tool(result("a")))
-    assert switch(messages) == (messages, None, [])
+    assert switch(messages) == (messages, True, [])
 
 
 def test_a_loop_opened_without_signed_thinking_turns_thinking_off():
     messages = (user("q"), assistant("let me see", call("a")), tool(result("a")))
-    out, effort, repairs = switch(messages, effort="high")
-    assert out is messages and effort == "none"
+    out, thinking, repairs = switch(messages, effort="high")
+    assert out is messages and thinking is False
     assert kinds(repairs) == ["thinking_disabled"]
 
 
 def test_thinking_already_off_or_no_open_loop_changes_nothing():
     open_loop = (user("q"), assistant(call("a")), tool(result("a")))
-    assert switch(open_loop, effort="none") == (open_loop, "none", [])
+    assert switch(open_loop, effort="none") == (open_loop, False, [])
     closed = (user("q"), assistant(call("a")), tool(result("a")), assistant("done"), user("thanks"))
-    assert switch(closed) == (closed, None, [])
+    assert switch(closed) == (closed, True, [])
 
 
 def test_strict_mode_and_a_forced_tool_choice_turn_thinking_off():
     messages = (user("q"),)
-    _, effort, repairs = switch(messages, strict=True)
-    assert effort == "none" and kinds(repairs) == ["thinking_disabled"]
+    _, thinking, repairs = switch(messages, strict=True)
+    assert thinking is False and kinds(repairs) == ["thinking_disabled"]
     forced = switch(messages, choice=ToolChoice(ToolChoiceMode.REQUIRED))
-    assert forced[1] == "none" and kinds(forced[2]) == ["thinking_disabled"]
-    assert switch(messages, choice=ToolChoice(ToolChoiceMode.AUTO))[1] is None
+    assert forced[1] is False and kinds(forced[2]) == ["thinking_disabled"]
+    assert switch(messages, choice=ToolChoice(ToolChoiceMode.AUTO))[1] is True
 
 
 def test_a_max_tokens_without_room_for_thinking_turns_it_off_and_the_final_message_follows():
     messages = (user("q"), assistant(SIGNED, "partial"))
-    out, effort, repairs = switch(messages, max_tokens=1024)
-    assert effort == "none" and out == (user("q"), assistant("partial"))
+    out, thinking, repairs = switch(messages, max_tokens=1024)
+    assert thinking is False and out == (user("q"), assistant("partial"))
     assert kinds(repairs) == ["reasoning_dropped", "thinking_disabled"]
-    assert switch(messages, max_tokens=1025) == (messages, None, [])
+    assert switch(messages, max_tokens=1025) == (messages, True, [])
 
 
 def test_with_thinking_off_the_final_assistant_message_loses_its_thinking():
     messages = (user("q"), assistant(SIGNED, "the answer so far"))
-    out, effort, repairs = switch(messages, effort="none")
-    assert out == (user("q"), assistant("the answer so far")) and effort == "none"
+    out, thinking, repairs = switch(messages, effort="none")
+    assert out == (user("q"), assistant("the answer so far")) and thinking is False
     assert kinds(repairs) == ["reasoning_dropped"]
     as_text = replace(CLAUDE, reasoning_policy="as_text")
     out, _, repairs = switch(messages, effort="none", target=as_text)

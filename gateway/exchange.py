@@ -1,0 +1,414 @@
+"""The exchange: one client request, whatever dialect carried it.
+
+    decode (codec) -> plan -> session -> restore continuity -> route and attempt (engine: repair
+    per target, the commit point) -> relay events to the codec's encoder -> record the turn ->
+    observe (metrics, access log)
+
+Every ingress dialect and both the streamed and the whole answer run this one pipeline; a dialect
+is only an `IngressCodec` (gateway/ingress/base.py). `Exchange` holds what one request learned on
+its way; the request's metrics/access-log record is built from it once, when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from aiohttp import web
+
+from gateway.config import ServerConfig
+from gateway.continuity.restore import answer_position, message_keys, restore
+from gateway.ingress.base import Inbound, IngressCodec, Reply, StreamEncoder
+from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.repair.report import Repair
+from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
+from gateway.routing.router import UNKNOWN_MODEL, Plan, UnknownModel
+from gateway.session import derive_session_key, valid_session_id
+from gateway.state import GatewayState
+from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    ErrorCategory,
+    StreamError,
+    UpstreamError,
+    UsageUpdate,
+)
+from gateway.transcript.model import AssistantTurn, Request, Usage
+
+log = logging.getLogger("gateway")
+
+# what an upstream that breaks its own answer format raises while its events are folded
+_FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What one request learned on its way through the pipeline."""
+
+    codec: IngressCodec
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(default_factory=time.monotonic)
+    model: str = UNKNOWN_MODEL  # label-safe: a config name
+    session: str = ""
+    tenant: str = ""
+    ignored_tokens: int = 0
+    restored: tuple[Repair, ...] = ()
+    answer: Answer | None = None
+    attempts: tuple[Attempt, ...] = ()  # when no target committed
+    outcome: str = "ok"
+    status: int = 0
+    ttft: float | None = None
+    usage: Usage | None = None
+
+    def first_content(self) -> None:
+        if self.ttft is None:
+            self.ttft = time.monotonic() - self.started
+
+    def record(self) -> RequestRecord:
+        answer = self.answer
+        attempts = answer.attempts if answer is not None else self.attempts
+        provider = answer.target.provider if answer is not None else None
+        repairs = [*self.restored, *answer.repairs] if answer is not None else list(self.restored)
+        record = RequestRecord(
+            self.codec.ingress,
+            request_id=self.request_id,
+            session=self.session,
+            model=self.model,
+            outcome=self.outcome,
+            status=self.status,
+            duration=time.monotonic() - self.started,
+            ttft=self.ttft,
+            upstream_model=answer.target.model if answer is not None else "",
+            attempts=[AttemptOutcome(a.provider, a.outcome) for a in attempts],
+            usage=self.usage,
+            ignored_tokens=self.ignored_tokens,
+        )
+        if provider is not None:
+            record.provider = provider
+            record.repairs = [(provider, r) for r in repairs]
+        return record
+
+
+def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
+    """Whose continuity this request may see: a hash of the client's credential when the gateway
+    authenticates clients (the guard already accepted it), else one shared tenant."""
+    if state.config.auth is None or not state.config.auth.tokens_env:
+        return ""
+    credential = codec.credential(http.headers)
+    return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
+
+
+async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
+    exchange = Exchange(codec)
+    state.metrics.inflight.inc()
+    try:
+        return await _run(state, exchange, http)
+    except ClientError as exc:
+        if exchange.outcome == "ok":  # an upstream failure already said what it was
+            exchange.outcome = "client_error" if exc.status < 500 else "upstream_error"
+        status, body = codec.error_body(exc)
+        exchange.status = status
+        return web.Response(status=status, body=body, headers=exc.headers, content_type="application/json")
+    except asyncio.CancelledError:
+        exchange.outcome = "cancelled"
+        raise
+    except Exception:
+        exchange.outcome = "internal_error"
+        exchange.status = 500
+        raise
+    finally:
+        state.metrics.inflight.dec()
+        state.observe(exchange.record())
+
+
+async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
+    codec = exchange.codec
+    body = parse_json_body(await http.read(), state.config.server.max_json_depth)
+    inbound = codec.decode(body, http.headers, state.sealer)
+    exchange.ignored_tokens = inbound.ignored_tokens
+    request = inbound.request
+    check_size(request, state.config.server)
+    plan = _plan(state, exchange, request.model)
+    exchange.tenant = tenant_of(state, codec, http)
+    exchange.session = _session(inbound, exchange.tenant)
+    request = await _restore(state, exchange, request)
+
+    try:
+        answer = await state.engine.open(request, plan)
+    except AllTargetsFailed as failed:
+        exchange.attempts = tuple(failed.attempts)
+        exchange.outcome = "upstream_error"
+        raise client_error_for(failed) from None
+    exchange.answer = answer
+    reply = Reply(codec.answer_id(exchange.request_id), request.model, int(time.time()))
+    headers = _headers(exchange, answer)
+    if request.stream:
+        return await _stream(state, exchange, inbound, request, answer, reply, headers, http)
+    return await _whole(state, exchange, inbound, request, answer, reply, headers)
+
+
+# upstream failure category -> the status the client sees; the rest (auth, permission, not found,
+# server, connection, protocol) are the gateway's upstream failing it: 502
+_STATUS = {
+    ErrorCategory.INVALID_REQUEST: 400,
+    ErrorCategory.CONTINUITY: 400,
+    ErrorCategory.PAIRING: 400,
+    ErrorCategory.TOO_LARGE: 413,
+    ErrorCategory.RATE_LIMIT: 429,
+    ErrorCategory.QUOTA: 429,
+    ErrorCategory.OVERLOADED: 503,
+    ErrorCategory.TIMEOUT: 504,
+}
+
+
+def client_error_for(failed: AllTargetsFailed) -> ClientError:
+    """The client's view of a request no target served: a real status (429/503 carry Retry-After),
+    the upstream's message, and which targets were tried (also in X-Gateway-Attempts)."""
+    final = failed.final
+    headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
+    if failed.attempts:
+        headers["X-Gateway-Provider"] = failed.attempts[-1].provider
+        tried = ", ".join(f"{a.provider}: {a.outcome}" for a in failed.attempts)
+        message = f"{final.message} (attempts: {tried})"
+    else:
+        message = final.message
+    if final.type == "missing_api_key":
+        return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
+    status = _STATUS.get(final.category, 502)
+    if final.retry_after is not None and status in (429, 503):
+        headers["Retry-After"] = str(max(1, math.ceil(final.retry_after)))
+    kind = "invalid_request_error" if status in (400, 413) else "upstream_error"
+    return ClientError(status, message, type=kind, code=final.code or final.category.value, headers=headers)
+
+
+def check_size(request: Request, limits: ServerConfig) -> None:
+    """Refuse a transcript beyond the configured caps before any pass runs over it."""
+    if len(request.messages) > limits.max_messages:
+        raise ClientError(
+            400,
+            f"the conversation has {len(request.messages)} messages; this gateway takes at most "
+            f"{limits.max_messages} ([server] max_messages)",
+            param="messages",
+            code="too_many_messages",
+        )
+    if len(request.tools) > limits.max_tools:
+        raise ClientError(
+            400,
+            f"{len(request.tools)} tools; this gateway takes at most {limits.max_tools} ([server] max_tools)",
+            param="tools",
+            code="too_many_tools",
+        )
+    blocks = sum(len(m.blocks) for m in request.messages) + len(request.system)
+    if blocks > limits.max_blocks:
+        raise ClientError(
+            400,
+            f"the conversation has {blocks} content blocks; this gateway takes at most "
+            f"{limits.max_blocks} ([server] max_blocks)",
+            param="messages",
+            code="too_many_blocks",
+        )
+
+
+def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
+    try:
+        plan = state.engine.router.plan(model)
+    except UnknownModel:
+        raise ClientError(
+            404,
+            f"model {model!r} is not a configured model group or <provider>/<model>",
+            param="model",
+            code="model_not_found",
+        ) from None
+    exchange.model = plan.model
+    return plan
+
+
+def _session(inbound: Inbound, tenant: str) -> str:
+    hint = inbound.session_hint
+    if hint is None:
+        return derive_session_key(inbound.request, tenant)
+    if not valid_session_id(hint.value):
+        message = f"{hint.source} must be 1-128 characters of [A-Za-z0-9._:-]"
+        raise ClientError(400, message, param=hint.source)
+    return hint.value
+
+
+async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
+    """Recorded turns (with their continuity tokens) back in place of the client's copies."""
+    keys = message_keys(request, exchange.session, exchange.tenant)
+    wanted = list(dict.fromkeys(k for k in keys if k is not None))
+    if not wanted:
+        return request
+    records: dict[str, bytes | None] = dict(state.recorder.pending(wanted))
+    missing = [k for k in wanted if k not in records] if records else wanted
+    if missing:
+        records.update(zip(missing, await state.store.get_many(missing), strict=True))
+    request, repairs = restore(request, records, exchange.session, exchange.tenant, keys)
+    exchange.restored = tuple(repairs)
+    return request
+
+
+def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
+    headers = {
+        "X-Request-Id": exchange.request_id,
+        "X-Session-Id": exchange.session,
+        "X-Gateway-Provider": answer.target.provider,
+        "X-Gateway-Attempts": str(len(answer.attempts)),
+    }
+    repairs = (*exchange.restored, *answer.repairs)
+    if repairs:
+        counts = Counter(r.kind for r in repairs)
+        headers["X-Gateway-Repairs"] = ",".join(f"{kind}={n}" for kind, n in sorted(counts.items()))
+    return headers
+
+
+def _record_turn(state: GatewayState, exchange: Exchange, request: Request, turn: AssistantTurn) -> None:
+    state.recorder.record(turn.blocks, exchange.session, answer_position(request), exchange.tenant)
+
+
+async def _whole(
+    state: GatewayState,
+    exchange: Exchange,
+    inbound: Inbound,
+    request: Request,
+    answer: Answer,
+    reply: Reply,
+    headers: dict[str, str],
+) -> web.Response:
+    assembler = Assembler()
+    try:
+        async for event in answer.events():
+            if type(event) is BlockDelta and event.text:
+                exchange.first_content()
+            assembler.add(event)
+        turn = assembler.finish()
+    except _FORMAT_ERRORS as exc:
+        exchange.outcome = "upstream_error"
+        raise ClientError(
+            502,
+            f"{answer.target.provider} broke its own answer format: {exc}",
+            type="upstream_error",
+            code="protocol",
+        ) from None
+    exchange.usage = turn.usage
+    if assembler.error is None:
+        _record_turn(state, exchange, request, turn)
+    exchange.status = 200
+    body = exchange.codec.answer(inbound, reply, turn, state.sealer)
+    return web.Response(body=body, headers=headers, content_type="application/json")
+
+
+async def _stream(
+    state: GatewayState,
+    exchange: Exchange,
+    inbound: Inbound,
+    request: Request,
+    answer: Answer,
+    reply: Reply,
+    headers: dict[str, str],
+    http: web.Request,
+) -> web.StreamResponse:
+    encoder = exchange.codec.stream_encoder(inbound, reply, state.sealer)
+    response = web.StreamResponse(
+        status=200, headers={**headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
+    )
+    assembler = Assembler()  # the turn as it streams, to record once it completed
+    keepalive: asyncio.Task[None] | None = None
+    try:
+        await response.prepare(http)
+        exchange.status = 200
+        await response.write(encoder.start())
+        relay = _Relay(response, encoder, assembler, exchange)
+        if encoder.keepalive_seconds:
+            keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
+        try:
+            error = await relay.run(answer)
+            turn = None if error is not None else assembler.finish()
+        except _FORMAT_ERRORS as exc:
+            # the upstream broke its own format after the commit point: end the stream well-formed
+            log.warning("%s broke its stream format: %s", answer.target.provider, exc)
+            error = UpstreamError(ErrorCategory.PROTOCOL, f"{answer.target.provider} broke its stream format")
+            turn = None
+        if keepalive is not None:
+            keepalive.cancel()
+        if error is not None:
+            # a half-finished turn is never recorded: its reasoning block may be cut short
+            exchange.outcome = "stream_error"
+            # the provider's message may quote what it was sent: never echo a secret
+            await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
+            return response
+        assert turn is not None
+        await response.write(encoder.finish())
+        await response.write_eof()
+        _record_turn(state, exchange, request, turn)
+        return response
+    finally:
+        if keepalive is not None:
+            keepalive.cancel()
+        await answer.aclose()
+
+
+class _Relay:
+    """Writes an answer's events as they arrive (one write per upstream chunk)."""
+
+    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_last")
+
+    def __init__(
+        self, response: web.StreamResponse, encoder: StreamEncoder, assembler: Assembler, exchange: Exchange
+    ) -> None:
+        self._response = response
+        self._encoder = encoder
+        self._assembler = assembler
+        self._exchange = exchange
+        self._last = time.monotonic()  # when the upstream last produced something
+
+    async def run(self, answer: Answer) -> UpstreamError | None:
+        """Relay every event; the stream's error, if it ends with one."""
+        encoder, assembler, exchange = self._encoder, self._assembler, self._exchange
+        response = self._response
+        async for batch in answer.batches():
+            self._last = time.monotonic()
+            out = bytearray()
+            for event in batch:
+                t = type(event)
+                if t is StreamError:
+                    if out:
+                        await response.write(bytes(out))
+                    return event.error
+                if exchange.ttft is None and (
+                    (t is BlockDelta and event.text)
+                    or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
+                ):
+                    exchange.first_content()
+                elif t is UsageUpdate:
+                    exchange.usage = event.usage
+                assembler.add(event)
+                chunk = encoder.event(event)
+                if chunk is not None:
+                    out += chunk
+            if out:
+                await response.write(bytes(out))
+        return None
+
+    async def keep_alive(self, interval: float) -> None:
+        """The dialect's keep-alive after `interval` seconds without upstream bytes (a long
+        thinking phase), so clients and proxies do not time the stream out."""
+        while True:
+            wait = self._last + interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                await self._response.write(self._encoder.keepalive())
+            except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
+                return
+            self._last = time.monotonic()

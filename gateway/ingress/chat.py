@@ -1,0 +1,53 @@
+"""The OpenAI Chat Completions dialect (`POST /v1/chat/completions`) as an ingress codec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.ingress.base import Inbound, Reply, SessionHint
+from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
+from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
+from gateway.ingress.errors import ClientError
+from gateway.transcript.model import AssistantTurn
+from gateway.transcript.seal import Sealer
+
+SESSION_HEADER = "X-Session-Id"
+
+
+class ChatCodec:
+    ingress = "chat_completions"
+
+    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+        stats = DecodeStats()
+        request = decode_request(body, sealer, stats)
+        session = headers.get(SESSION_HEADER)
+        return Inbound(
+            request,
+            SessionHint(SESSION_HEADER, session) if session else None,
+            stats.ignored_tokens,
+            context=include_usage(body),
+        )
+
+    def answer_id(self, request_id: str) -> str:
+        return "chatcmpl-" + request_id
+
+    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> ChatStreamEncoder:
+        return ChatStreamEncoder(reply.id, reply.model, bool(inbound.context), sealer, reply.created)
+
+    def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
+        return completion_json(turn, reply.id, reply.model, sealer, reply.created)
+
+    def error_body(self, error: ClientError) -> tuple[int, bytes]:
+        return error.status, error.to_json()
+
+    def credential(self, headers: Mapping[str, str]) -> str:
+        return bearer_token(headers)
+
+
+def bearer_token(headers: Mapping[str, str]) -> str:
+    scheme, _, value = headers.get("Authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+CODEC = ChatCodec()

@@ -1,0 +1,85 @@
+"""The exchange pipeline: size caps, and continuity partitioned by tenant and session."""
+
+from __future__ import annotations
+
+import orjson
+
+from gateway.simulators.base import Reply, ToolCallSpec
+from tests.ops.conftest import USER, running_stack
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+]
+
+
+async def test_a_transcript_beyond_the_caps_is_refused_before_any_work():
+    def small(data):
+        data["server"].update(max_messages=4, max_tools=1, max_blocks=5)
+
+    async with running_stack(small) as stack:
+        many = [{"role": "user", "content": f"m{n}"} for n in range(5)]
+        status, _, body = await stack.chat({"model": "openai-chat", "messages": many})
+        assert status == 400
+        error = orjson.loads(body)["error"]
+        assert error["code"] == "too_many_messages" and error["param"] == "messages"
+        assert "max_messages" in error["message"]
+
+        two_tools = TOOLS + [{"type": "function", "function": {"name": "other"}}]
+        status, _, body = await stack.chat({"model": "openai-chat", "messages": USER, "tools": two_tools})
+        assert status == 400 and orjson.loads(body)["error"]["code"] == "too_many_tools"
+
+        parts = [{"type": "text", "text": str(n)} for n in range(6)]
+        status, _, body = await stack.chat(
+            {"model": "openai-chat", "messages": [{"role": "user", "content": parts}]}
+        )
+        assert status == 400 and orjson.loads(body)["error"]["code"] == "too_many_blocks"
+
+        assert stack.hub.states["openai_chat"].requests == [], "nothing reached a provider"
+        status, _, _ = await stack.chat({"model": "openai-chat", "messages": USER})
+        assert status == 200, "within the caps the gateway serves as usual"
+
+
+async def test_one_tenants_continuity_never_reaches_another_tenants_request():
+    """Tenant B replays tenant A's tool call (same id, name and arguments): A's recorded
+    reasoning_content must not be sent upstream in B's request, and the same opening messages do
+    not put B in A's derived session."""
+
+    def with_auth(data):
+        data["auth"] = {"tokens_env": ["TOKEN_A", "TOKEN_B"]}
+
+    env = {"TOKEN_A": "token-of-tenant-a", "TOKEN_B": "token-of-tenant-b"}
+    async with running_stack(with_auth, env=env) as stack:
+        deepseek = stack.hub.states["deepseek"]
+        secret = "tenant A private chain of thought"
+        deepseek.push(
+            Reply(reasoning=secret, tool_calls=[ToolCallSpec("lookup", {"q": "x"})]),
+            Reply(text="done A"),
+            Reply(text="done B"),
+        )
+        a = {"Authorization": "Bearer token-of-tenant-a"}
+        b = {"Authorization": "Bearer token-of-tenant-b"}
+        ask = {"model": "deepseek", "messages": USER, "tools": TOOLS}
+        status, headers_a, body = await stack.chat(ask, a)
+        assert status == 200
+        message = orjson.loads(body)["choices"][0]["message"]
+        call = message["tool_calls"][0]
+        stripped = {"role": "assistant", "content": None, "tool_calls": [call]}  # no reasoning echoed
+        follow = USER + [stripped, {"role": "tool", "tool_call_id": call["id"], "content": "42"}]
+
+        status, _, _ = await stack.chat({**ask, "messages": follow}, a)
+        assert status == 200
+        replayed_a = deepseek.requests[-1].body["messages"][1]
+        assert replayed_a["reasoning_content"] == secret, "the owner gets its own reasoning back"
+
+        status, headers_b, _ = await stack.chat({**ask, "messages": follow}, b)
+        assert status == 200
+        replayed_b = deepseek.requests[-1].body["messages"][1]
+        assert secret not in orjson.dumps(deepseek.requests[-1].body).decode()
+        assert replayed_b.get("reasoning_content") == "", "B gets the empty stub DeepSeek requires"
+        assert headers_a["X-Session-Id"] != headers_b["X-Session-Id"], "derived sessions are per tenant"
