@@ -28,6 +28,8 @@ FINISH_REASONS = {
     StopReason.TOOL_CALLS: "tool_calls",
     StopReason.MAX_TOKENS: "length",
     StopReason.CONTENT_FILTER: "content_filter",
+    StopReason.REFUSAL: "content_filter",
+    StopReason.PAUSE_TURN: "stop",
     StopReason.ERROR: "stop",
 }
 

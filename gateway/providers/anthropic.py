@@ -5,6 +5,8 @@ and read back here when encoding).
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,14 +18,17 @@ from gateway.providers.base import (
     EncodeError,
     HttpRequest,
     category_for_status,
+    hosted_tools_for,
     join_url,
     loads_or_none,
+    overflow_code,
     parse_arguments,
     retry_after_header,
 )
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
     CacheControl,
+    Document,
     Image,
     Reasoning,
     Request,
@@ -48,6 +53,28 @@ EFFORT_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384, "
 # with thinking on the API accepts top_p only in [0.95, 1] and rejects any temperature
 MIN_TOP_P_WITH_THINKING = 0.95
 
+# client `anthropic-beta` flags passed through: features whose request and answer shapes this
+# adapter handles. Tool search (advanced-tool-use) is not among them: the gateway sends every tool
+# definition up front, to every provider family.
+CLIENT_BETAS = frozenset(
+    (
+        "claude-code-20250219",
+        INTERLEAVED_THINKING_BETA,
+        "context-management-2025-06-27",
+        "thinking-token-count-2026-05-13",
+        "effort-2025-11-24",
+        "fine-grained-tool-streaming-2025-05-14",
+        "token-efficient-tools-2025-02-19",
+        "prompt-caching-2024-07-31",
+        "extended-cache-ttl-2025-04-11",
+        "output-128k-2025-02-19",
+        "context-1m-2025-08-07",
+        "web-fetch-2025-09-10",
+        "code-execution-2025-08-25",
+    )
+)
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="toolu_"),
     reasoning_replay=True,
@@ -59,6 +86,7 @@ CAPABILITIES = Capabilities(
     blank_text_forbidden=True,
     thinking_forbids_forced_tool_choice=True,
     min_thinking_budget=MIN_THINKING_BUDGET,
+    client_betas=CLIENT_BETAS,
 )
 
 # lower-cased fragments of 400 messages (PROVIDERS.md) that rejection recovery acts on
@@ -75,6 +103,8 @@ PAIRING_MARKERS = (
     "unexpected `tool_use_id`",
     "`tool_use` ids must be unique",
 )
+# a context-window overflow ("prompt is too long: 250000 tokens > 200000 maximum")
+CONTEXT_OVERFLOW_MARKERS = ("prompt is too long",)
 MAX_ERROR_TEXT = 1000
 
 
@@ -122,6 +152,31 @@ def _image(image: Image) -> dict[str, Any]:
     return _cached(out, image.cache)
 
 
+def _document(document: Document) -> dict[str, Any]:
+    source = document.source
+    if source.startswith("data:"):
+        header, sep, data = source[5:].partition(",")
+        media_type, _, encoding = header.partition(";")
+        if not sep or encoding != "base64":
+            raise EncodeError("document data URL must be base64")
+        if media_type == "text/plain":
+            try:
+                text = base64.b64decode(data, validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                raise EncodeError("a text/plain document must be base64 of UTF-8 text") from None
+            wire = {"type": "text", "media_type": "text/plain", "data": text}
+        elif media_type == "application/pdf":
+            wire = {"type": "base64", "media_type": media_type, "data": data}
+        else:
+            raise EncodeError(f"Anthropic takes PDF and plain-text documents, not {media_type}")
+    else:
+        wire = {"type": "url", "url": source}
+    out: dict[str, Any] = {"type": "document", "source": wire}
+    if document.title:
+        out["title"] = document.title
+    return _cached(out, document.cache)
+
+
 def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
     meta = block.meta
     if meta is None or not target.owns(meta):
@@ -159,6 +214,8 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
             return _cached({"type": "text", "text": text}, cache) if text else None
         case Image() if not assistant:
             return _image(block)
+        case Document() if not assistant:
+            return _document(block)
         case ToolResult() if not assistant:
             return _tool_result(block)
         case ToolCall(id=call_id, name=name, arguments=arguments, cache=cache) if assistant:
@@ -231,7 +288,8 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
     return _cached(out, tool.cache)
 
 
-def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str]]:
+    """The request body (without `stream`) and the beta flags it needs."""
     budget = thinking_budget(request, target)
     max_tokens = request.max_tokens
     if budget is not None:
@@ -243,30 +301,93 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     elif max_tokens is None:
         max_tokens = DEFAULT_MAX_TOKENS
 
+    options = request.provider_options.get(KIND, {})
+    betas: list[str] = list(options.get("betas", ()))
     body: dict[str, Any] = {"model": target.model, "max_tokens": max_tokens}
     if request.system:
         body["system"] = _system(request)
     body["messages"] = _messages(request, target)
-    if request.tools:
-        body["tools"] = [_tool(t) for t in request.tools]
+    tools = [_tool(t) for t in request.tools]
+    tools.extend(dict(t.spec) for t in hosted_tools_for(request, KIND))
+    if tools:
+        body["tools"] = tools
         choice = _tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice
-    headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        headers["anthropic-beta"] = INTERLEAVED_THINKING_BETA
+        if options.get("thinking_display"):
+            body["thinking"]["display"] = options["thinking_display"]
+        betas.append(INTERLEAVED_THINKING_BETA)
         if request.top_p is not None and request.top_p >= MIN_TOP_P_WITH_THINKING:
             body["top_p"] = request.top_p
-    elif request.temperature is not None:
-        # Claude 4.5+ refuse temperature and top_p together: temperature wins
-        body["temperature"] = request.temperature
-    elif request.top_p is not None:
-        body["top_p"] = request.top_p
+    else:
+        if request.temperature is not None:
+            # Claude 4.5+ refuse temperature and top_p together: temperature wins
+            body["temperature"] = request.temperature
+        elif request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.top_k is not None:  # refused with thinking on
+            body["top_k"] = request.top_k
     if request.stop:
         body["stop_sequences"] = list(request.stop)
+    _client_options(body, options, budget is not None, betas)
+    return body, betas
+
+
+def _client_options(
+    body: dict[str, Any], options: Mapping[str, Any], thinking: bool, betas: list[str]
+) -> None:
+    """Anthropic-only fields a Messages client sent, where they are valid for this request."""
+    metadata = options.get("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
+        body["metadata"] = {"user_id": metadata["user_id"]}
+    tier = options.get("service_tier")
+    if tier in ("auto", "standard_only"):
+        body["service_tier"] = tier
+    management = options.get("context_management")
+    if isinstance(management, Mapping) and isinstance(management.get("edits"), list):
+        # clearing thinking blocks needs thinking on (repair may have turned it off)
+        edits = [e for e in management["edits"] if thinking or not _clears_thinking(e)]
+        if edits:
+            body["context_management"] = {**management, "edits": edits}
+            betas.append(CONTEXT_MANAGEMENT_BETA)
+
+
+def _clears_thinking(edit: object) -> bool:
+    return isinstance(edit, Mapping) and str(edit.get("type", "")).startswith("clear_thinking")
+
+
+def _headers(api_key: str, betas: list[str]) -> dict[str, str]:
+    headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
+    if betas:
+        headers["anthropic-beta"] = ",".join(dict.fromkeys(betas))
+    return headers
+
+
+def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    body, betas = _payload(request, target)
     body["stream"] = request.stream
-    return HttpRequest(join_url(target.base_url, "/v1/messages"), headers, orjson.dumps(body))
+    url = join_url(target.base_url, "/v1/messages")
+    return HttpRequest(url, _headers(api_key, betas), orjson.dumps(body))
+
+
+# what a count_tokens request takes of a Messages request
+_COUNTED = ("model", "system", "messages", "tools", "tool_choice", "thinking", "context_management")
+
+
+def encode_count(request: Request, target: Target, api_key: str) -> HttpRequest:
+    """`POST /v1/messages/count_tokens`: the request as it would be sent, without max_tokens."""
+    body, betas = _payload(request, target)
+    counted = {k: body[k] for k in _COUNTED if k in body}
+    url = join_url(target.base_url, "/v1/messages/count_tokens")
+    return HttpRequest(url, _headers(api_key, betas), orjson.dumps(counted))
+
+
+def decode_count(body: bytes) -> int | None:
+    parsed = loads_or_none(body)
+    value = parsed.get("input_tokens") if isinstance(parsed, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -289,8 +410,22 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
         elif any(marker in lowered for marker in CONTINUITY_MARKERS):
             category = ErrorCategory.CONTINUITY
     return UpstreamError(
-        category, redact(message), status=status, type=etype, retry_after=retry_after_header(headers)
+        category,
+        redact(message),
+        status=status,
+        type=etype,
+        code=overflow_code(message, None, CONTEXT_OVERFLOW_MARKERS),
+        retry_after=retry_after_header(headers),
     )
 
 
-ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, AnthropicStreamDecoder, decode_response, classify_error)
+ADAPTER = Adapter(
+    KIND,
+    CAPABILITIES,
+    encode_request,
+    AnthropicStreamDecoder,
+    decode_response,
+    classify_error,
+    count=encode_count,
+    count_answer=decode_count,
+)

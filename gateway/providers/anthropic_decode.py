@@ -32,12 +32,12 @@ from gateway.transcript.target import Target
 
 STOP_REASONS = {
     "end_turn": StopReason.END_TURN,
-    "pause_turn": StopReason.END_TURN,
+    "pause_turn": StopReason.PAUSE_TURN,
     "tool_use": StopReason.TOOL_CALLS,
     "max_tokens": StopReason.MAX_TOKENS,
     "model_context_window_exceeded": StopReason.MAX_TOKENS,
     "stop_sequence": StopReason.STOP_SEQUENCE,
-    "refusal": StopReason.CONTENT_FILTER,
+    "refusal": StopReason.REFUSAL,
 }
 
 # error.type -> category; invalid_request_error is left to the status and the message markers
@@ -140,7 +140,11 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
             elif kind == "message_start":
                 message = event["message"]
                 out.append(MessageStart(message.get("id") or "", message.get("model") or ""))
-                self._usage.merge(message.get("usage"))
+                usage = message.get("usage")
+                self._usage.merge(usage)
+                if usage and usage.get("input_tokens"):
+                    # the prompt's size is known before any content: a client may show it at once
+                    out.append(UsageUpdate(self._usage.usage()))
             elif kind == "message_delta":
                 reason = event["delta"].get("stop_reason")
                 if reason:

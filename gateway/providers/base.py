@@ -7,6 +7,8 @@ Shared helpers here never branch on provider kind; quirks live in the provider's
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -14,8 +16,8 @@ from typing import Protocol
 import orjson
 
 from gateway.sse import DEFAULT_MAX_LINE, SSELineTooLong, SSEParser
-from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
-from gateway.transcript.model import Request, ToolCall
+from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, Event, StreamError, UpstreamError
+from gateway.transcript.model import Document, HostedTool, Request, ToolCall
 from gateway.transcript.target import Capabilities, Target
 
 
@@ -74,6 +76,10 @@ class Adapter:
     decoder: Callable[[Target, Request | None], StreamDecoder]
     decode: Callable[[bytes, Target, Request | None], list[Event]]
     classify: Callable[[int, Mapping[str, str], bytes], UpstreamError]
+    # the provider's own token counter, where the family has one: the request to send, and the
+    # input tokens read from its answer (None: the answer did not say)
+    count: Callable[[Request, Target, str], HttpRequest] | None = None
+    count_answer: Callable[[bytes], int | None] | None = None
 
     def encode_request(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         return self.encode(request, target, api_key)
@@ -86,6 +92,34 @@ class Adapter:
 
     def classify_error(self, status: int, headers: Mapping[str, str], body: bytes) -> UpstreamError:
         return self.classify(status, headers, body)
+
+
+def hosted_tools_for(request: Request, kind: str, runs: bool = True) -> tuple[HostedTool, ...]:
+    """The hosted tools this provider kind runs (`runs`: the adapter implements them). One it
+    cannot run reaches here only when the client requires it (repair leaves the others out): the
+    request is refused by the tool's name, so routing tries a target that runs it."""
+    for tool in request.hosted_tools:
+        if tool.kind != kind:
+            raise EncodeError(f"the {tool.type} tool runs only on {tool.kind} targets")
+        if not runs:
+            raise EncodeError(f"the gateway does not run {kind} hosted tools ({tool.type})")
+    return request.hosted_tools
+
+
+def document_text(document: Document) -> str | None:
+    """A plain-text document as text a model reads (for APIs without document inputs), None for
+    any other document."""
+    if document.media_type != "text/plain" or not document.source.startswith("data:"):
+        return None
+    _, sep, data = document.source.partition(",")
+    try:
+        text = base64.b64decode(data, validate=True).decode() if sep else None
+    except (binascii.Error, UnicodeDecodeError):
+        raise EncodeError("a text/plain document must be base64 of UTF-8 text") from None
+    if text is None:
+        raise EncodeError("a text/plain document must be a base64 data URL")
+    title = f' title="{document.title}"' if document.title else ""
+    return f"<document{title}>\n{text}\n</document>"
 
 
 def join_url(base_url: str, path: str) -> str:
@@ -135,6 +169,13 @@ def retry_after_header(headers: Mapping[str, str]) -> float | None:
         except ValueError:
             return None  # HTTP-date form: treated as unknown; routing backs off by itself
     return None
+
+
+def overflow_code(message: str, code: str | None, markers: tuple[str, ...]) -> str | None:
+    """`code`, or CONTEXT_OVERFLOW when the provider's message says the prompt exceeded the
+    context window (`markers`: lower-case fragments of the provider's own wording)."""
+    lowered = message.lower()
+    return CONTEXT_OVERFLOW if any(m in lowered for m in markers) else code
 
 
 def category_for_status(status: int) -> ErrorCategory:

@@ -20,9 +20,10 @@ from gateway.providers.base import (
     SSEStreamDecoder,
     category_for_status,
     loads_or_none,
+    overflow_code,
     retry_after_header,
 )
-from gateway.providers.gemini_request import SIGNATURE, encode_request
+from gateway.providers.gemini_request import SIGNATURE, decode_count, encode_count, encode_request
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -363,6 +364,10 @@ def _retry_delay(error: Mapping[str, Any]) -> float | None:
     return None
 
 
+# "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+CONTEXT_OVERFLOW_MARKERS = ("exceeds the maximum number of tokens",)
+
+
 def classify_payload(status: int, error: Any, headers: Mapping[str, str]) -> UpstreamError:
     if type(error) is not dict:
         error = {"message": str(error)}
@@ -387,7 +392,7 @@ def classify_payload(status: int, error: Any, headers: Mapping[str, str]) -> Ups
         message or f"upstream error (HTTP {status})",
         status=status,
         type=status_text,
-        code=str(code) if code is not None else None,
+        code=overflow_code(message, str(code) if code is not None else None, CONTEXT_OVERFLOW_MARKERS),
         retry_after=retry_after,
     )
 
@@ -426,4 +431,13 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
     return classify_payload(status, error, headers)
 
 
-ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, GeminiStreamDecoder, decode_response, classify_error)
+ADAPTER = Adapter(
+    KIND,
+    CAPABILITIES,
+    encode_request,
+    GeminiStreamDecoder,
+    decode_response,
+    classify_error,
+    count=encode_count,
+    count_answer=decode_count,
+)

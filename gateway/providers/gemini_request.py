@@ -12,9 +12,18 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from gateway.providers.base import EncodeError, HttpRequest, join_url, parse_arguments, tool_call_names
+from gateway.providers.base import (
+    EncodeError,
+    HttpRequest,
+    hosted_tools_for,
+    join_url,
+    loads_or_none,
+    parse_arguments,
+    tool_call_names,
+)
 from gateway.transcript.model import (
     Continuity,
+    Document,
     Image,
     Reasoning,
     Request,
@@ -79,7 +88,8 @@ SCHEMA_KEYS = frozenset(
 _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 
 
-def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+def _body(request: Request, target: Target) -> dict[str, Any]:
+    hosted_tools_for(request, "gemini", runs=False)
     names = tool_call_names(request)
     contents: list[dict[str, Any]] = []
     previous: Role | None = None
@@ -120,14 +130,41 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     generation = _generation_config(request, target)
     if generation:
         body["generationConfig"] = generation
-    model = quote(target.model.removeprefix("models/"), safe="-._~")
-    if request.stream:
-        path = f"/v1beta/models/{model}:streamGenerateContent?alt=sse"
-    else:
-        path = f"/v1beta/models/{model}:generateContent"
+    return body
+
+
+def _model_path(target: Target) -> str:
+    return "/v1beta/models/" + quote(target.model.removeprefix("models/"), safe="-._~")
+
+
+def _headers(api_key: str) -> dict[str, str]:
     # the key goes in a header only: URLs end up in logs and proxies
-    headers = {"x-goog-api-key": api_key, "Content-Type": "application/json"}
-    return HttpRequest(join_url(target.base_url, path), headers, orjson.dumps(body))
+    return {"x-goog-api-key": api_key, "Content-Type": "application/json"}
+
+
+def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    body = _body(request, target)
+    model = _model_path(target)
+    if request.stream:
+        path = f"{model}:streamGenerateContent?alt=sse"
+    else:
+        path = f"{model}:generateContent"
+    return HttpRequest(join_url(target.base_url, path), _headers(api_key), orjson.dumps(body))
+
+
+def encode_count(request: Request, target: Target, api_key: str) -> HttpRequest:
+    """`:countTokens` over the whole generateContent request (system instruction and tools
+    count too)."""
+    model = _model_path(target)
+    body = {"generateContentRequest": {"model": model.removeprefix("/v1beta/"), **_body(request, target)}}
+    url = join_url(target.base_url, f"{model}:countTokens")
+    return HttpRequest(url, _headers(api_key), orjson.dumps(body))
+
+
+def decode_count(body: bytes) -> int | None:
+    parsed = loads_or_none(body)
+    value = parsed.get("totalTokens") if isinstance(parsed, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _generation_config(request: Request, target: Target) -> dict[str, Any]:
@@ -138,6 +175,8 @@ def _generation_config(request: Request, target: Target) -> dict[str, Any]:
         config["temperature"] = request.temperature
     if request.top_p is not None:
         config["topP"] = request.top_p
+    if request.top_k is not None:
+        config["topK"] = request.top_k
     if request.stop:
         config["stopSequences"] = list(request.stop)
     # a client's reasoning_effort overrides the target's budget, which overrides the target's effort
@@ -207,7 +246,19 @@ def _user_part(block: object) -> dict[str, Any] | None:
         return {"text": block.text} if block.text else None
     if t is Image:
         return _image_part(block)
+    if t is Document:
+        return _document_part(block)
     raise EncodeError(f"a user message cannot hold a {t.__name__} block")
+
+
+def _document_part(document: Document) -> dict[str, Any]:
+    source = document.source
+    if source.startswith("data:"):
+        _, sep, data = source.partition(",")
+        if not sep or ";base64" not in source[: len(source) - len(data)]:
+            raise EncodeError("document data URLs must be base64")
+        return {"inlineData": {"mimeType": document.media_type, "data": data}}
+    return {"fileData": {"mimeType": document.media_type, "fileUri": source}}
 
 
 def _image_part(image: Image) -> dict[str, Any]:

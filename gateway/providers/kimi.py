@@ -27,6 +27,8 @@ DIALECT = ChatDialect(
     capabilities=CAPABILITIES,
     reasoning_replay=ReasoningReplay.FIELD,
     tool_message_name=True,  # Moonshot's tool-call guide sends the function name back
+    # "Invalid request: Your request exceeded model token limit: 262144"
+    context_overflow=("exceeded model token limit",),
     # Kimi reports cached tokens at the top level of usage (and in prompt_tokens_details)
     cache_read_paths=(("cached_tokens",), ("prompt_tokens_details", "cached_tokens")),
     error_messages=(

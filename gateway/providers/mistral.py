@@ -17,6 +17,7 @@ CAPABILITIES = Capabilities(
 DIALECT = ChatDialect(
     kind="mistral",
     capabilities=CAPABILITIES,
+    documents="document_url",
     stream_usage_option=False,  # Mistral sends usage on the finish chunk and has no stream_options
     reasoning_replay=ReasoningReplay.THINKING_CHUNKS,
     tool_message_name=True,
@@ -26,6 +27,9 @@ DIALECT = ChatDialect(
         ("not the same number of function calls and responses", ErrorCategory.PAIRING),
     ),
     error_types=OPENAI_ERROR_TYPES,
+    # "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum
+    # context length"
+    context_overflow=("too large for model with",),
 )
 
 ADAPTER = ChatAdapter(DIALECT)

@@ -25,6 +25,7 @@ REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 DIALECT = ChatDialect(
     kind="openai_chat",
     capabilities=CAPABILITIES,
+    documents="file",
     max_tokens_field="max_completion_tokens",  # max_tokens is rejected by reasoning models
     sends_reasoning_effort=True,
     reasoning_models=REASONING_MODELS,

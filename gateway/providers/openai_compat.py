@@ -13,10 +13,19 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.base import EncodeError, HttpRequest, join_url, loads_or_none, tool_call_names
+from gateway.providers.base import (
+    EncodeError,
+    HttpRequest,
+    document_text,
+    hosted_tools_for,
+    join_url,
+    loads_or_none,
+    tool_call_names,
+)
 from gateway.providers.openai_compat_decode import ChatStreamDecoder, classify_payload
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
 from gateway.transcript.model import (
+    Document,
     Image,
     Message,
     Reasoning,
@@ -53,6 +62,9 @@ class ChatDialect:
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     tool_message_name: bool = False  # tool messages carry the function name
     user_images: bool = True  # accepts image_url parts (text-only APIs refuse them)
+    # how a user message carries a PDF: "file" parts with the data URL (OpenAI), "document_url"
+    # parts with an http(s) URL (Mistral), or "" (none); a plain-text document is text everywhere
+    documents: str = ""
     error_result_prefix: str = "Error: "
     # where the usage object reports cached prompt tokens, first match wins
     cache_read_paths: tuple[tuple[str, ...], ...] = (("prompt_tokens_details", "cached_tokens"),)
@@ -60,6 +72,8 @@ class ChatDialect:
     error_messages: tuple[tuple[str, ErrorCategory], ...] = ()
     # provider error `type` / `code` value -> category, for any status
     error_types: Mapping[str, ErrorCategory] = field(default_factory=dict)
+    # lower-case fragments of the dialect's context-window overflow message
+    context_overflow: tuple[str, ...] = ("maximum context length",)
 
 
 # The OpenAI wire format's own rejection texts; every dialect of the family can answer with them.
@@ -96,6 +110,7 @@ class ChatEncoder:
 
     def encode(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         d = self.dialect
+        hosted_tools_for(request, d.kind, runs=False)
         names = tool_call_names(request) if d.tool_message_name else {}
         messages: list[dict[str, Any]] = []
         if request.system:
@@ -154,7 +169,7 @@ class ChatEncoder:
     ) -> None:
         role = message.role
         if role is Role.USER:
-            out.append({"role": "user", "content": _user_content(message, self.dialect.user_images)})
+            out.append({"role": "user", "content": _user_content(message, self.dialect)})
         elif role is Role.ASSISTANT:
             out.append(self._assistant(message, target))
         elif role is Role.SYSTEM:
@@ -234,15 +249,22 @@ def _system_text(message: Message) -> str:
     return message.text()
 
 
-def _user_content(message: Message, images: bool) -> str | list[dict[str, Any]]:
+def _user_content(message: Message, dialect: ChatDialect) -> str | list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     plain = True
     for block in message.blocks:
         t = type(block)
         if t is Text:
             parts.append({"type": "text", "text": block.text})
+        elif t is Document:
+            text = document_text(block)
+            if text is not None:
+                parts.append({"type": "text", "text": text})
+                continue
+            plain = False
+            parts.append(_document_part(block, dialect))
         elif t is Image:
-            if not images:
+            if not dialect.user_images:
                 raise EncodeError("this provider takes text only: a user message holds an image")
             plain = False
             image: dict[str, Any] = {"url": block.url}
@@ -254,6 +276,25 @@ def _user_content(message: Message, images: bool) -> str | list[dict[str, Any]]:
     if plain:
         return "".join(p["text"] for p in parts)
     return parts
+
+
+def _document_part(document: Document, dialect: ChatDialect) -> dict[str, Any]:
+    data_url = document.source.startswith("data:")
+    if dialect.documents == "file" and data_url and document.media_type == "application/pdf":
+        filename = document.title or "document.pdf"
+        return {"type": "file", "file": {"filename": filename, "file_data": document.source}}
+    if dialect.documents == "document_url" and not data_url:
+        part = {"type": "document_url", "document_url": document.source}
+        if document.title:
+            part["document_name"] = document.title
+        return part
+    if dialect.documents == "file":
+        raise EncodeError(
+            f"{dialect.kind} takes PDF documents as base64 data, not {document.media_type} or URLs"
+        )
+    if dialect.documents == "document_url":
+        raise EncodeError(f"{dialect.kind} takes documents by URL only, not as inline data")
+    raise EncodeError(f"{dialect.kind} does not take documents (only plain text)")
 
 
 # --------------------------------------------------------------------------------------------

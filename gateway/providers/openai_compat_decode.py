@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from gateway.providers.base import SSEStreamDecoder, category_for_status, loads_or_none, retry_after_header
+from gateway.providers.base import (
+    SSEStreamDecoder,
+    category_for_status,
+    loads_or_none,
+    overflow_code,
+    retry_after_header,
+)
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -288,6 +294,6 @@ def classify_payload(
         message or f"upstream error (HTTP {status})",
         status=status,
         type=err_type,
-        code=code,
+        code=overflow_code(message, code, dialect.context_overflow),
         retry_after=retry_after_header(headers),
     )

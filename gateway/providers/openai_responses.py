@@ -15,8 +15,11 @@ from gateway.providers.base import (
     EncodeError,
     HttpRequest,
     category_for_status,
+    document_text,
+    hosted_tools_for,
     join_url,
     loads_or_none,
+    overflow_code,
     retry_after_header,
 )
 from gateway.providers.openai_responses_decode import (
@@ -27,6 +30,7 @@ from gateway.providers.openai_responses_decode import (
 )
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
+    Document,
     Image,
     Message,
     Reasoning,
@@ -70,6 +74,18 @@ def _image(image: Image) -> dict[str, Any]:
     return {"type": "input_image", "image_url": image.url, "detail": image.detail or "auto"}
 
 
+def _document(document: Document) -> dict[str, Any]:
+    text = document_text(document)
+    if text is not None:
+        return {"type": "input_text", "text": text}
+    part: dict[str, Any] = {"type": "input_file", "filename": document.title or "document.pdf"}
+    if document.source.startswith("data:"):
+        part["file_data"] = document.source
+    else:
+        part["file_url"] = document.source
+    return part
+
+
 def _function_output(block: ToolResult) -> dict[str, Any]:
     output: str | list[dict[str, Any]] = block.content
     if block.images:
@@ -98,6 +114,8 @@ def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
                 content.append({"type": "input_text", "text": text})
             case Image():
                 content.append(_image(block))
+            case Document():
+                content.append(_document(block))
             case ToolResult():
                 if content:
                     items.append({"role": "user", "content": content})
@@ -179,6 +197,7 @@ REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 
 
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    hosted_tools_for(request, KIND, runs=False)
     items: list[dict[str, Any]] = []
     for message in request.messages:
         if message.role is Role.ASSISTANT:
@@ -259,7 +278,7 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
         redact(message),
         status=status,
         type=etype,
-        code=code,
+        code=overflow_code(message, code, ("maximum context length",)),
         retry_after=retry_after_header(headers),
     )
 

@@ -84,6 +84,11 @@ RETRYABLE_CATEGORIES = frozenset(
 )
 
 
+# UpstreamError.code of a context-window overflow, whichever provider reported it (each provider
+# module recognises its own wording); clients that compact on it are told in their dialect's terms
+CONTEXT_OVERFLOW = "context_length_exceeded"
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamError:
     """A provider failure, classified by the provider module that understands its body."""

@@ -65,6 +65,9 @@ class Capabilities:
     thinking_forbids_forced_tool_choice: bool = False
     # Anthropic: the smallest thinking budget; a max_tokens at or below it leaves no room to think
     min_thinking_budget: int | None = None
+    # Anthropic: the `anthropic-beta` flags a client may pass through (features whose request and
+    # answer shapes the adapter handles); the others are dropped for the target, and counted
+    client_betas: frozenset[str] = frozenset()
 
 
 EFFORT_OFF = "none"
