@@ -20,6 +20,7 @@ from aiohttp import web
 from gateway.simulators.anthropic_rules import (
     NONCE_LEN,
     check,
+    check_count,
     redacted_data,
     thinking_signature,
     validate,
@@ -70,6 +71,7 @@ def create_app(state: SimulatorState) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = state
     app.router.add_post("/v1/messages", _messages)
+    app.router.add_post("/v1/messages/count_tokens", _count_tokens)
     return app
 
 
@@ -115,6 +117,16 @@ async def _messages(request: web.Request) -> web.StreamResponse:
     if isinstance(item, Fault):
         return await _inject(request, state, body, raw_len, item)
     return await _answer(request, state, body, raw_len, item, None)
+
+
+async def _count_tokens(request: web.Request) -> web.StreamResponse:
+    """Counts what the same body would cost as a message (the usage `_answer` reports). The body
+    is the Messages request without `max_tokens` and `stream`, checked by the same rules."""
+    state = request.app[STATE_KEY]
+    body, raw_len, rejection = await intake(request, state, _precheck, check_count)
+    if rejection is not None:
+        return _error_response(rejection.status, rejection.type, rejection.message)
+    return json_response({"input_tokens": max(1, raw_len // 4)})
 
 
 async def _inject(
@@ -206,12 +218,10 @@ def render_message(
     generated = 0
     if _emits_thinking(body, headers):
         if reply.reasoning:
+            # display "omitted": the text stays with the API, the signature covers what was shown
+            shown = "" if body["thinking"].get("display") == "omitted" else reply.reasoning
             content.append(
-                {
-                    "type": "thinking",
-                    "thinking": reply.reasoning,
-                    "signature": thinking_signature(state, model, reply.reasoning),
-                }
+                {"type": "thinking", "thinking": shown, "signature": thinking_signature(state, model, shown)}
             )
             generated += len(reply.reasoning)
         if reply.redacted_reasoning:

@@ -75,6 +75,24 @@ def check(state: SimulatorState, body: Any, model: str) -> tuple[Rejection | Non
         return exc.rejection, 0
 
 
+COUNT_KEYS = frozenset(
+    ("model", "messages", "system", "tools", "tool_choice", "thinking", "context_management", "mcp_servers")
+)
+
+
+def check_count(state: SimulatorState, body: Any, model: str) -> tuple[Rejection | None, int]:
+    """A count_tokens body: the Messages fields it takes, checked by the same rules (a budget
+    needs no max_tokens here)."""
+    if isinstance(body, dict):
+        for key in body:
+            if key not in COUNT_KEYS:
+                return Rejection(400, f"{key}: Extra inputs are not permitted"), 0
+        thinking = body.get("thinking")
+        budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+        body = {**body, "max_tokens": budget + 1 if isinstance(budget, int) else 1}
+    return check(state, body, model)
+
+
 def _check(state: SimulatorState, body: Any, model: str) -> int:
     thinking, messages, blocks = check_shape(body)
     _check_alternation(messages)

@@ -13,10 +13,26 @@ from gateway.simulators.base import Rejection
 ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # unverified: the documented limit for custom tool names (64 in some docs, 128 in others)
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
-USER_BLOCKS = ("text", "image", "tool_result")
+USER_BLOCKS = ("text", "image", "document", "tool_result")
 ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
-ALL_BLOCKS = ("text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking")
+ALL_BLOCKS = ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+THINKING_DISPLAYS = ("summarized", "omitted")
+# Anthropic-defined tools (type -> the name the API requires); the simulator accepts their
+# definitions but never calls them
+SERVER_TOOLS = {
+    "web_search_20250305": "web_search",
+    "web_fetch_20250910": "web_fetch",
+    "code_execution_20250825": "code_execution",
+    "bash_20250124": "bash",
+    "text_editor_20250728": "str_replace_based_edit_tool",
+}
+SERVER_TOOL_KEYS = frozenset(
+    (
+        "type", "name", "cache_control", "max_uses", "allowed_domains", "blocked_domains",
+        "user_location", "citations", "max_content_tokens", "max_characters",
+    )
+)  # fmt: skip
 
 TOP_LEVEL_KEYS = frozenset(
     (
@@ -44,6 +60,7 @@ TOP_LEVEL_KEYS = frozenset(
 BLOCK_KEYS = {
     "text": frozenset(("type", "text", "cache_control", "citations")),
     "image": frozenset(("type", "source", "cache_control")),
+    "document": frozenset(("type", "source", "title", "context", "citations", "cache_control")),
     "tool_use": frozenset(("type", "id", "name", "input", "cache_control")),
     "tool_result": frozenset(("type", "tool_use_id", "content", "is_error", "cache_control")),
     "thinking": frozenset(("type", "thinking", "signature")),
@@ -166,14 +183,16 @@ def _check_thinking_config(thinking: Any, max_tokens: int) -> bool:
         _no_extra(thinking, frozenset(("type",)), "thinking.disabled")
         return False
     if kind == "adaptive":
-        _no_extra(thinking, frozenset(("type",)), "thinking.adaptive")
+        _no_extra(thinking, frozenset(("type", "display")), "thinking.adaptive")
+        _check_display(thinking, "thinking.adaptive")
         return True
     if kind != "enabled":
         raise Invalid(
             f"thinking: Input tag '{kind}' found using 'type' does not match any of the expected tags: "
             "'enabled', 'disabled', 'adaptive'"
         )
-    _no_extra(thinking, frozenset(("type", "budget_tokens")), "thinking.enabled")
+    _no_extra(thinking, frozenset(("type", "budget_tokens", "display")), "thinking.enabled")
+    _check_display(thinking, "thinking.enabled")
     if "budget_tokens" not in thinking:
         raise Invalid("thinking.enabled.budget_tokens: Field required")
     budget = thinking["budget_tokens"]
@@ -187,6 +206,11 @@ def _check_thinking_config(thinking: Any, max_tokens: int) -> bool:
             f"at {EXTENDED_THINKING_DOCS}#max-tokens-and-context-window-size"
         )
     return True
+
+
+def _check_display(thinking: dict, path: str) -> None:
+    if "display" in thinking and thinking["display"] not in THINKING_DISPLAYS:
+        raise Invalid(f"{path}.display: Input should be 'summarized' or 'omitted'")
 
 
 def _check_sampling_with_thinking(body: dict) -> None:
@@ -211,11 +235,18 @@ def _check_tools(tools: Any) -> set[str]:
         path = f"tools.{k}.custom"
         if not isinstance(tool, dict):
             raise Invalid(f"tools.{k}: Input should be a valid dictionary")
-        if tool.get("type", "custom") != "custom":
-            # the simulator implements client tools only; server tools would be accepted upstream
+        kind = tool.get("type", "custom")
+        if kind in SERVER_TOOLS:
+            _no_extra(tool, SERVER_TOOL_KEYS, f"tools.{k}.{kind}")
+            if tool.get("name") != SERVER_TOOLS[kind]:
+                raise Invalid(f"tools.{k}.{kind}.name: Input should be '{SERVER_TOOLS[kind]}'")
+            names.append(tool["name"])
+            continue
+        if kind != "custom":
+            expected = ", ".join(f"'{t}'" for t in ("custom", *SERVER_TOOLS))
             raise Invalid(
-                f"tools.{k}: Input tag '{tool.get('type')}' found using 'type' does not match any "
-                "of the expected tags: 'custom'"
+                f"tools.{k}: Input tag '{kind}' found using 'type' does not match any "
+                f"of the expected tags: {expected}"
             )
         _no_extra(tool, TOOL_KEYS, path)
         name = _require_str(tool, "name", path)
@@ -318,6 +349,8 @@ def _check_block(block: Any, path: str, role: str, allowed: tuple[str, ...]) -> 
         _check_text(block, path)
     elif kind == "image":
         _check_image(block, path)
+    elif kind == "document":
+        _check_document(block, path)
     elif kind == "tool_use":
         tool_id = _require_str(block, "id", f"{path}.tool_use")
         if not ID_PATTERN.match(tool_id):
@@ -366,6 +399,35 @@ def _check_image(block: dict, path: str) -> None:
         raise Invalid(
             f"{path}.image.source: Input tag '{kind}' found using 'type' does not match any of "
             "the expected tags: 'base64', 'url'"
+        )
+
+
+def _check_document(block: dict, path: str) -> None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise Invalid(f"{path}.document.source: Field required")
+    for key in ("title", "context"):
+        if key in block and block[key] is not None and not isinstance(block[key], str):
+            raise Invalid(f"{path}.document.{key}: Input should be a valid string")
+    kind = source.get("type")
+    where = f"{path}.document.source.{kind}"
+    if kind == "base64":
+        _no_extra(source, frozenset(("type", "media_type", "data")), where)
+        if source.get("media_type") != "application/pdf":
+            raise Invalid(f"{where}.media_type: Input should be 'application/pdf'")
+        _require_str(source, "data", where)
+    elif kind == "text":
+        _no_extra(source, frozenset(("type", "media_type", "data")), where)
+        if source.get("media_type") != "text/plain":
+            raise Invalid(f"{where}.media_type: Input should be 'text/plain'")
+        _require_str(source, "data", where)
+    elif kind == "url":
+        _no_extra(source, frozenset(("type", "url")), where)
+        _require_str(source, "url", where)
+    else:
+        raise Invalid(
+            f"{path}.document.source: Input tag '{kind}' found using 'type' does not match any of "
+            "the expected tags: 'base64', 'text', 'url', 'content'"
         )
 
 

@@ -315,6 +315,38 @@ INVALID_KEY_DETAILS = [
 ]
 
 
+COUNT_KEYS = frozenset(("contents", "generateContentRequest"))
+
+
+async def _count_tokens(
+    request: web.Request, state: SimulatorState, model: str, headers: dict[str, str]
+) -> web.Response:
+    """`:countTokens` with `contents`, or a whole `generateContentRequest` (checked by the same
+    rules as generateContent); the count is what generateContent reports as promptTokenCount."""
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = None
+    rejection = None
+    inner: Any = None
+    if not isinstance(body, dict) or len(body) != 1 or next(iter(body)) not in COUNT_KEYS:
+        rejection = _invalid("Exactly one of contents or generateContentRequest must be set.")  # unverified
+    elif "contents" in body:
+        inner = {"contents": body["contents"]}
+    else:
+        given = body["generateContentRequest"]
+        inner = dict(given) if isinstance(given, dict) else {}
+        if inner.pop("model", None) != f"models/{model}":
+            rejection = _invalid("generateContentRequest.model must name the model of the URL.")  # unverified
+    if rejection is None:
+        rejection = check(state, inner, model)[0]
+    state.requests.append(RecordedRequest(request.path, headers, body, rejection))
+    if rejection is not None:
+        return json_response(error_body(rejection), rejection.status)
+    return json_response({"totalTokens": max(1, len(orjson.dumps(inner)) // 4)})
+
+
 def create_app(state: SimulatorState) -> web.Application:
     async def models(request: web.Request) -> web.StreamResponse:
         headers = dict(request.headers)
@@ -326,6 +358,8 @@ def create_app(state: SimulatorState) -> web.Application:
             return json_response(
                 error_body(rejection, INVALID_KEY_DETAILS if key else None), rejection.status
             )
+        if action == "countTokens" and model:
+            return await _count_tokens(request, state, model, headers)
         if action not in ("generateContent", "streamGenerateContent") or not model:
             rejection = Rejection(404, f"models/{model} is not found for API version v1beta.", "NOT_FOUND")
             state.requests.append(RecordedRequest(request.path, headers, None, rejection))

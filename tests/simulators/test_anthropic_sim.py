@@ -106,7 +106,7 @@ def test_valid_minimal_request_passes(state):
             lambda b: b["messages"][0].update(content=[{"type": "video"}]),
             (
                 "messages.0.content.0: Input tag 'video' found using 'type' does not match any of the expected tags: "
-                "'text', 'image', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'"
+                "'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'"
             ),
         ),
         (
