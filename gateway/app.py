@@ -14,10 +14,13 @@ from gateway import __version__
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
 from gateway.handlers.common import error_response
+from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.ingress import chat
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
+from gateway.ingress.messages import codec as messages
+from gateway.ingress.messages.models import anthropic_model_list
 from gateway.metrics import Metrics, RequestRecord
 from gateway.redaction import Redactor, secrets_redactor
 from gateway.routing.engine import Engine
@@ -42,30 +45,46 @@ USER_AGENT = f"llm-transcript-gateway/{__version__}"
 # The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
 INGRESS_ROUTES: dict[str, IngressCodec] = {
     "/v1/chat/completions": chat.CODEC,
+    "/v1/messages": messages.CODEC,
 }
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+
+
+def error_codec(request: web.BaseRequest) -> IngressCodec:
+    """Whose envelope an error answered before (or outside) a dialect's codec uses: the route's
+    dialect, Anthropic's for any request that carries `anthropic-version` (the Anthropic SDKs
+    send it everywhere, e.g. to /v1/models), else OpenAI's."""
+    codec = INGRESS_ROUTES.get(request.path)
+    if codec is not None:
+        return codec
+    if request.path == COUNT_TOKENS_PATH or "anthropic-version" in request.headers:
+        return messages.CODEC
+    return chat.CODEC
 
 
 def errors_middleware(redactor: Redactor) -> Middleware:
     @web.middleware
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Every error a client sees has the OpenAI error body, including aiohttp's own 404/405,
-        and no secret: a provider that echoes a key in its error message is redacted here."""
+        """Every error a client sees has its dialect's error body (error_codec), including
+        aiohttp's own 404/405, and no secret: a provider that echoes a key in its error message is
+        redacted here."""
+        codec = error_codec(request)
         try:
             response = await handler(request)
         except ClientError as exc:
-            response = error_response(exc)
+            response = error_response(exc, codec)
         except web.HTTPRequestEntityTooLarge as exc:  # a body read past the guard's limit check
-            response = error_response(body_too_large(exc.max_size))
+            response = error_response(body_too_large(exc.max_size), codec)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
             kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
             response = error_response(
-                ClientError(exc.status, exc.reason, type=kind, headers=dict(exc.headers))
+                ClientError(exc.status, exc.reason, type=kind, headers=dict(exc.headers)), codec
             )
         except Exception:
             log.exception("unhandled error on %s %s", request.method, request.path)
-            response = error_response(ClientError(500, "internal gateway error", type="server_error"))
+            response = error_response(ClientError(500, "internal gateway error", type="server_error"), codec)
         if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
             response.body = redactor.data(response.body)
         if response.status == 413 and not request.content.at_eof():
@@ -98,6 +117,8 @@ def _rejection_recorder(app: web.Application) -> Callable[[web.Request, ClientEr
 
 async def list_models(request: web.Request) -> web.Response:
     state: GatewayState = request.app[GatewayState.KEY]
+    if "anthropic-version" in request.headers:  # the Anthropic SDKs' models.list()
+        return web.json_response(anthropic_model_list(list(state.config.models)))
     data = [
         {"id": name, "object": "model", "created": 0, "owned_by": "gateway"} for name in state.config.models
     ]
@@ -163,6 +184,7 @@ def create_app(
     app.cleanup_ctx.append(resources)
     for path, codec in INGRESS_ROUTES.items():
         app.router.add_post(path, ingress_handler(codec))
+    app.router.add_post(COUNT_TOKENS_PATH, count_tokens)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

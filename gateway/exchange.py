@@ -218,9 +218,10 @@ def check_size(request: Request, limits: ServerConfig) -> None:
         )
 
 
-def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
+def plan_for(state: GatewayState, model: str) -> Plan:
+    """The targets for `model`, or the client's 404."""
     try:
-        plan = state.engine.router.plan(model)
+        return state.engine.router.plan(model)
     except UnknownModel:
         raise ClientError(
             404,
@@ -228,6 +229,10 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
             param="model",
             code="model_not_found",
         ) from None
+
+
+def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
+    plan = plan_for(state, model)
     exchange.model = plan.model
     return plan
 

@@ -1,6 +1,7 @@
 """Security defaults at the HTTP edges.
 
-- Client authentication: bearer tokens from [auth], checked in constant time.
+- Client authentication: tokens from [auth] (`Authorization: Bearer` or `x-api-key`), checked in
+  constant time.
 - `/metrics` is served to loopback clients, and to others only with a valid token.
 - The request body limit: 413 from the Content-Length alone when it is too large, otherwise while
   reading (aiohttp counts the decompressed bytes, so a small gzip bomb is refused too).
@@ -89,7 +90,12 @@ class BearerTokens:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "bearer":
             value = ""
-        candidate = hashlib.sha256(value.strip().encode()).digest()
+        return self.accepts_key(value)
+
+    def accepts_key(self, value: str) -> bool:
+        """A bare token, as the Anthropic SDKs and Claude Code send it in `x-api-key`."""
+        value = value.strip()
+        candidate = hashlib.sha256(value.encode()).digest()
         ok = False
         for digest in self._digests:
             ok |= hmac.compare_digest(candidate, digest)
@@ -144,7 +150,11 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
             )
     elif not tokens:
         return
-    if not tokens.accepts(request.headers.get("Authorization", "")):
+    headers = request.headers
+    # Anthropic clients send the token in x-api-key (ANTHROPIC_API_KEY), or as a bearer token
+    # (ANTHROPIC_AUTH_TOKEN); neither header is ever forwarded
+    bearer_ok = tokens.accepts(headers.get("Authorization", ""))
+    if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", ""))):
         raise _unauthorized()
 
 

@@ -1,7 +1,8 @@
 """Continuity tokens that clients echo in other gateways' and providers' formats.
 
-- LiteLLM `thinking_blocks` on assistant messages: raw Anthropic blocks
-  ({"type": "thinking", "thinking", "signature"} / {"type": "redacted_thinking", "data"}).
+- LiteLLM `thinking_blocks` on assistant messages, and the Messages dialect's own thinking blocks:
+  raw Anthropic blocks ({"type": "thinking", "thinking", "signature"} / {"type":
+  "redacted_thinking", "data"}).
 - A Gemini thought signature on a tool call: LiteLLM's `provider_specific_fields.thought_signature`
   and Google's OpenAI-compatible `extra_content.google.thought_signature`.
 
@@ -30,12 +31,34 @@ def thinking_blocks(blocks: list[Any]) -> tuple[list[Reasoning], int]:
     for block in blocks:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "thinking" and isinstance(block.get("thinking"), str) and _token(block.get("signature")):
-            out.append(Reasoning(block["thinking"], _echoed("anthropic", {"signature": block["signature"]})))
+            out.append(anthropic_thinking(block["thinking"], block["signature"]))
         elif kind == "redacted_thinking" and _token(block.get("data")):
-            out.append(Reasoning("", _echoed("anthropic", {"redacted": block["data"]})))
+            out.append(anthropic_redacted(block["data"]))
         else:
             ignored += 1
     return out, ignored
+
+
+def anthropic_thinking(text: str, signature: str) -> Reasoning:
+    """A thinking block with a raw Anthropic signature, as a client echoes it."""
+    return Reasoning(text, _echoed("anthropic", {"signature": signature}))
+
+
+def anthropic_redacted(data: str) -> Reasoning:
+    """A redacted_thinking block's raw data, as a client echoes it."""
+    return Reasoning("", _echoed("anthropic", {"redacted": data}))
+
+
+def anthropic_token(meta: Continuity | None) -> tuple[str, str] | None:
+    """("signature", value) or ("redacted", data) when `meta` is an Anthropic thinking token, which
+    a Messages client is given in the provider's own form (so its history replays natively)."""
+    if meta is None or meta.kind != "anthropic":
+        return None
+    for key in ("signature", "redacted"):
+        value = meta.data.get(key)
+        if isinstance(value, str) and value:
+            return key, value
+    return None
 
 
 def tool_call_signature(extra: dict[str, Any] | None) -> tuple[Continuity | None, int]:

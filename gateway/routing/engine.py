@@ -115,6 +115,11 @@ class Engine:
         self._rng = rng or random.Random()
         self._budgets: dict[str, RetryBudget] = {}
 
+    @property
+    def env(self) -> Mapping[str, str] | None:
+        """Where provider keys are read from (None: the process environment)."""
+        return self._env
+
     def timeouts(self, target: Target, plan: Plan | None = None) -> Timeouts:
         t = self.config.providers[target.provider].timeouts
         if plan is not None:

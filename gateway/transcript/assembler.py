@@ -116,3 +116,28 @@ def fold(events: list[Event]) -> AssistantTurn:
     for event in events:
         assembler.add(event)
     return assembler.finish()
+
+
+def unfold(turn: AssistantTurn) -> list[Event]:
+    """The events a stream of `turn` would have carried (the inverse of `fold`): a dialect renders
+    a whole answer with the same code that renders a stream."""
+    events: list[Event] = [MessageStart(turn.response_id, turn.model)]
+    for index, block in enumerate(turn.blocks):
+        t = type(block)
+        if t is Text:
+            events.append(BlockStart(index, BlockKind.TEXT))
+            text = block.text
+        elif t is Reasoning:
+            events.append(BlockStart(index, BlockKind.REASONING))
+            text = block.text
+        elif t is ToolCall:
+            events.append(BlockStart(index, BlockKind.TOOL_CALL, block.id, block.name))
+            text = block.arguments
+        else:  # pragma: no cover - an assistant turn holds only these kinds
+            raise AssemblyError(f"unexpected block in an assistant turn: {block!r}")
+        if text:
+            events.append(BlockDelta(index, text))
+        events.append(BlockStop(index, block.meta))
+    events.append(UsageUpdate(turn.usage))
+    events.append(Finish(turn.stop_reason))
+    return events

@@ -1,10 +1,11 @@
 """A real loopback stack for end-to-end tests: every provider simulator, a gateway wired to them,
-and the official openai SDK pointed at the gateway."""
+and the official openai and anthropic SDKs pointed at the gateway."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anthropic
 import openai
 import pytest
 from aiohttp import web
@@ -26,6 +27,9 @@ class Stack:
         return openai.AsyncOpenAI(
             base_url=f"{self.url}/v1", api_key="client-key-never-forwarded", max_retries=0
         )
+
+    def anthropic(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(base_url=self.url, api_key="client-key-never-forwarded", max_retries=0)
 
 
 @pytest.fixture

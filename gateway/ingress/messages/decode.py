@@ -1,0 +1,343 @@
+"""Decode an Anthropic Messages request into the canonical Request.
+
+Thinking signatures come back in two forms: the gateway's sealed token (reasoning another provider
+issued; forged or edited ones are dropped and counted) or a raw Anthropic signature (issued by an
+Anthropic target and handed to the client as is, so the history replays natively; its issuer scope
+is unknown, like LiteLLM's echoed thinking_blocks).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from gateway.ingress.echo_formats import anthropic_redacted, anthropic_thinking
+from gateway.ingress.errors import ClientError
+from gateway.ingress.messages import wire as w
+from gateway.transcript.model import (
+    Block,
+    CacheControl,
+    Document,
+    HostedTool,
+    Image,
+    Message,
+    Reasoning,
+    Request,
+    Role,
+    Text,
+    ToolCall,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolResult,
+    ToolSpec,
+)
+from gateway.transcript.seal import Sealer
+
+ANTHROPIC = "anthropic"
+SEALED_PREFIX = "gw1."
+# Anthropic's effort levels -> the canonical ones ("max" is the top of the scale)
+EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+# request fields only an Anthropic target understands: kept in provider_options["anthropic"]
+ANTHROPIC_ONLY = ("metadata", "context_management", "service_tier")
+# fields that would make the answer depend on Anthropic-run infrastructure the gateway does not
+# route: refused by name instead of ignored
+UNSUPPORTED = {
+    "mcp_servers": "remote MCP servers (`mcp_servers`) are not supported: give the tools to the client",
+    "container": "code-execution containers (`container`) are not supported",
+}
+
+
+def invalid(message: str, path: str | None = None) -> ClientError:
+    return ClientError(400, f"{path}: {message}" if path else message, param=path)
+
+
+class Decoded:
+    """What decoding produced beyond the Request: counted tokens and what the answer needs."""
+
+    __slots__ = ("ignored_tokens", "display_omitted")
+
+    def __init__(self) -> None:
+        self.ignored_tokens = 0  # sealed signatures that did not verify (never forwarded)
+        self.display_omitted = False  # thinking.display "omitted": reasoning text is not shown
+
+
+def validate(body: Any, model: type[w.MessagesRequest] = w.MessagesRequest) -> w.MessagesRequest:
+    if not isinstance(body, dict):
+        raise invalid("request body must be a JSON object")
+    try:
+        wire = model.model_validate(body)
+    except ValidationError as exc:
+        path, message = w.first_error(exc.errors(include_url=False))
+        raise invalid(message, path or None) from None
+    for name, message in UNSUPPORTED.items():
+        if body.get(name) is not None:
+            raise ClientError(400, f"{name}: {message}", param=name, code="unsupported_parameter")
+    return wire
+
+
+def betas(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The `anthropic-beta` flags, from every such header (comma separated), in order."""
+    values = headers.getall("anthropic-beta", ()) if hasattr(headers, "getall") else ()
+    if not values and headers.get("anthropic-beta"):
+        values = (headers["anthropic-beta"],)
+    return tuple(dict.fromkeys(b.strip() for v in values for b in v.split(",") if b.strip()))
+
+
+def decode_request(
+    wire: w.MessagesRequest, headers: Mapping[str, str], sealer: Sealer, out: Decoded
+) -> Request:
+    system = _system(wire.system)
+    messages: list[Message] = []
+    for i, message in enumerate(wire.messages):
+        where = f"messages.{i}"
+        if message.role == "system":
+            blocks = _system_blocks(message.content, f"{where}.content")
+            if not messages:  # instructions that open the conversation
+                system.extend(blocks)
+            elif blocks:
+                messages.append(Message(Role.SYSTEM, tuple(blocks)))
+        elif message.role == "user":
+            messages.extend(_user(message.content, f"{where}.content"))
+        else:
+            blocks = _assistant(message.content, f"{where}.content", sealer, out)
+            if blocks:
+                messages.append(Message(Role.ASSISTANT, blocks))
+
+    tools, hosted = _tools(wire.tools)
+    choice, parallel = _tool_choice(wire, {t.name for t in tools})
+    thinking, budget = _thinking(wire.thinking)
+    if wire.thinking is not None and getattr(wire.thinking, "display", None) == "omitted":
+        out.display_omitted = True
+    effort = wire.output_config.effort if wire.output_config is not None else None
+    return Request(
+        model=wire.model,
+        messages=tuple(messages),
+        system=tuple(system),
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        stream=wire.stream,
+        max_tokens=wire.max_tokens,
+        temperature=wire.temperature,
+        top_p=wire.top_p,
+        top_k=wire.top_k,
+        stop=tuple(wire.stop_sequences or ()),
+        reasoning_effort=EFFORTS[effort] if effort else None,
+        thinking=thinking,
+        thinking_budget=budget,
+        hosted_tools=hosted,
+        provider_options=_anthropic_options(wire, headers, out),
+    )
+
+
+def _cache(control: w.CacheControlWire | None) -> CacheControl | None:
+    return CacheControl(control.ttl) if control is not None else None
+
+
+def _system(system: str | list[w.TextBlock] | None) -> list[Text]:
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [Text(system)] if system else []
+    return [Text(b.text, cache=_cache(b.cache_control)) for b in system]
+
+
+def _system_blocks(content: str | list, where: str) -> list[Text]:
+    if isinstance(content, str):
+        return [Text(content)] if content else []
+    out: list[Text] = []
+    for j, block in enumerate(content):
+        if type(block) is not w.TextBlock:
+            raise invalid(f"a system message holds text blocks only, got {block.type!r}", f"{where}.{j}.type")
+        out.append(Text(block.text, cache=_cache(block.cache_control)))
+    return out
+
+
+def _image(block: w.ImageBlock, where: str) -> Image:
+    source = block.source
+    if type(source) is w.Base64Source:
+        url = f"data:{source.media_type};base64,{source.data}"
+    elif type(source) is w.URLSource:
+        url = source.url
+    else:
+        raise invalid(f"image source type {source.type!r} is not supported (send base64 or url)", where)
+    return Image(url, cache=_cache(block.cache_control))
+
+
+def _document(block: w.DocumentBlock, where: str) -> Document:
+    source = block.source
+    if type(source) is w.Base64Source:
+        url, media_type = f"data:{source.media_type};base64,{source.data}", source.media_type
+    elif type(source) is w.PlainTextSource:
+        data = base64.b64encode(source.data.encode()).decode()
+        url, media_type = f"data:text/plain;base64,{data}", "text/plain"
+    elif type(source) is w.URLSource:
+        url, media_type = source.url, "application/pdf"
+    else:
+        raise invalid(
+            f"document source type {source.type!r} is not supported (send base64, text or url)", where
+        )
+    return Document(url, media_type, block.title, _cache(block.cache_control))
+
+
+def _user(content: str | list, where: str) -> list[Message]:
+    """A user message: its tool results become TOOL messages and its own content USER messages, in
+    the order the client gave them (repair merges and orders them per target)."""
+    if isinstance(content, str):
+        return [Message(Role.USER, (Text(content),))]
+    runs: list[tuple[Role, list[Block]]] = []
+    for j, block in enumerate(content):
+        path = f"{where}.{j}"
+        t = type(block)
+        if t is w.ToolResultBlock:
+            role, item = Role.TOOL, _tool_result(block, path)
+        elif t is w.TextBlock:
+            role, item = Role.USER, Text(block.text, cache=_cache(block.cache_control))
+        elif t is w.ImageBlock:
+            role, item = Role.USER, _image(block, f"{path}.source")
+        elif t is w.DocumentBlock:
+            role, item = Role.USER, _document(block, f"{path}.source")
+        else:
+            raise invalid(f"{block.type!r} blocks are not allowed in user messages", f"{path}.type")
+        if runs and runs[-1][0] is role:
+            runs[-1][1].append(item)
+        else:
+            runs.append((role, [item]))
+    return [Message(role, tuple(blocks)) for role, blocks in runs]
+
+
+def _tool_result(block: w.ToolResultBlock, where: str) -> ToolResult:
+    content = block.content
+    if content is None or isinstance(content, str):
+        return ToolResult(block.tool_use_id, content or "", block.is_error, cache=_cache(block.cache_control))
+    texts: list[str] = []
+    images: list[Image] = []
+    for k, part in enumerate(content):
+        path = f"{where}.content.{k}"
+        t = type(part)
+        if t is w.TextBlock:
+            texts.append(part.text)
+        elif t is w.ImageBlock:
+            images.append(_image(part, f"{path}.source"))
+        elif t is w.ToolReferenceBlock:
+            # the tool's definition is in `tools`, which the gateway sends whole to every provider
+            texts.append(f"Tool {part.tool_name} loaded.")
+        else:
+            raise invalid(f"{part.type!r} blocks are not supported inside a tool_result", f"{path}.type")
+    return ToolResult(
+        block.tool_use_id, "\n".join(texts), block.is_error, tuple(images), _cache(block.cache_control)
+    )
+
+
+def _assistant(content: str | list, where: str, sealer: Sealer, out: Decoded) -> tuple[Block, ...]:
+    if isinstance(content, str):
+        return (Text(content),) if content else ()
+    blocks: list[Block] = []
+    for j, block in enumerate(content):
+        t = type(block)
+        if t is w.TextBlock:
+            blocks.append(Text(block.text, cache=_cache(block.cache_control)))
+        elif t is w.ToolUseBlock:
+            arguments = orjson.dumps(block.input).decode()
+            blocks.append(ToolCall(block.id, block.name, arguments, cache=_cache(block.cache_control)))
+        elif t is w.ThinkingBlock:
+            blocks.append(_thinking_block(block, sealer, out))
+        elif t is w.RedactedThinkingBlock:
+            if block.data.startswith(SEALED_PREFIX):
+                meta = sealer.unseal(block.data)
+                if meta is None:
+                    out.ignored_tokens += 1
+                else:
+                    blocks.append(Reasoning("", meta))
+            elif block.data:
+                blocks.append(anthropic_redacted(block.data))
+        else:
+            raise invalid(f"{block.type!r} blocks are not allowed in assistant messages", f"{where}.{j}.type")
+    return tuple(blocks)
+
+
+def _thinking_block(block: w.ThinkingBlock, sealer: Sealer, out: Decoded) -> Reasoning:
+    signature = block.signature
+    if signature.startswith(SEALED_PREFIX):
+        meta = sealer.unseal(signature)
+        if meta is None:  # forged, edited, or sealed under another deployment's secret
+            out.ignored_tokens += 1
+        return Reasoning(block.thinking, meta)
+    if signature:
+        return anthropic_thinking(block.thinking, signature)
+    return Reasoning(block.thinking, None)
+
+
+def _tools(tools: list | None) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
+    specs: list[ToolSpec] = []
+    hosted: list[HostedTool] = []
+    names: set[str] = set()
+    for k, tool in enumerate(tools or ()):
+        name = tool.name
+        if name in names:
+            raise invalid("Tool names must be unique.", "tools")
+        names.add(name)
+        if type(tool) is w.ServerTool:
+            spec = tool.model_dump(exclude_none=True)
+            hosted.append(HostedTool(ANTHROPIC, tool.type, spec, required=True))
+            continue
+        schema = tool.input_schema
+        if schema.get("type", "object") != "object":
+            raise invalid("Input should be 'object'", f"tools.{k}.input_schema.type")
+        specs.append(
+            ToolSpec(
+                name,
+                tool.description or "",
+                schema,
+                strict=tool.strict,
+                cache=_cache(tool.cache_control),
+            )
+        )
+    return tuple(specs), tuple(hosted)
+
+
+def _tool_choice(wire: w.MessagesRequest, names: set[str]) -> tuple[ToolChoice | None, bool | None]:
+    choice = wire.tool_choice
+    if choice is None:
+        return None, None
+    parallel = False if choice.disable_parallel_tool_use else None
+    if choice.type == "tool":
+        if not choice.name:
+            raise invalid("Field required", "tool_choice.name")
+        if choice.name not in names:
+            raise invalid(f"Tool '{choice.name}' not found in `tools`", "tool_choice.name")
+        return ToolChoice(ToolChoiceMode.TOOL, choice.name), parallel
+    if choice.type == "any" and not names and not wire.tools:
+        raise invalid("`tool_choice` may only be specified while providing tools.", "tool_choice")
+    mode = {"auto": ToolChoiceMode.AUTO, "any": ToolChoiceMode.REQUIRED, "none": ToolChoiceMode.NONE}
+    return ToolChoice(mode[choice.type]), parallel
+
+
+def _thinking(thinking: Any) -> tuple[bool | None, int | None]:
+    """(thinking on/off, the client's budget). Adaptive thinking is on with no budget: each
+    target sizes it (its configured budget, or the effort)."""
+    if thinking is None:
+        return None, None
+    if type(thinking) is w.ThinkingEnabled:
+        return True, thinking.budget_tokens
+    if type(thinking) is w.ThinkingAdaptive:
+        return True, None
+    return False, None
+
+
+def _anthropic_options(wire: w.MessagesRequest, headers: Mapping[str, str], out: Decoded) -> dict:
+    options: dict[str, Any] = {}
+    for name in ANTHROPIC_ONLY:
+        value = getattr(wire, name)
+        if value is not None:
+            options[name] = value
+    flags = betas(headers)
+    if flags:
+        options["betas"] = flags
+    if out.display_omitted:
+        options["thinking_display"] = "omitted"
+    return {ANTHROPIC: options} if options else {}

@@ -1,0 +1,57 @@
+"""Input-token counts for a request without generating anything (`count_tokens`).
+
+The first target of the request's plan counts: with its provider's own counter where its family
+has one (Anthropic `/v1/messages/count_tokens`, Gemini `:countTokens`), over the transcript as
+repaired for that target; otherwise, or when that provider cannot count right now, with the
+gateway's documented estimate (gateway.transcript.estimate).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.config import MissingApiKey, resolve_api_key
+from gateway.providers import get_adapter
+from gateway.providers.base import EncodeError
+from gateway.repair import prepare
+from gateway.routing.engine import Engine
+from gateway.routing.router import Plan
+from gateway.transcript.estimate import estimate_input_tokens
+from gateway.transcript.model import Request
+from gateway.upstream import MAX_ERROR_BODY, Upstream, UpstreamFailure
+
+log = logging.getLogger("gateway")
+
+PROVIDER = "provider"  # counted by the provider
+ESTIMATE = "estimate"  # estimated by the gateway
+
+
+async def count_input_tokens(engine: Engine, request: Request, plan: Plan) -> tuple[int, str, str]:
+    """(input tokens, PROVIDER or ESTIMATE, the provider entry that counted or was estimated for)."""
+    target = plan.targets[0]
+    adapter = get_adapter(target.kind)
+    estimate = estimate_input_tokens(request)
+    # optional in the adapter protocol: only families with a count endpoint have it
+    encode, answer = getattr(adapter, "count", None), getattr(adapter, "count_answer", None)
+    if encode is None or answer is None:
+        return estimate, ESTIMATE, target.provider
+    try:
+        api_key = resolve_api_key(engine.config, target.provider, engine.env)
+        prepared = prepare(request, target, adapter.capabilities)
+        http = encode(prepared.request, target, api_key)
+    except (MissingApiKey, EncodeError) as exc:
+        log.info("count_tokens for %s estimated: %s", target.provider, exc)
+        return estimate, ESTIMATE, target.provider
+    try:
+        async with Upstream(engine.session, http, engine.timeouts(target, plan), stream=False) as upstream:
+            status = upstream.status
+            body = await upstream.read(MAX_ERROR_BODY, truncate=True)
+    except UpstreamFailure as failure:
+        log.info("count_tokens for %s estimated: %s", target.provider, failure.error.message)
+        return estimate, ESTIMATE, target.provider
+    counted = answer(body) if status == 200 else None
+    if counted is None:
+        error = adapter.classify_error(status, {}, body)
+        log.info("count_tokens for %s estimated: HTTP %d %s", target.provider, status, error.message)
+        return estimate, ESTIMATE, target.provider
+    return counted, PROVIDER, target.provider
