@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,7 +237,34 @@ async def run_cli(argv: Sequence[str], env: dict[str, str], cwd: Path, stdin: st
 
 
 @dataclass
-class ClaudeCode:
+class _Cli(ABC):
+    """One CLI pointed at the server under test, with its own home."""
+
+    clients: Clients
+    home: Path
+    base_url: str
+    api_key: str
+    extra_env: dict[str, str] = field(default_factory=dict)  # last word, e.g. a proxy to record
+
+    def env(self) -> dict[str, str]:
+        env = _base_env(self.home)
+        env.update(self.own_env())
+        env.update(self.extra_env)
+        return env
+
+    @abstractmethod
+    def own_env(self) -> dict[str, str]:
+        """What this CLI needs on top of the common base."""
+
+    @abstractmethod
+    def command(self, prompt: str, **options) -> list[str]: ...
+
+    async def run(self, prompt: str, cwd: Path, **options) -> Finished:
+        return await run_cli(self.command(prompt, **options), self.env(), cwd)
+
+
+@dataclass
+class ClaudeCode(_Cli):
     """`claude -p` against an Anthropic Messages endpoint at `base_url` (without `/v1`).
 
     `auth`: "x-api-key" (ANTHROPIC_API_KEY) or "bearer" (ANTHROPIC_AUTH_TOKEN, sent as
@@ -244,17 +272,11 @@ class ClaudeCode:
     thinking), False sends `thinking: {"type": "disabled"}` (MAX_THINKING_TOKENS=0).
     """
 
-    clients: Clients
-    home: Path
-    base_url: str
-    api_key: str
     auth: str = "x-api-key"
     thinking: bool | None = None
-    extra_env: dict[str, str] = field(default_factory=dict)
 
-    def env(self) -> dict[str, str]:
-        env = _base_env(self.home)
-        env.update(CLAUDE_QUIET_ENV)
+    def own_env(self) -> dict[str, str]:
+        env = dict(CLAUDE_QUIET_ENV)
         env["CLAUDE_CONFIG_DIR"] = str(self.home / ".claude")
         env["ANTHROPIC_BASE_URL"] = self.base_url
         if self.auth == "bearer":
@@ -265,7 +287,6 @@ class ClaudeCode:
             raise ValueError(f"unknown auth {self.auth!r}")
         if self.thinking is False:
             env["MAX_THINKING_TOKENS"] = "0"
-        env.update(self.extra_env)
         return env
 
     def command(
@@ -292,22 +313,14 @@ class ClaudeCode:
             argv += ["--allowedTools", ",".join(allowed_tools)]
         return argv + list(extra)
 
-    async def run(self, prompt: str, cwd: Path, **options) -> Finished:
-        return await run_cli(self.command(prompt, **options), self.env(), cwd)
-
 
 @dataclass
-class Codex:
+class Codex(_Cli):
     """`codex exec` with a custom model provider whose `base_url` (ending in `/v1`) speaks the
     Responses API; the home's config.toml is (re)written by `env()`."""
 
-    clients: Clients
-    home: Path
-    base_url: str
-    api_key: str
     model: str = "gpt-5.5"
     extra_config: str = ""  # more top-level TOML lines
-    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def codex_home(self) -> Path:
@@ -344,14 +357,10 @@ class Codex:
             ]
         )
 
-    def env(self) -> dict[str, str]:
+    def own_env(self) -> dict[str, str]:
         self.codex_home.mkdir(parents=True, exist_ok=True)
         (self.codex_home / "config.toml").write_text(self.config_toml())
-        env = _base_env(self.home)
-        env["CODEX_HOME"] = str(self.codex_home)
-        env[CODEX_KEY_ENV] = self.api_key
-        env.update(self.extra_env)
-        return env
+        return {"CODEX_HOME": str(self.codex_home), CODEX_KEY_ENV: self.api_key}
 
     def command(
         self,
@@ -372,6 +381,3 @@ class Codex:
         if json_events:
             argv.append("--json")
         return argv + list(extra) + [prompt]
-
-    async def run(self, prompt: str, cwd: Path, **options) -> Finished:
-        return await run_cli(self.command(prompt, **options), self.env(), cwd)
