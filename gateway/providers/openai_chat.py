@@ -15,6 +15,7 @@ CAPABILITIES = Capabilities(
     # chat tool-call ids are free-form strings; the API caps them at 40 characters
     tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,40}$", max_len=40, style="prefixed", prefix="call_"),
     reasoning_replay=False,
+    empty_assistant_turn_ok=True,
 )
 
 # OpenAI reasoning models (o-series, gpt-5 family): they take reasoning_effort and refuse
