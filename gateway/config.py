@@ -159,6 +159,9 @@ class StoreConfig(_Section):
     url: RedisUrl = "redis://127.0.0.1:6379/0"
     ttl_seconds: int = Field(604800, gt=0)
     max_entries: int = Field(100000, gt=0)
+    # memory backend: what its entries may hold in all (values plus a fixed per-entry overhead);
+    # the least recently used go first beyond it
+    max_bytes: int = Field(134217728, gt=0)
 
 
 class TimeoutConfig(_Section):
@@ -264,10 +267,16 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
         for index, target in enumerate(group.targets):
-            if target.provider not in config.providers:
+            provider = config.providers.get(target.provider)
+            if provider is None:
                 yield (
                     ("models", group_name, "targets", index, "provider"),
                     f"unknown provider {target.provider!r} (known: {known})",
+                )
+            elif problem := _model_name_problem(provider.kind, target.model):
+                yield (
+                    ("models", group_name, "targets", index, "model"),
+                    f"not a model name of kind {provider.kind} ({problem})",
                 )
     for name, provider in config.providers.items():
         cooldown = provider.cooldown
@@ -299,6 +308,14 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                 f"group {provider.continuity_group!r} joins kind {provider.kind} with {first[1]}"
                 f" ({key_path(('providers', first[0]))}); continuity is shared only within one kind",
             )
+
+
+def _model_name_problem(kind: str, model: str) -> str | None:
+    # the provider modules hold each family's model-name rule as capability data; imported here,
+    # not at the top, because they know nothing of the config and need not load to read a file
+    from gateway.providers import get_adapter
+
+    return get_adapter(kind).capabilities.model_names.problem(model)
 
 
 def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:

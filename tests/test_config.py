@@ -605,13 +605,18 @@ def test_describe_is_toml_that_loads_back_to_the_same_config(name: str) -> None:
 
 
 def test_describe_round_trips_quoted_names_and_options() -> None:
-    data = minimal(auth={"tokens_env": ["T"]}, store={"backend": "redis", "url": "rediss://r:6380/1"})
+    data = minimal(
+        auth={"tokens_env": ["T"]},
+        store={"backend": "redis", "url": "rediss://r:6380/1", "path": 'we"ird.db'},  # a quote to escape
+    )
     data["providers"]["claude"]["continuity_group"] = "org.1"
     data["providers"]["claude"]["timeouts"] = {"connect_seconds": 2.5}
     data["models"]["gpt-5.1"] = {
         "strategy": "weighted",
         "reasoning_policy": "as_text",
-        "targets": [{"provider": "gem", "model": 'we"ird', "weight": 3, "reasoning_policy": "drop"}],
+        "targets": [
+            {"provider": "gem", "model": "models/gemini-2.5-pro", "weight": 3, "reasoning_policy": "drop"}
+        ],
     }
     config = config_from_dict(data)
     text = describe(config, {})
@@ -791,7 +796,23 @@ def test_the_continuity_secret_is_read_from_its_env_var_and_must_be_set_when_nam
     config = config_from_dict(data)
     assert resolve_continuity_secret(config, {"GW_SECRET": "s3cret"}) == b"s3cret"
     assert "s3cret" in secret_values(config, {"GW_SECRET": "s3cret", "K": "k"})
-    with pytest.raises(ConfigError, match="server.continuity_secret_env: environment variable GW_SECRET is not set"):
+    with pytest.raises(
+        ConfigError, match="server.continuity_secret_env: environment variable GW_SECRET is not set"
+    ):
         resolve_continuity_secret(config, {})
     del data["server"]
     assert resolve_continuity_secret(config_from_dict(data), {}) is None
+
+
+def test_target_models_must_be_model_names_of_the_providers_family() -> None:
+    data = minimal()
+    data["models"]["smart"]["targets"][1]["model"] = "gemini-3-pro:streamGenerateContent"
+    data["models"]["smart"]["targets"][0]["model"] = "claude sonnet"
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data)
+    assert str(info.value).splitlines() == [
+        "<config>: models.smart.targets[0].model: not a model name of kind anthropic"
+        " (does not match [A-Za-z0-9][A-Za-z0-9._-]*)",
+        "<config>: models.smart.targets[1].model: not a model name of kind gemini"
+        " (does not match (?:models/)?[A-Za-z0-9][A-Za-z0-9._-]*)",
+    ]

@@ -1,5 +1,10 @@
 """Record answered turns in the background: recording never delays the client's stream, and
-shutdown waits (bounded) for the writes still in flight."""
+shutdown waits (bounded) for the writes still in flight.
+
+Only turns that carry continuity are recorded: restore puts a recorded turn back only for what
+the client cannot carry itself (signatures, encrypted reasoning, thought signatures, native tool
+ids, reasoning text), so a turn of plain text from a family that issues none (OpenAI Chat,
+Anthropic without thinking) would cost store space and a write for nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +13,13 @@ import asyncio
 from gateway.continuity.codec import encode_turn
 from gateway.continuity.keys import turn_keys
 from gateway.store.base import ContinuityStore
-from gateway.transcript.model import Block
+from gateway.transcript.model import Block, Reasoning
+
+
+def carries_continuity(blocks: list[Block]) -> bool:
+    """Whether a restore of this turn could give a provider anything the client's copy lacks:
+    reasoning (its text is what DeepSeek/Kimi want back) or any block's continuity meta."""
+    return any(type(b) is Reasoning or getattr(b, "meta", None) is not None for b in blocks)
 
 
 class Recorder:
@@ -17,6 +28,8 @@ class Recorder:
         self._pending: set[asyncio.Task[None]] = set()
 
     def record(self, blocks: list[Block], session: str, position: int) -> None:
+        if not carries_continuity(blocks):
+            return
         keys = turn_keys(blocks, session, position)
         if not keys:
             return

@@ -15,11 +15,11 @@ from gateway.continuity.restore import answer_position, lookup_keys, restore
 from gateway.handlers.common import client_error_for, error_response
 from gateway.ingress.chat_decode import DecodeStats, decode_request
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
-from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, parse_json_body
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer
-from gateway.routing.router import UNKNOWN_MODEL, UnknownModel
+from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
@@ -81,6 +81,8 @@ async def _handle(
             param="model",
             code="model_not_found",
         ) from None
+    except InvalidModelName as exc:
+        raise invalid(str(exc), param="model", code="invalid_value") from None
     record.model = plan.model
 
     session = request.headers.get("X-Session-Id", "")
