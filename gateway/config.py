@@ -147,6 +147,10 @@ class ServerConfig(_Section):
     # env var holding the key that authenticates continuity data handed to clients
     # (reasoning_details); replicas behind one load balancer need the same value
     continuity_secret_env: EnvName | None = None
+    # a simulator hub (`python -m gateway.simulators`): every provider's base_url becomes this URL
+    # plus the hub's path for its kind, so any config runs against the simulators unchanged
+    # (GATEWAY_SIMULATORS_URL overrides)
+    simulators_url: BaseUrl | None = None
 
 
 class AuthConfig(_Section):
@@ -252,6 +256,29 @@ class GatewayConfig(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _point_at_simulators(cls, data: Any) -> Any:
+        server = data.get("server") if isinstance(data, dict) else None
+        url = server.get("simulators_url") if isinstance(server, dict) else None
+        providers = data.get("providers") if isinstance(data, dict) else None
+        if not isinstance(url, str) or not isinstance(providers, dict):
+            return data  # nothing to do, or validation reports what is wrong
+        try:
+            _check_base_url(url)
+        except PydanticCustomError:
+            return data  # validation reports server.simulators_url itself
+        from gateway.simulators.base import BASE_PATHS  # the hub's layout: one path per kind
+
+        hub = url.rstrip("/")
+        rewritten = {
+            name: {**entry, "base_url": hub + BASE_PATHS[entry["kind"]]}
+            if isinstance(entry, dict) and entry.get("kind") in BASE_PATHS
+            else entry
+            for name, entry in providers.items()
+        }
+        return {**data, "providers": rewritten}
 
     @model_validator(mode="after")
     def _cross_check(self) -> Self:
@@ -384,8 +411,8 @@ def load_config(
     """Load the config file and layer the environment and command-line flags over it.
 
     Precedence, highest first: host/port arguments > GATEWAY_HOST / GATEWAY_PORT /
-    GATEWAY_LOG_LEVEL > the file > built-in defaults. The file is `path`, else $GATEWAY_CONFIG,
-    else config/gateway.toml."""
+    GATEWAY_LOG_LEVEL / GATEWAY_SIMULATORS_URL > the file > built-in defaults. The file is
+    `path`, else $GATEWAY_CONFIG, else config/gateway.toml."""
     env = os.environ if env is None else env
     chosen_by = None
     if path is None:
@@ -401,6 +428,8 @@ def load_config(
         overrides.append(("port", _env_port(env_port), "GATEWAY_PORT"))
     if env_level := env.get("GATEWAY_LOG_LEVEL"):
         overrides.append(("log_level", env_level.strip().lower(), "GATEWAY_LOG_LEVEL"))
+    if env_simulators := env.get("GATEWAY_SIMULATORS_URL"):
+        overrides.append(("simulators_url", env_simulators.strip(), "GATEWAY_SIMULATORS_URL"))
     if host is not None:
         overrides.append(("host", host, "--host"))
     if port is not None:

@@ -816,3 +816,28 @@ def test_target_models_must_be_model_names_of_the_providers_family() -> None:
         "<config>: models.smart.targets[1].model: not a model name of kind gemini"
         " (does not match (?:models/)?[A-Za-z0-9][A-Za-z0-9._-]*)",
     ]
+
+
+def test_simulators_url_points_every_provider_at_the_hub_and_the_environment_overrides_it(
+    tmp_path: Path,
+) -> None:
+    from gateway.simulators.base import BASE_PATHS
+
+    path = tmp_path / "g.toml"
+    path.write_text(
+        '[server]\nsimulators_url = "http://127.0.0.1:9001"\n'
+        '[providers.claude]\nkind = "anthropic"\nbase_url = "https://api.anthropic.com"\napi_key_env = "A"\n'
+        '[providers.ds]\nkind = "deepseek"\nbase_url = "https://api.deepseek.com"\napi_key_env = "D"\n'
+    )
+    config = load_config(path, env={})
+    assert config.providers["claude"].base_url == "http://127.0.0.1:9001" + BASE_PATHS["anthropic"]
+    assert config.providers["ds"].base_url == "http://127.0.0.1:9001" + BASE_PATHS["deepseek"]
+    moved = load_config(path, env={"GATEWAY_SIMULATORS_URL": "http://127.0.0.1:9002/"})
+    assert moved.providers["ds"].base_url == "http://127.0.0.1:9002/deepseek/v1"
+    assert config_from_dict(tomllib.loads(describe(moved, {}))) == moved
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={"GATEWAY_SIMULATORS_URL": "nowhere"})
+    assert str(info.value).splitlines() == [
+        f"{path}: server.simulators_url: must be an http:// or https:// URL with a host"
+        " (from GATEWAY_SIMULATORS_URL)"
+    ]
