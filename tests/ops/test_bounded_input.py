@@ -38,7 +38,10 @@ async def test_a_bad_upstream_model_name_is_a_400_naming_model_and_nothing_is_se
         assert error["param"] == "model" and error["code"] == "invalid_value"
         assert len(error["message"]) < 200
         assert all(not state.requests for state in stack.hub.states.values())
-    (line,) = access_lines(caplog)
+        stack.hub.states["openai_chat"].push(Reply(text="still serving"))  # and a normal request after
+        status, _, body = await stack.chat({"model": "openai-chat", "messages": USER})
+        assert status == 200, body
+    line = access_lines(caplog)[0]
     assert line["status"] == 400 and line["model"] == "unknown" and line["upstream_model"] == ""
     assert len(orjson.dumps(line)) < 1000
 
