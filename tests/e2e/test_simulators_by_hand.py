@@ -5,7 +5,6 @@ a simulator hub with one setting, tool-then-answer replies that make every famil
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from gateway.metrics import Metrics
 from gateway.simulators.base import SimulatorHub, free_port
 from gateway.simulators.script import ScriptError, load_script
 from gateway.simulators.script import install as install_script
+from tests.test_cli import _env
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_VARS = (
@@ -136,10 +136,6 @@ def test_script_files_in_toml_and_json(tmp_path: Path):
         load_script(js)
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-
-
 def test_the_simulators_command_answers_a_script_then_tool_then_answer(tmp_path: Path):
     script = tmp_path / "script.toml"
     script.write_text('[[reply]]\nprovider = "openai_chat"\ntext = "Scripted hello."\n')
@@ -159,6 +155,7 @@ def test_the_simulators_command_answers_a_script_then_tool_then_answer(tmp_path:
         base = f"http://127.0.0.1:{port}/openai_chat/v1/chat/completions"
         headers = {"Authorization": "Bearer sim"}
         body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+
         def post(payload):
             request = urllib.request.Request(
                 base,
