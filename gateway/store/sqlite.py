@@ -122,6 +122,9 @@ class SqliteStore:
         self._pending_lock = threading.Lock()
         self._retry_writes_at = 0.0
         self._backoff = 0.0
+        # what was handed to the writer and is not written yet (event loop thread only): lookups
+        # see it, as they did when one thread did both in order
+        self._unwritten: dict[str, bytes] = {}
         self._closed = False
 
     async def _run(self, executor: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
@@ -321,7 +324,17 @@ class SqliteStore:
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         if not keys:
             return []
-        return await self._run(self._reader, self._get_many, list(keys))
+        unwritten = self._unwritten
+        if not unwritten:
+            return await self._run(self._reader, self._get_many, list(keys))
+        values = [unwritten.get(key) for key in keys]
+        rest = [key for key, value in zip(keys, values, strict=True) if value is None]
+        if rest:
+            found = dict(zip(rest, await self._run(self._reader, self._get_many, rest), strict=True))
+            values = [
+                found.get(key) if value is None else value for key, value in zip(keys, values, strict=True)
+            ]
+        return values
 
     async def put(self, keys: Sequence[str], value: bytes) -> None:
         if not keys:
@@ -335,15 +348,30 @@ class SqliteStore:
             if self._pending_writes >= self._max_pending_writes:
                 raise StoreBusy(f"{self.path}: {self._pending_writes} writes are waiting already")
             self._pending_writes += 1
-        job = self._writer.submit(self._put, list(keys), bytes(value))
-        # gives the slot back once the job ran, failed, or was cancelled before it started (a
-        # caller's timeout cancels a queued job)
-        job.add_done_callback(self._write_done)
+        keys, value = list(keys), bytes(value)
+        job = self._writer.submit(self._put, keys, value)
+        for key in keys:
+            self._unwritten[key] = value
+        loop = asyncio.get_running_loop()
+
+        def done(_job: object) -> None:
+            # once the job ran, failed, or was cancelled before it started (a caller's timeout
+            # cancels a queued job): the slot is free, and lookups read the file again
+            with self._pending_lock:
+                self._pending_writes -= 1
+            try:
+                loop.call_soon_threadsafe(self._written, keys, value)
+            except RuntimeError:  # the loop is closed: nobody reads any more
+                pass
+
+        job.add_done_callback(done)
         await asyncio.wrap_future(job)
 
-    def _write_done(self, _job: object) -> None:
-        with self._pending_lock:
-            self._pending_writes -= 1
+    def _written(self, keys: list[str], value: bytes) -> None:
+        unwritten = self._unwritten
+        for key in keys:
+            if unwritten.get(key) is value:  # not overwritten by a later put meanwhile
+                del unwritten[key]
 
     async def ping(self) -> bool:
         if self._write_files is None:  # first use: create the file (and its schema)

@@ -3,6 +3,7 @@ keeping sqlite3 off the event loop thread."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from contextlib import closing
@@ -136,3 +137,16 @@ async def test_an_unusable_path_fails_open(tmp_path: Path, clock: FakeClock) -> 
     assert await store.get_many(["k"]) == [None]
     await store.close()
     assert seen == [("sqlite", "ping", "error"), ("sqlite", "put", "error"), ("sqlite", "get", "error")]
+
+
+async def test_a_lookup_right_after_a_put_sees_it_though_reads_and_writes_run_apart(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "c.db", ttl_seconds=10)
+    try:
+        for n in range(50):
+            put = asyncio.ensure_future(store.put([f"k{n}"], f"v{n}".encode()))
+            await asyncio.sleep(0)  # the put is issued (handed to the writer), not yet written
+            assert await store.get_many([f"k{n}"]) == [f"v{n}".encode()]
+            await put
+            assert await store.get_many([f"k{n}"]) == [f"v{n}".encode()]
+    finally:
+        await store.close()
