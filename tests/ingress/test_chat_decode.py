@@ -210,7 +210,10 @@ def test_an_assistant_turn_with_empty_content_is_accepted_as_an_empty_turn():
         ({"stream": True, "stream_options": {"include_usage": "true"}}, "stream_options.include_usage"),
         ({"n": "1"}, "n"),
         ({"stop": 5}, "stop"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]}, "tools[0].function.parameters"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]},
+            "tools[0].function.parameters",
+        ),
     ],
 )
 def test_wire_types_are_strict_and_a_mistake_names_its_json_path(extra, param):
@@ -222,7 +225,9 @@ def test_wire_types_are_strict_and_a_mistake_names_its_json_path(extra, param):
 
 
 def test_numbers_stay_numbers_an_integer_temperature_is_fine():
-    request = decode({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 1, "top_p": 1})
+    request = decode(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 1, "top_p": 1}
+    )
     assert request.temperature == 1 and request.top_p == 1
 
 
@@ -233,11 +238,20 @@ def test_numbers_stay_numbers_an_integer_temperature_is_fine():
         ({"model": "m", "messages": []}, "invalid_value"),
         ({"messages": [{"role": "user", "content": "x"}]}, "missing_required_parameter"),
         ({"model": "m", "messages": [{"role": "assistant", "content": None}]}, "missing_required_parameter"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL, TOOL]}, "invalid_value"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "invalid_value"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL, TOOL]},
+            "invalid_value",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"},
+            "invalid_value",
+        ),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 3}, "invalid_value"),
         (
-            {"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            },
             "unsupported_value",
         ),
         ([1, 2], "invalid_type"),
