@@ -25,11 +25,11 @@ from aiohttp import web
 from gateway.config import ServerConfig
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Inbound, IngressCodec, Reply, StreamEncoder
-from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, parse_json_body
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
-from gateway.routing.router import UNKNOWN_MODEL, Plan, UnknownModel
+from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
@@ -219,7 +219,7 @@ def check_size(request: Request, limits: ServerConfig) -> None:
 
 
 def plan_for(state: GatewayState, model: str) -> Plan:
-    """The targets for `model`, or the client's 404."""
+    """The targets for `model`, or the client's 404 (400 for a name no provider can have)."""
     try:
         return state.engine.router.plan(model)
     except UnknownModel:
@@ -229,6 +229,8 @@ def plan_for(state: GatewayState, model: str) -> Plan:
             param="model",
             code="model_not_found",
         ) from None
+    except InvalidModelName as exc:
+        raise invalid(str(exc), param="model", code="invalid_value") from None
 
 
 def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:

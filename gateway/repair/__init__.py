@@ -6,6 +6,7 @@ input object when it changed nothing, so a transcript that is already valid cost
 pass and comes back equal.
 
 Order matters:
+0. assistant turns the client sent empty dropped where the target refuses them (counted);
 1. reasoning policy: only the target's own continuity stays (strict: none at all);
 2. empty text removed, duplicate call ids renamed, then pairing and placement of results;
 3. to a fixed point, because each step can create work for another: empty text removed, role
@@ -23,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
 from gateway.repair.empty_text import drop_empty_text
+from gateway.repair.empty_turn import drop_empty_turns
 from gateway.repair.provider_options import options_for_target
 from gateway.repair.reasoning_placement import place_reasoning
 from gateway.repair.reasoning_policy import apply_reasoning_policy
@@ -49,7 +51,9 @@ class Prepared:
 def prepare(request: Request, target: Target, caps: Capabilities, strict: bool = False) -> Prepared:
     """`strict`: the rejection-recovery mode (DESIGN.md 4.5): no replayed reasoning, thinking off,
     Gemini placeholders on the first call of every step of the current turn."""
-    messages, repairs = apply_reasoning_policy(request.messages, target, caps, strict=strict)
+    messages, repairs = drop_empty_turns(request.messages, caps)
+    messages, found = apply_reasoning_policy(messages, target, caps, strict=strict)
+    repairs.extend(found)
     # first, so that an empty message between calls and results does not count as displacing them
     messages = drop_empty_text(messages, caps)
     messages, renamed = unique_call_ids(messages)

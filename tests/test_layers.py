@@ -1,0 +1,89 @@
+"""The dependency direction of the architecture (README "Architecture"): a module imports only
+what stands below it. Checked on the source's import statements, so a shortcut that would tie the
+pure core to the edges fails here instead of in review."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gateway"
+
+# layer of each top-level part of the package; a module may import from its own layer or lower
+LAYERS = {
+    "cli": 7,
+    "serve": 7,
+    "demo": 7,
+    "app": 6,
+    "handlers": 5,
+    "exchange": 4,
+    "state": 4,
+    "access_log": 4,
+    "ingress": 3,
+    "routing": 3,
+    "continuity": 3,
+    "providers": 2,
+    "repair": 2,
+    "store": 2,
+    "upstream": 2,
+    "metrics": 2,
+    "security": 5,
+    # config validates model names against the providers' capability data
+    "redaction": 2,
+    "config": 2,
+    "session": 1,
+    "sse": 1,
+    "transcript": 0,
+}
+# siblings on one layer that must not know each other (DESIGN.md section 3)
+APART = {("providers", "ingress"), ("ingress", "providers"), ("repair", "providers"), ("ingress", "routing")}
+
+
+def _part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "gateway" else None
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        part = rel.parts[0]
+        if part in ("simulators", "__init__", "__main__", "__version__"):
+            continue
+        yield part, path
+
+
+@pytest.mark.parametrize(("part", "path"), list(_modules()), ids=lambda v: str(v).rsplit("gateway/", 1)[-1])
+def test_a_module_imports_only_what_stands_below_it(part, path):
+    assert part in LAYERS, f"{part} has no place in the architecture's layers (tests/test_layers.py)"
+    for module in _imports(path):
+        other = _part(module)
+        if other is None or other == part or other in ("__version__",):
+            continue
+        if other == "simulators":
+            # the demo starts simulators; config reads the hub's path layout (simulators_url)
+            assert part in ("demo", "cli", "config"), f"{path}: only the demo starts simulators"
+            continue
+        assert other in LAYERS, f"{path} imports {module}, which has no layer"
+        assert LAYERS[other] <= LAYERS[part], f"{path} ({part}) imports {module} ({other}) from above it"
+        assert (part, other) not in APART, f"{path}: {part} must not import {other}"
+
+
+def test_the_simulators_never_import_the_code_they_judge():
+    for path in sorted((PACKAGE / "simulators").rglob("*.py")):
+        for module in _imports(path):
+            other = _part(module)
+            assert other in (None, "simulators"), f"{path} imports {module}"
