@@ -21,6 +21,7 @@ from gateway.simulators.anthropic_rules import (
     NONCE_LEN,
     check,
     check_count,
+    omitted_thinking_signature,
     redacted_data,
     thinking_signature,
     validate,
@@ -227,11 +228,13 @@ def render_message(
     generated = 0
     if _emits_thinking(body, headers):
         if reply.reasoning:
-            # display "omitted": the text stays with the API, the signature covers what was shown
-            shown = "" if body["thinking"].get("display") == "omitted" else reply.reasoning
-            content.append(
-                {"type": "thinking", "thinking": shown, "signature": thinking_signature(state, model, shown)}
-            )
+            if body["thinking"].get("display") == "omitted":  # the text stays with the API
+                nonce = secrets.token_hex(NONCE_LEN // 2)
+                block = {"thinking": "", "signature": omitted_thinking_signature(state, model, nonce)}
+            else:
+                signature = thinking_signature(state, model, reply.reasoning)
+                block = {"thinking": reply.reasoning, "signature": signature}
+            content.append({"type": "thinking", **block})
             generated += len(reply.reasoning)
         if reply.redacted_reasoning:
             content.append(

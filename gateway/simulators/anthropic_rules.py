@@ -45,7 +45,19 @@ def thinking_signature(state: SimulatorState, model: str, thinking: str) -> str:
 
 
 def thinking_signature_ok(state: SimulatorState, model: str, thinking: str, signature: str) -> bool:
+    if isinstance(signature, str) and signature.startswith(OMITTED):
+        nonce = signature[len(OMITTED) : len(OMITTED) + NONCE_LEN]
+        return thinking == "" and state.verify(signature[len(OMITTED) + NONCE_LEN :], model, "omitted", nonce)
     return state.verify(signature, model, "thinking", thinking)
+
+
+OMITTED = "omit"  # prefix of the signature of thinking shown with display "omitted"
+
+
+def omitted_thinking_signature(state: SimulatorState, model: str, nonce: str) -> str:
+    """Thinking returned without its text (display "omitted"): the signature stands for text the
+    client never saw, so it is unique per block (a nonce) and valid only with empty thinking."""
+    return OMITTED + nonce + state.sign(model, "omitted", nonce)
 
 
 def redacted_data(state: SimulatorState, model: str, nonce: str) -> str:
