@@ -149,7 +149,11 @@ class GeminiStreamDecoder(SSEStreamDecoder):
             out.append(MessageStart(chunk.get("responseId") or "", chunk.get("modelVersion") or ""))
         usage = chunk.get("usageMetadata")
         if usage:
+            first = self._usage is None
             self._usage = _usage(usage)
+            if first and usage.get("promptTokenCount"):
+                # the prompt's size is known with the first chunk: a client may show it at once
+                out.append(UsageUpdate(self._usage))
         candidates = chunk.get("candidates")
         if not candidates:
             feedback = chunk.get("promptFeedback")

@@ -16,9 +16,13 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
+from gateway.app import create_app
+from gateway.config import StoreConfig, load_config
 from gateway.demo import FAMILIES
-from gateway.simulators.base import Fault, Reply, ToolCallSpec
+from gateway.metrics import Metrics
+from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec, free_port
 from tests.clients.node_clis import ClaudeCode, Clients, Finished, install
 from tests.ops.conftest import Stack, running_stack
 
@@ -184,3 +188,39 @@ async def test_a_stream_broken_after_the_first_token_ends_with_an_error_event(cl
         assert streamed == [True, False, True], "the retry after the error event was not streamed"
         errors = stack.metrics.requests.labels("anthropic_messages", "mistral", "mistral", "stream_error")
         assert errors._value.get() == 1
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "claude-code.toml"
+
+
+async def test_the_shipped_claude_code_config_routes_its_model_names(clients, tmp_path):
+    """config/examples/claude-code.toml, pointed at the simulators: Claude Code's own model name
+    reaches Claude, a family name reaches that family, in one continued session."""
+    async with SimulatorHub() as hub:
+        env = {"GATEWAY_SIMULATORS_URL": f"http://{hub.host}:{hub.port}"}
+        config = load_config(EXAMPLE, port=free_port(), env=env)
+        config = config.model_copy(update={"store": StoreConfig()})  # memory: nothing on disk
+        keys = {p.api_key_env: hub.states[p.kind].api_key for p in config.providers.values()}
+        runner = web.AppRunner(create_app(config, keys, Metrics()), handle_signals=False, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, config.server.host, config.server.port).start()
+        try:
+            work = tmp_path / "work"
+            work.mkdir()
+            cli = ClaudeCode(clients, tmp_path / "home", f"http://{config.server.host}:{config.server.port}", "x")
+            routes = (("claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"), ("gemini", "gemini", "gemini-3-pro"))
+            for n, (model, kind, upstream) in enumerate(routes):
+                state = hub.states[kind]
+                state.push(
+                    Reply(
+                        reasoning="Shell.",
+                        tool_calls=[ToolCallSpec("Bash", {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt"})],
+                    ),
+                    Reply(text=f"The file out{n}.txt now contains: hi{n}"),
+                )
+                prompt = f"Create a file named out{n}.txt containing hi{n}, then show it."
+                assert_done(await run(cli, prompt, work, model=model, continue_session=n > 0), work, n)
+                assert state.rejections == [] and len(state.requests) == 2
+                assert upstream in state.requests[0].path + str(state.requests[0].body.get("model"))
+        finally:
+            await runner.cleanup()

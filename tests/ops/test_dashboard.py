@@ -197,3 +197,13 @@ def test_the_readme_explains_every_repair_kind():
 
     rows = re.findall(r"^\| `(\w+)` \| .{20,} \|$", _readme_section("Repair kinds"), re.M)
     assert rows == list(REPAIR_KINDS)
+
+
+def test_a_panel_shows_requests_by_ingress():
+    dashboard = json.loads(DASHBOARD.read_text())
+    by_ingress = [
+        (where, expr)
+        for where, expr, _ in expressions(dashboard)
+        if "gateway_requests_total" in expr and re.search(r"by \([^)]*\bingress\b", expr)
+    ]
+    assert by_ingress, "requests by client dialect (chat_completions, anthropic_messages)"

@@ -207,9 +207,9 @@ def test_each_example_config_validates_and_is_commented(path):
     assert config.models
 
 
-def test_the_examples_cover_the_three_deployment_shapes():
+def test_the_examples_cover_the_deployment_shapes():
     configs = {p.stem: load_config(p, env={}) for p in EXAMPLES}
-    assert set(configs) == {"single-provider", "failover", "round-robin-redis"}
+    assert set(configs) == {"single-provider", "failover", "round-robin-redis", "claude-code"}
 
     single = configs["single-provider"]
     assert len(single.providers) == 1 and is_loopback_host(single.server.host)
@@ -223,6 +223,12 @@ def test_the_examples_cover_the_three_deployment_shapes():
     assert replicas.store.backend == "redis"
     assert any(g.strategy == "round_robin" for g in replicas.models.values())
     assert not is_loopback_host(replicas.server.host) and replicas.auth is not None
+
+    claude_code = configs["claude-code"]  # Claude Code's model names route to every family
+    assert {"claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-5"} <= set(claude_code.models)
+    assert {p.kind for p in claude_code.providers.values()} == {
+        "anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek"
+    }  # fmt: skip
 
 
 # -- reproducible installs ---------------------------------------------------------------------
