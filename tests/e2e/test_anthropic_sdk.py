@@ -264,3 +264,26 @@ async def test_models_list_in_anthropics_shape(stack):
     names = [m.id for m in page.data]
     assert names == [name for name, _, _, _ in FAMILIES]
     assert all(m.type == "model" for m in page.data)
+
+
+async def test_redacted_thinking_round_trips_to_anthropic(stack):
+    state = stack.hub.states["anthropic"]
+    state.push(
+        Reply(reasoning="Visible part.", redacted_reasoning=True, tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]),
+        Reply(text="Sunny."),
+    )
+    client = stack.anthropic()
+    first = await client.messages.create(model="claude", max_tokens=4096, messages=USER, tools=TOOLS, thinking=THINKING)
+    assert [b.type for b in first.content] == ["thinking", "redacted_thinking", "tool_use"]
+    assert not first.content[1].data.startswith("gw1."), "Anthropic's own data, as issued"
+    call = first.content[2]
+    history = [
+        *USER,
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]},
+    ]
+    second = await client.messages.create(model="claude", max_tokens=4096, messages=history, tools=TOOLS, thinking=THINKING)
+    assert second.content[-1].text == "Sunny."
+    replayed = state.requests[-1].body["messages"][1]["content"]
+    assert [b["type"] for b in replayed] == ["thinking", "redacted_thinking", "tool_use"]
+    assert state.rejections == [] and state.verified_tokens == 2

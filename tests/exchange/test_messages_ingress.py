@@ -70,12 +70,15 @@ async def test_one_transcript_through_chat_and_messages_counts_the_same_repairs(
         assert status == 200
         status, messages_headers, _ = await post(stack, messages)
         assert status == 200
+        status, streamed_headers, _ = await post(stack, {**messages, "stream": True})
+        assert status == 200
         repairs = chat_headers["X-Gateway-Repairs"]
-        assert repairs == messages_headers["X-Gateway-Repairs"]
+        assert repairs == messages_headers["X-Gateway-Repairs"] == streamed_headers["X-Gateway-Repairs"]
         assert "synthetic_tool_result=" in repairs and "orphan_tool_result_dropped=1" in repairs
-        chat_sent, messages_sent = (r.body for r in stack.hub.states[_kind(family)].requests)
+        chat_sent, messages_sent, streamed_sent = (r.body for r in stack.hub.states[_kind(family)].requests)
         assert chat_sent == messages_sent, "the provider saw one and the same request"
-        assert stack.metrics.repairs.labels(family, "orphan_tool_result_dropped")._value.get() == 2
+        assert {**streamed_sent, "stream": None} == {**messages_sent, "stream": None}
+        assert stack.metrics.repairs.labels(family, "orphan_tool_result_dropped")._value.get() == 3
 
 
 def _kind(family: str) -> str:
