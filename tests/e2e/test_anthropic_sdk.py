@@ -244,6 +244,7 @@ async def test_count_tokens(stack, name, kind, source):
             {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}, {"type": "text", "text": "What is this?"}]}
         ],
         "tools": TOOLS,
+        "thinking": THINKING,
     }
     raw = await client.messages.with_raw_response.count_tokens(**request)
     assert raw.headers["x-gateway-token-count"] == source
@@ -252,6 +253,8 @@ async def test_count_tokens(stack, name, kind, source):
         body = stack.hub.states[kind].requests[-1].body
         assert stack.hub.states[kind].rejections == []
         assert "get_weather" in str(body) and "Be brief." in str(body)
+        if kind == "anthropic":  # counted as it would be sent: thinking on, with its budget
+            assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     else:
         assert stack.hub.states[kind].requests == [], "estimated without a provider call"
         # the estimate includes the image (1600) and the tool definition, not only the text

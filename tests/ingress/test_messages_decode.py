@@ -217,6 +217,8 @@ def test_session_key_headers():
         (body(tools=[{"name": "x", "input_schema": {"type": "array"}}]), "tools.0.input_schema.type: Input should be 'object'"),
         (body(temperature=1.5), "temperature: Input should be less than or equal to 1"),
         ([1, 2], "request body must be a JSON object"),
+        (body(messages=[{"role": "user", "content": []}]), "messages.0: all messages must have non-empty content except for the optional final assistant message"),
+        (body(messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "r"}]), "messages.1: all messages must have non-empty content except for the optional final assistant message"),
     ],
 )
 def test_invalid_requests_name_the_json_path(payload, message):

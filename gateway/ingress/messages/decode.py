@@ -51,6 +51,9 @@ UNSUPPORTED = {
 }
 
 
+EMPTY_CONTENT = "all messages must have non-empty content except for the optional final assistant message"
+
+
 def invalid(message: str, path: str | None = None) -> ClientError:
     return ClientError(400, f"{path}: {message}" if path else message, param=path)
 
@@ -92,8 +95,11 @@ def decode_request(
 ) -> Request:
     system = _system(wire.system)
     messages: list[Message] = []
+    last = len(wire.messages) - 1
     for i, message in enumerate(wire.messages):
         where = f"messages.{i}"
+        if not message.content and not (i == last and message.role == "assistant"):
+            raise invalid(EMPTY_CONTENT, where)
         if message.role == "system":
             blocks = _system_blocks(message.content, f"{where}.content")
             if not messages:  # instructions that open the conversation

@@ -220,7 +220,7 @@ class MessagesRequest(_Wire):
 class CountTokensRequest(MessagesRequest):
     """`/v1/messages/count_tokens` takes a Messages request without `max_tokens`."""
 
-    max_tokens: int = Field(default=1, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)  # type: ignore[assignment]
 
 
 # union tags pydantic puts in error locations (after a list index, or after the field that holds
