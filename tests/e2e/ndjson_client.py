@@ -23,6 +23,7 @@ from gateway.state import GatewayState
 from tests.e2e.scenarios import scenario_config
 
 SECRET_ENV = "NDJSON_TEST_CONTINUITY_SECRET"
+TOKEN_ENV = "NDJSON_TEST_GATEWAY_TOKEN"
 NDJSON = {"Accept": "application/x-ndjson"}
 
 
@@ -34,14 +35,18 @@ class Running:
 
 @asynccontextmanager
 async def ndjson_gateway(
-    hub: SimulatorHub, secret: str = "shared-continuity-secret"
+    hub: SimulatorHub, secret: str = "shared-continuity-secret", token: str | None = None
 ) -> AsyncIterator[Running]:
     """A gateway on the hub (a model group per provider entry, memory store) with `secret` as
-    its continuity secret."""
+    its continuity secret; clients must send `token` when one is given."""
     raw = scenario_config(hub, {"backend": "memory"})
     raw["server"]["continuity_secret_env"] = SECRET_ENV
+    env = {DEMO_KEY_ENV: hub.states["anthropic"].api_key, SECRET_ENV: secret}
+    if token is not None:
+        raw["auth"] = {"tokens_env": [TOKEN_ENV]}
+        env[TOKEN_ENV] = token
     config = config_from_dict(raw, source="<ndjson test>")
-    app = create_app(config, {DEMO_KEY_ENV: hub.states["anthropic"].api_key, SECRET_ENV: secret}, Metrics())
+    app = create_app(config, env, Metrics())
     runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
     await runner.setup()
     try:
