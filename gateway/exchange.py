@@ -26,6 +26,7 @@ from gateway.config import ServerConfig
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Inbound, IngressCodec, Reply, StreamEncoder
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
@@ -319,7 +320,7 @@ async def _stream(
     headers: dict[str, str],
     http: web.Request,
 ) -> web.StreamResponse:
-    encoder = exchange.codec.stream_encoder(inbound, reply, state.sealer)
+    encoder = _stream_encoder(state, exchange.codec, inbound, reply, http)
     response = web.StreamResponse(
         status=200, headers={**headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
     )
@@ -359,6 +360,17 @@ async def _stream(
         await answer.aclose()
 
 
+def _stream_encoder(
+    state: GatewayState, codec: IngressCodec, inbound: Inbound, reply: Reply, http: web.Request
+) -> StreamEncoder:
+    """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
+    them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
+    if accepts_ndjson(http.headers.get("Accept", "")):
+        sealer = state.sealer
+        return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
+    return codec.stream_encoder(inbound, reply, state.sealer)
+
+
 class _Relay:
     """Writes an answer's events as they arrive (one write per upstream chunk)."""
 
@@ -393,8 +405,13 @@ class _Relay:
                     exchange.first_content()
                 elif t is UsageUpdate:
                     exchange.usage = event.usage
-                assembler.add(event)
-                chunk = encoder.event(event)
+                try:
+                    assembler.add(event)
+                    chunk = encoder.event(event)
+                except _FORMAT_ERRORS:
+                    if out:  # what came before the broken event still reaches the client
+                        await response.write(bytes(out))
+                    raise
                 if chunk is not None:
                     out += chunk
             if out:
