@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.ingress.errors import ClientError
 from gateway.routing.engine import AllTargetsFailed
-from gateway.transcript.events import ErrorCategory
+from gateway.transcript.events import ErrorCategory, UpstreamError
 
 # upstream failure category -> the status the client sees; the rest (auth, permission, not found,
 # server, connection, protocol) are the gateway's upstream failing it: 502
@@ -24,6 +24,24 @@ _STATUS = {
 }
 
 
+# a provider refusing the gateway's own key: its message is about that key (OpenAI's quotes part of
+# it) and means nothing to the client, whose credentials never reach a provider
+_CREDENTIAL_CATEGORIES = frozenset({ErrorCategory.AUTH, ErrorCategory.PERMISSION})
+
+
+def _credentials_refused(provider: str, error: UpstreamError) -> str:
+    status = f" ({error.status})" if error.status else ""
+    if error.category is ErrorCategory.AUTH:
+        return (
+            f"provider {provider!r} rejected the gateway's API key{status}: the gateway operator must"
+            " check that provider's key"
+        )
+    return (
+        f"provider {provider!r} refused the gateway's API key access{status}: the gateway operator must"
+        " check that key's permissions"
+    )
+
+
 def error_response(exc: ClientError) -> web.Response:
     return web.Response(
         status=exc.status, body=exc.to_json(), headers=exc.headers, content_type="application/json"
@@ -35,12 +53,14 @@ def client_error_for(failed: AllTargetsFailed) -> ClientError:
     the upstream's message, and which targets were tried (also in X-Gateway-Attempts)."""
     final = failed.final
     headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
+    message = final.message
     if failed.attempts:
-        headers["X-Gateway-Provider"] = failed.attempts[-1].provider
+        provider = failed.attempts[-1].provider
+        headers["X-Gateway-Provider"] = provider
+        if final.category in _CREDENTIAL_CATEGORIES and final.type != "missing_api_key":
+            message = _credentials_refused(provider, final)
         tried = ", ".join(f"{a.provider}: {a.outcome}" for a in failed.attempts)
-        message = f"{final.message} (attempts: {tried})"
-    else:
-        message = final.message
+        message = f"{message} (attempts: {tried})"
     if final.type == "missing_api_key":
         return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
     status = _STATUS.get(final.category, 502)
