@@ -206,6 +206,7 @@ async def _stream(
     assembler = Assembler()  # the turn as it streams, to record once it completed
     try:
         await response.prepare(request)
+        state.in_flight.register_stream(request, response, encoder.error)  # ended this way at shutdown
         record.status = 200
         await response.write(encoder.start())
         try:
