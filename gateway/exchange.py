@@ -120,7 +120,13 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         exchange.status = status
         return web.Response(status=status, body=body, headers=exc.headers, content_type="application/json")
     except asyncio.CancelledError:
-        exchange.outcome = "cancelled"
+        if state.in_flight.ending:
+            # the shutdown's grace period ended it: the stream gets its dialect's error event, an
+            # answer not yet started a 503 (gateway/lifecycle.py)
+            exchange.outcome = "stream_error" if exchange.status == 200 else "refused"
+            exchange.status = exchange.status or 503
+        else:
+            exchange.outcome = "cancelled"
         raise
     except Exception:
         exchange.outcome = "internal_error"
@@ -171,17 +177,38 @@ _STATUS = {
 }
 
 
+# a provider refusing the gateway's own key: its message is about that key (OpenAI's quotes part of
+# it) and means nothing to the client, whose credentials never reach a provider
+_CREDENTIAL_CATEGORIES = frozenset({ErrorCategory.AUTH, ErrorCategory.PERMISSION})
+
+
+def _credentials_refused(provider: str, error: UpstreamError) -> str:
+    status = f" ({error.status})" if error.status else ""
+    if error.category is ErrorCategory.AUTH:
+        return (
+            f"provider {provider!r} rejected the gateway's API key{status}: the gateway operator must"
+            " check that provider's key"
+        )
+    return (
+        f"provider {provider!r} refused the gateway's API key access{status}: the gateway operator must"
+        " check that key's permissions"
+    )
+
+
 def client_error_for(failed: AllTargetsFailed) -> ClientError:
     """The client's view of a request no target served: a real status (429/503 carry Retry-After),
-    the upstream's message, and which targets were tried (also in X-Gateway-Attempts)."""
+    the upstream's message (never a provider's words about the gateway's own key), and which
+    targets were tried (also in X-Gateway-Attempts)."""
     final = failed.final
     headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
+    message = final.message
     if failed.attempts:
-        headers["X-Gateway-Provider"] = failed.attempts[-1].provider
+        provider = failed.attempts[-1].provider
+        headers["X-Gateway-Provider"] = provider
+        if final.category in _CREDENTIAL_CATEGORIES and final.type != "missing_api_key":
+            message = _credentials_refused(provider, final)
         tried = ", ".join(f"{a.provider}: {a.outcome}" for a in failed.attempts)
-        message = f"{final.message} (attempts: {tried})"
-    else:
-        message = final.message
+        message = f"{message} (attempts: {tried})"
     if final.type == "missing_api_key":
         return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
     status = _STATUS.get(final.category, 502)
@@ -328,6 +355,7 @@ async def _stream(
     keepalive: asyncio.Task[None] | None = None
     try:
         await response.prepare(http)
+        state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
         await response.write(encoder.start())
         relay = _Relay(response, encoder, assembler, exchange)

@@ -1,4 +1,5 @@
-"""Client-facing errors in the OpenAI error body shape, and JSON safety checks on input."""
+"""Client-facing errors (OpenAI's error body, and the Anthropic envelope for the Messages dialect),
+and JSON safety checks on input."""
 
 from __future__ import annotations
 
@@ -36,6 +37,33 @@ class ClientError(Exception):
         return orjson.dumps(self.body())
 
 
+def openai_error_body(exc: ClientError) -> bytes:
+    """`{"error": {"message", "type", "param", "code"}}`: Chat Completions and Responses."""
+    return exc.to_json()
+
+
+# Anthropic's error types by status (its documented set; a status it does not document takes the
+# type of its class: another 4xx is an invalid request, another 5xx an api_error)
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error_body(exc: ClientError) -> bytes:
+    """`{"type": "error", "error": {"type", "message"}}`: the Messages dialect's envelope, whose
+    SDKs pick their exception class from `error.type`."""
+    kind = _ANTHROPIC_TYPES.get(exc.status) or ("api_error" if exc.status >= 500 else "invalid_request_error")
+    return orjson.dumps({"type": "error", "error": {"type": kind, "message": exc.message}})
+
+
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ClientError:
     return ClientError(400, f"{param}: {message}" if param else message, param=param, code=code)
 
@@ -53,6 +81,8 @@ def json_path(loc: Iterable[Any]) -> str:
 
 def check_depth(value: Any, limit: int) -> None:
     """Reject JSON nested deeper than `limit` (iteratively: a hostile body cannot blow the stack)."""
+    if type(value) is not dict and type(value) is not list:
+        return  # a scalar document (`null`, `5`, `"x"`): its dialect says what it expected
     stack = [(value, 1)]
     pop, push = stack.pop, stack.append
     while stack:
