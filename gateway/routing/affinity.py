@@ -64,3 +64,20 @@ def prefer_issuer(targets: tuple[Target, ...], request: Request) -> tuple[Target
             if _issued(target, meta):
                 return targets if index == 0 else (target, *targets[:index], *targets[index + 1 :])
     return targets
+
+
+def last_issuer(targets: tuple[Target, ...], request: Request) -> Target | None:
+    """The target that issued the continuity data of the conversation's latest assistant turn, if
+    one of `targets` did: where the previous turn was served, as the transcript itself tells."""
+    for message in reversed(request.messages):
+        if message.role is not Role.ASSISTANT:
+            continue
+        for block in message.blocks:
+            meta = getattr(block, "meta", None)
+            if meta is None:
+                continue
+            for target in targets:
+                if _issued(target, meta):
+                    return target
+        return None
+    return None
