@@ -101,6 +101,18 @@ def message_properties(c: cf.Conversation) -> Rejection | None:
     return None
 
 
+def response_format(c: cf.Conversation) -> Rejection | None:
+    """Mistral's JSON schema format names its schema and carries it (pydantic validation)."""
+    fmt = c.body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema")
+    for key in ("name", "schema"):
+        if not isinstance(spec, dict) or key not in spec:
+            return _validation(("response_format", "json_schema", key), "missing", "Field required")
+    return None
+
+
 def thinking_chunks(c: cf.Conversation) -> Rejection | None:
     for i, message in enumerate(c.messages):
         content = message.get("content")
@@ -249,7 +261,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=False,
     shape_rejection=shape_rejection,
-    rules=(message_properties, thinking_chunks, tool_call_ids, message_order),
+    rules=(message_properties, response_format, thinking_chunks, tool_call_ids, message_order),
     error_body=error_body,
     stream_error_body=stream_error_body,
     fault_error=cf.fault_errors(FAULTS),
