@@ -280,9 +280,12 @@ def render_message(
         "stop_sequence": None,
         "usage": {
             "input_tokens": max(1, raw_len // 4),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+            "cache_creation_input_tokens": reply.cache_write,
+            "cache_read_input_tokens": reply.cache_read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": reply.cache_write,
+                "ephemeral_1h_input_tokens": 0,
+            },
             "output_tokens": max(1, generated // 4),
             "service_tier": "standard",
         },
@@ -333,8 +336,8 @@ def stream_frames(message: dict, chunk_size: int) -> list[bytes]:
             "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
             "usage": {
                 "input_tokens": usage["input_tokens"],
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+                "cache_read_input_tokens": usage["cache_read_input_tokens"],
                 "output_tokens": usage["output_tokens"],
             },
         }

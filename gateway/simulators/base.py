@@ -43,6 +43,9 @@ class Reply:
     # the structured answer of a JSON-schema / JSON-mode request (None: one made from the schema)
     data: Any = None
     refusal: str | None = None  # the model declines with this text instead of answering
+    # prompt tokens the provider reports as read from / written to its prompt cache
+    cache_read: int = 0
+    cache_write: int = 0
 
 
 @dataclass

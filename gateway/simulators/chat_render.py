@@ -30,6 +30,7 @@ class Usage:
     prompt: int
     completion: int
     reasoning: int
+    cached: int = 0  # of `prompt`, read from the provider's prompt cache
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,10 @@ class ReplyRenderer:
         )
         reasoning_tokens = estimate_tokens(len(self.reasoning)) if self.reasoning else 0
         self.usage = Usage(
-            estimate_tokens(prompt_chars), estimate_tokens(generated) + reasoning_tokens, reasoning_tokens
+            estimate_tokens(prompt_chars) + reply.cache_read,
+            estimate_tokens(generated) + reasoning_tokens,
+            reasoning_tokens,
+            reply.cache_read,
         )
         self.include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self.id = r.completion_id()

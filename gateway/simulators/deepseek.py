@@ -117,10 +117,10 @@ def usage(u: cr.Usage) -> dict:
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
         "total_tokens": u.prompt + u.completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": u.cached},
         "completion_tokens_details": {"reasoning_tokens": u.reasoning},
-        "prompt_cache_hit_tokens": 0,
-        "prompt_cache_miss_tokens": u.prompt,
+        "prompt_cache_hit_tokens": u.cached,
+        "prompt_cache_miss_tokens": u.prompt - u.cached,
     }
 
 

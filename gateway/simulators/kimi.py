@@ -141,9 +141,9 @@ def usage(u: cr.Usage) -> dict:
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
         "total_tokens": u.prompt + u.completion,
-        "cached_tokens": 0,
+        "cached_tokens": u.cached,
         "completion_tokens_details": {"reasoning_tokens": u.reasoning},
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": u.cached},
     }
 
 

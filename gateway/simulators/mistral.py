@@ -230,11 +230,14 @@ FAULTS: cf.FaultTable = {  # unverified types and codes
 
 
 def usage(u: cr.Usage) -> dict:
-    return {
+    out = {
         "prompt_tokens": u.prompt,
         "total_tokens": u.prompt + u.completion,
         "completion_tokens": u.completion,
     }
+    if u.cached:  # unverified: Mistral reports cache hits as OpenAI does
+        out["prompt_tokens_details"] = {"cached_tokens": u.cached}
+    return out
 
 
 def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:

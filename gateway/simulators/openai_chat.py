@@ -295,7 +295,7 @@ def usage(u: cr.Usage) -> dict:
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
         "total_tokens": u.prompt + u.completion,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": u.cached, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": u.reasoning,
             "audio_tokens": 0,

@@ -148,7 +148,7 @@ def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Ren
                 "name": call.name,
             }
         )
-    input_tokens = max(1, raw_len // 4)
+    input_tokens = max(1, raw_len // 4) + reply.cache_read
     reasoning_tokens = reasoning_chars // 4
     output_tokens = max(1, (reasoning_chars + len(reply.text) + arguments_chars) // 4)
     response = {
@@ -158,7 +158,7 @@ def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Ren
         "output": output,
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": reply.cache_read},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
             "total_tokens": input_tokens + output_tokens,

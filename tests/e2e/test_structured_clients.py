@@ -222,3 +222,34 @@ async def test_a_request_no_target_can_serve_is_a_400_that_says_why(stack):
     message = info.value.body["message"]
     assert "cannot combine function calling with a JSON response format" in message
     assert stack.hub.states["gemini"].requests == []  # skipped before sending
+
+
+# -- cached prompt tokens ---------------------------------------------------------------------
+CACHE_WRITES = {"anthropic"}  # only Anthropic reports cache writes
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("name,kind", [pytest.param(n, k, id=n) for n, k, _, _ in FAMILIES])
+async def test_cached_prompt_tokens_reach_the_chat_usage_and_the_metrics(stack, name, kind, stream):
+    stack.hub.states[kind].push(Reply(text="Hi.", cache_read=1024, cache_write=256))
+    client = stack.client()
+    messages = [{"role": "user", "content": "Hello"}]
+    if stream:
+        chunks = await client.chat.completions.create(
+            model=name, messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+        usage = None
+        async for chunk in chunks:
+            usage = chunk.usage or usage
+    else:
+        usage = (await client.chat.completions.create(model=name, messages=messages)).usage
+    assert usage is not None and usage.prompt_tokens_details.cached_tokens == 1024
+    assert usage.prompt_tokens >= 1024
+    writes = (usage.model_extra or {}).get("cache_creation_input_tokens")
+    assert writes == (256 if kind in CACHE_WRITES else None)
+    sample = stack.metrics.registry.get_sample_value
+    labels = {"provider": name, "model": name}
+    assert sample("gateway_tokens_total", {**labels, "type": "cache_read"}) == 1024
+    assert sample("gateway_tokens_total", {**labels, "type": "cache_write"}) == (
+        256 if kind in CACHE_WRITES else None
+    )
