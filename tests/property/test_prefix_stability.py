@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from gateway.providers import get_adapter
 from gateway.repair import prepare
+from gateway.simulators.registry import VALIDATORS
 from gateway.transcript.model import CacheControl, Message, Request, ResponseFormat, Role, Text, ToolSpec
 from gateway.transcript.target import Target
-from tests.property.transcripts import KINDS, MODELS, MORE_MODELS, target_for, valid_requests
+from tests.property.transcripts import KINDS, MODELS, MORE_MODELS, state_for, target_for, valid_requests
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -35,8 +36,12 @@ SYSTEM = (Text("You are a weather assistant. " * 20, cache=CacheControl()), Text
 
 
 def encoded(request: Request, kind: str, target: Target) -> tuple[dict[str, Any], list[bytes], Counter]:
+    """(the body without its conversation, each conversation item's bytes, repairs); the body
+    also passes the provider's strict simulator (structured output and breakpoints included)."""
     prepared = prepare(request, target, get_adapter(kind).capabilities)
     body = orjson.loads(get_adapter(kind).encode_request(prepared.request, target, "key").body)
+    rejection = VALIDATORS[kind](state_for(kind), body, target.model)
+    assert rejection is None, f"{rejection.message}\nbody: {body}"
     # chat family: the opening system message is the conversation's first element
     conversation = body.pop(CONVERSATION.get(kind, "messages"))
     repairs = Counter(r.kind for r in prepared.repairs if r.kind != "tool_id_projected")
