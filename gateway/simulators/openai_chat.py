@@ -200,19 +200,10 @@ def response_format(c: cf.Conversation) -> Rejection | None:
     if kind != "json_schema":
         return None
     spec = fmt.get("json_schema")
-    if not isinstance(spec, dict):
-        return _invalid(
-            "Missing required parameter: 'response_format.json_schema'.",
-            "response_format.json_schema",
-            "missing_required_parameter",
-        )
-    name = spec.get("name")
+    name = spec.get("name") if isinstance(spec, dict) else None
     if not isinstance(name, str):
-        return _invalid(
-            "Missing required parameter: 'response_format.json_schema.name'.",
-            "response_format.json_schema.name",
-            "missing_required_parameter",
-        )
+        missing = "response_format.json_schema" + (".name" if isinstance(spec, dict) else "")
+        return _invalid(f"Missing required parameter: '{missing}'.", missing, "missing_required_parameter")
     if spec.get("strict") is True:
         problem = struct.strict_schema_problem(spec.get("schema") or {})
         if problem:

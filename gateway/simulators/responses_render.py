@@ -195,32 +195,12 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
                 {"type": "response.reasoning_summary_text.done", **summary_ref, "text": rendered.summary}
             )
             events.append({"type": "response.reasoning_summary_part.done", **summary_ref, "part": part})
-    elif kind == "message" and item["content"][0]["type"] == "refusal":
-        refusal = item["content"][0]["refusal"]
-        part_ref = {**ref, "content_index": 0}
-        events = [
-            {
-                "type": "response.output_item.added",
-                "output_index": index,
-                "item": {
-                    "id": item_id,
-                    "type": "message",
-                    "status": "in_progress",
-                    "content": [],
-                    "role": "assistant",
-                },
-            },
-            {"type": "response.content_part.added", **part_ref, "part": {"type": "refusal", "refusal": ""}},
-        ]
-        events.extend(
-            {"type": "response.refusal.delta", **part_ref, "delta": delta}
-            for delta in split_text(refusal, chunk_size)
-        )
-        events.append({"type": "response.refusal.done", **part_ref, "refusal": refusal})
-        events.append({"type": "response.content_part.done", **part_ref, "part": item["content"][0]})
     elif kind == "message":
-        text = item["content"][0]["text"]
+        part = item["content"][0]
+        refused = part["type"] == "refusal"
+        text = part["refusal"] if refused else part["text"]
         part_ref = {**ref, "content_index": 0}
+        empty = {"type": "refusal", "refusal": ""} if refused else {**part, "text": ""}
         events = [
             {
                 "type": "response.output_item.added",
@@ -233,18 +213,21 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
                     "role": "assistant",
                 },
             },
-            {
-                "type": "response.content_part.added",
-                **part_ref,
-                "part": {"type": "output_text", "annotations": [], "logprobs": [], "text": ""},
-            },
+            {"type": "response.content_part.added", **part_ref, "part": empty},
         ]
-        events.extend(
-            {"type": "response.output_text.delta", **part_ref, "delta": delta, "logprobs": []}
-            for delta in split_text(text, chunk_size)
-        )
-        events.append({"type": "response.output_text.done", **part_ref, "text": text, "logprobs": []})
-        events.append({"type": "response.content_part.done", **part_ref, "part": item["content"][0]})
+        if refused:
+            events.extend(
+                {"type": "response.refusal.delta", **part_ref, "delta": delta}
+                for delta in split_text(text, chunk_size)
+            )
+            events.append({"type": "response.refusal.done", **part_ref, "refusal": text})
+        else:
+            events.extend(
+                {"type": "response.output_text.delta", **part_ref, "delta": delta, "logprobs": []}
+                for delta in split_text(text, chunk_size)
+            )
+            events.append({"type": "response.output_text.done", **part_ref, "text": text, "logprobs": []})
+        events.append({"type": "response.content_part.done", **part_ref, "part": part})
     elif kind == "function_call":
         events = [
             {

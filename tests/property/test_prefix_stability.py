@@ -49,8 +49,13 @@ def encoded(request: Request, kind: str, target: Target) -> tuple[dict[str, Any]
 
 
 def request_points(messages) -> list[int]:
-    """Where a client could have sent a request: after each user or tool message."""
-    return [n + 1 for n, m in enumerate(messages) if m.role in (Role.USER, Role.TOOL)]
+    """Where a client could have sent a request: after the user side of a turn (its question, or
+    all the results of a tool step), right before the assistant answered."""
+    return [
+        n + 1
+        for n, m in enumerate(messages)
+        if m.role in (Role.USER, Role.TOOL) and (n + 1 == len(messages) or messages[n + 1].role is Role.ASSISTANT)
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
