@@ -3,11 +3,12 @@ previous turn while that target is healthy, so the provider's prompt cache for i
 Round robin and weighted groups then spread sessions, not turns.
 
 The memory is per process (a bounded TTL/LRU map from (model group, session key) to the target
-that served). Replicas behind a load balancer do not share it; they agree anyway whenever the
-previous answer carried continuity data (signatures, encrypted reasoning, native tool ids, ...):
-its issuer, which the continuity store or the client hands back, is the target it came from.
-For answers without any (plain OpenAI chat text), route a session to one replica at the load
-balancer (hash of X-Session-Id) to keep it on one target across replicas.
+that served). Replicas behind a load balancer do not share it; one that has not seen a session
+finds its target in the transcript instead: the issuer of the latest continuity data in its
+assistant turns (signatures, encrypted reasoning, native tool ids, ...), which the continuity
+store or the client hands back (routing.affinity.last_issuer). For conversations without any
+(plain OpenAI chat text), route a session to one replica at the load balancer (hash of
+X-Session-Id) to keep it on one target across replicas.
 """
 
 from __future__ import annotations

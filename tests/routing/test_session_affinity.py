@@ -133,3 +133,29 @@ def test_the_session_memory_is_bounded_and_forgets_after_its_ttl():
     assert memory.target("g", "s3", (a, b)) is a and memory.target("g", "s3", (b,)) is None
     now[0] = 11.0
     assert memory.target("g", "s2", (a, b)) is None
+
+
+async def test_another_replica_finds_the_sessions_target_from_the_transcripts_last_issuer(hub):
+    # a fresh engine (another replica: empty memory) reads where the previous turn was served
+    # from the continuity data of the conversation's latest assistant turn
+    from gateway.transcript.model import NATIVE_ID, Message, Request, Role, Text, ToolCall, ToolResult
+    from tests.routing.sim_stack import engine_for
+
+    models = {"rr": group(*TRIO, strategy="round_robin", affinity="session")}
+    async with engine_for(hub, models) as engine:
+        plan = engine.router.plan("rr")
+        issuer = next(t for t in plan.targets if t.provider == "deepseek")
+        call = ToolCall("call_a", "lookup", "{}", issuer.continuity({NATIVE_ID: "call_00_x"}))
+        request = Request(
+            "rr",
+            (
+                Message(Role.USER, (Text("q"),)),
+                Message(Role.ASSISTANT, (call,)),
+                Message(Role.TOOL, (ToolResult("call_a", "r"),)),
+                Message(Role.ASSISTANT, (Text("done"),)),
+                Message(Role.USER, (Text("next"),)),
+            ),
+        )
+        for _ in range(3):  # whatever the rotation says
+            order, home, moved = engine._session_order(request, engine.router.plan("rr"), "s")
+            assert order[0] is issuer and home is issuer and moved is None
