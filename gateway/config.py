@@ -261,7 +261,9 @@ class ModelGroupConfig(_Section):
     reasoning_policy: ReasoningPolicy = "drop"
     # "issuer": a request inside an open tool loop goes first to the target that issued the
     # loop's continuity tokens (while it is available), whatever the strategy would pick
-    affinity: Literal["none", "issuer"] = "none"
+    # "session": besides that, a conversation stays on the target that served its previous turn
+    # while it is healthy (its prompt cache stays warm); strategies then spread sessions
+    affinity: Literal["none", "issuer", "session"] = "none"
     retry: RetryConfig = Field(default_factory=RetryConfig)
     timeouts: TimeoutOverrides = Field(default_factory=TimeoutOverrides)
 

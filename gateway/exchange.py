@@ -92,6 +92,7 @@ class Exchange:
             attempts=[AttemptOutcome(a.provider, a.outcome) for a in attempts],
             usage=self.usage,
             ignored_tokens=self.ignored_tokens,
+            affinity_break=answer.affinity_break if answer is not None else None,
         )
         if provider is not None:
             record.provider = provider
@@ -150,7 +151,7 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan)
+        answer = await state.engine.open(request, plan, exchange.session)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"

@@ -29,7 +29,7 @@ def encode_turn(blocks: list[Block] | tuple[Block, ...]) -> bytes:
     for block in blocks:
         t = type(block)
         if t is Text:
-            out.append(["t", block.text, _meta(block.meta)])
+            out.append(["f" if block.refusal else "t", block.text, _meta(block.meta)])
         elif t is Reasoning:
             out.append(["r", block.text, _meta(block.meta)])
         elif t is ToolCall:
@@ -50,6 +50,8 @@ def decode_turn(raw: bytes) -> tuple[Block, ...] | None:
             tag = item[0]
             if tag == "t":
                 blocks.append(Text(item[1], _unmeta(item[2])))
+            elif tag == "f":
+                blocks.append(Text(item[1], _unmeta(item[2]), refusal=True))
             elif tag == "r":
                 blocks.append(Reasoning(item[1], _unmeta(item[2])))
             elif tag == "c":

@@ -22,7 +22,7 @@ from gateway.providers.base import (
     loads_or_none,
     retry_after_header,
 )
-from gateway.providers.gemini_request import SIGNATURE, encode_request
+from gateway.providers.gemini_request import SIGNATURE, STRUCTURED_OUTPUT, encode_request
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -52,6 +52,7 @@ CAPABILITIES = Capabilities(
     thought_signature_key=SIGNATURE,
     calls_follow_user_turn=True,
     merge_tool_runs=True,
+    structured_output=STRUCTURED_OUTPUT,
 )
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(

@@ -37,7 +37,7 @@ from gateway.transcript.model import (
     ToolChoiceMode,
     ToolResult,
 )
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule, output_mode
 
 KIND = "openai_responses"
 
@@ -179,6 +179,19 @@ def _tool_choice(request: Request) -> str | dict[str, Any] | None:
     return choice.mode.value  # auto | none | required: the API's own words
 
 
+def _text_format(request: Request) -> dict[str, Any]:
+    fmt = request.response_format
+    assert fmt is not None
+    if fmt.schema is None:
+        return {"type": "json_object"}
+    out: dict[str, Any] = {"type": "json_schema", "name": fmt.name, "schema": dict(fmt.schema)}
+    if fmt.description:
+        out["description"] = fmt.description
+    if fmt.strict is not None:
+        out["strict"] = fmt.strict
+    return out
+
+
 # OpenAI reasoning models (o-series, gpt-5 family): they take `reasoning` and return encrypted
 # reasoning items, and refuse temperature/top_p; other models are the other way round
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
@@ -225,6 +238,8 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     effort = request.reasoning_effort or target.reasoning_effort
     if effort and reasoning_model:
         body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": "auto"}
+    if output_mode(request, target.model, CAPABILITIES.structured_output) is not None:
+        body.setdefault("text", {})["format"] = _text_format(request)
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
     # reasoning models refuse sampling parameters ("Unsupported parameter: 'temperature'")

@@ -101,6 +101,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         self._items: dict[int, _Item] = {}
         self._next_index = 0
         self._saw_call = False
+        self._refused = False
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:
         # a terminal event ends the response; anything after it belongs to no answer
@@ -163,15 +164,18 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Responses output item type {kind!r}")
 
-    def _text_delta(self, event: Any, out: list[Event]) -> None:
+    def _text_delta(self, event: Any, out: list[Event], refusal: bool = False) -> None:
         item = self._item(event, out)
         if item is None:
             return
         if item.index < 0:  # a delta without its content_part.added
-            self._open_part(item, out)
+            self._open_part(item, out, refusal)
         delta = event["delta"]
         if delta:
             out.append(BlockDelta(item.index, delta))
+
+    def _refusal_delta(self, event: Any, out: list[Event]) -> None:
+        self._text_delta(event, out, refusal=True)
 
     def _summary_delta(self, event: Any, out: list[Event]) -> None:
         item = self._item(event, out)
@@ -203,10 +207,12 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         if text:
             out.append(BlockDelta(item.index, text))
 
-    def _open_part(self, item: _Item, out: list[Event]) -> None:
+    def _open_part(self, item: _Item, out: list[Event], refusal: bool = False) -> None:
         item.index = self._alloc()
         item.parts += 1
-        out.append(BlockStart(item.index, BlockKind.TEXT))
+        if refusal:
+            self._refused = True
+        out.append(BlockStart(item.index, BlockKind.REFUSAL if refusal else BlockKind.TEXT))
 
     def _close_part(self, item: _Item, out: list[Event]) -> None:
         if item.index >= 0:
@@ -222,7 +228,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Responses content part {part['type']!r}")
             return
         self._close_part(item, out)
-        self._open_part(item, out)
+        self._open_part(item, out, part["type"] == "refusal")
         text = part.get("text") or part.get("refusal")
         if text:
             out.append(BlockDelta(item.index, text))
@@ -264,7 +270,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
                             out, ErrorCategory.PROTOCOL, f"unsupported Responses content part {ptype!r}"
                         )
                         return
-                    self._open_part(state, out)
+                    self._open_part(state, out, ptype == "refusal")
                     text = part.get("text") or part.get("refusal")
                     if text:
                         out.append(BlockDelta(state.index, text))
@@ -283,7 +289,11 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         self.done = True
 
     def _completed(self, event: Any, out: list[Event]) -> None:
-        self._finish(event, out, StopReason.TOOL_CALLS if self._saw_call else StopReason.END_TURN)
+        if self._saw_call:
+            stop = StopReason.TOOL_CALLS
+        else:
+            stop = StopReason.REFUSAL if self._refused else StopReason.END_TURN
+        self._finish(event, out, stop)
 
     def _incomplete(self, event: Any, out: list[Event]) -> None:
         reason = (event["response"].get("incomplete_details") or {}).get("reason")
@@ -305,7 +315,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
 
 _HANDLERS: dict[str, Handler] = {
     "response.output_text.delta": ResponsesStreamDecoder._text_delta,
-    "response.refusal.delta": ResponsesStreamDecoder._text_delta,
+    "response.refusal.delta": ResponsesStreamDecoder._refusal_delta,
     "response.reasoning_summary_text.delta": ResponsesStreamDecoder._summary_delta,
     "response.function_call_arguments.delta": ResponsesStreamDecoder._arguments_delta,
     "response.reasoning_summary_part.added": ResponsesStreamDecoder._summary_part_added,

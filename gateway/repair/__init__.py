@@ -14,13 +14,15 @@ Order matters:
    Anthropic thinking switch - retiring misplaced reasoning can empty a message, which can leave
    two assistant messages next to each other, whose merge can misplace reasoning again;
 4. continuity the target requires filled in (Gemini placeholders, DeepSeek/Kimi reasoning_content);
-5. tool ids projected to the target's format, last.
+5. tool ids projected to the target's format;
+6. prompt-cache breakpoints beyond the provider's limit removed, earliest first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gateway.repair.cache_breakpoints import limit_cache_breakpoints
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
 from gateway.repair.empty_text import drop_empty_text
 from gateway.repair.empty_turn import drop_empty_turns
@@ -80,9 +82,11 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     repairs.extend(found)
     messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
     repairs.extend(Repair("tool_id_projected") for _ in range(projected))
+    tools, system, messages, found = limit_cache_breakpoints(request, messages, caps)
+    repairs.extend(found)
 
-    if messages is request.messages and thinking == request.thinking:
+    if messages is request.messages and thinking == request.thinking and not found:
         repaired = request  # every pass hands back its input when it changed nothing
     else:
-        repaired = replace(request, messages=messages, thinking=thinking)
+        repaired = replace(request, messages=messages, thinking=thinking, tools=tools, system=system)
     return Prepared(repaired, tuple(repairs), provider_ids)

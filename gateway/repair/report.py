@@ -21,6 +21,9 @@ REPAIR_KINDS = (
     "empty_turn_dropped",
     # added with the exchange pipeline (README "Repair kinds")
     "system_message_as_user",
+    # added with structured outputs and prompt caching
+    "thinking_off_for_forced_tool",
+    "cache_breakpoint_dropped",
 )
 
 

@@ -159,6 +159,8 @@ class Answer:
     attempts: tuple[Attempt, ...]
     plan: Plan | None
     stream: EventStream
+    # why the session left the target that served its previous turn (routing.sessions), if it did
+    affinity_break: str | None = None
 
     @property
     def repairs(self) -> tuple[Repair, ...]:

@@ -19,6 +19,7 @@ from gateway.simulators.responses_shapes import (
     no_unknown,
     type_error,
 )
+from gateway.simulators.structured import strict_schema_problem
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # function_call ids issued together with a reasoning item share its key: rs_<key> / fc_<key>_<n>
@@ -142,7 +143,40 @@ def _check(state: SimulatorState, body: Any, model: str) -> int:
     return _check_sequence(state, model, items)
 
 
+def _check_text_format(text: Any) -> None:
+    if text is None:
+        return
+    if not isinstance(text, dict):
+        raise type_error("text", "an object", text)
+    fmt = text.get("format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict):
+        raise type_error("text.format", "an object", fmt)
+    kind = fmt.get("type")
+    if kind not in ("text", "json_object", "json_schema"):
+        raise bad_value("text.format.type", kind, ("text", "json_object", "json_schema"))
+    if kind != "json_schema":
+        return
+    for key in ("name", "schema"):
+        if key not in fmt:
+            raise Invalid(
+                f"Missing required parameter: 'text.format.{key}'.",
+                f"text.format.{key}",
+                "missing_required_parameter",
+            )
+    if fmt.get("strict") is True:
+        problem = strict_schema_problem(fmt["schema"])
+        if problem:
+            raise Invalid(
+                f"Invalid schema for response_format '{fmt['name']}': {problem}",
+                "text.format.schema",
+                "invalid_json_schema",
+            )
+
+
 def _check_options(body: dict) -> None:
+    _check_text_format(body.get("text"))
     if body.get("instructions") is not None and not isinstance(body["instructions"], str):
         raise type_error("instructions", "a string", body["instructions"])
     for key in ("stream", "parallel_tool_calls", "background"):

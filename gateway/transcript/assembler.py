@@ -103,6 +103,8 @@ class Assembler:
                 blocks.append(Reasoning(text, block.meta))
             elif block.kind is BlockKind.TOOL_CALL:
                 blocks.append(ToolCall(block.id, block.name, text.strip() or "{}", block.meta))
+            elif block.kind is BlockKind.REFUSAL:
+                blocks.append(Text(text, block.meta, refusal=True))
             else:  # pragma: no cover - BlockKind is closed
                 raise AssemblyError(f"unknown block kind {block.kind}")
         stop = self.stop_reason

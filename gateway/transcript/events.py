@@ -16,6 +16,7 @@ class BlockKind(str, enum.Enum):
     TEXT = "text"
     REASONING = "reasoning"
     TOOL_CALL = "tool_call"
+    REFUSAL = "refusal"  # the model's refusal text (folds into Text(refusal=True))
 
 
 @dataclass(slots=True)
