@@ -16,6 +16,7 @@ from gateway.providers.base import (
     EncodeError,
     HttpRequest,
     category_for_status,
+    function_tools_only,
     join_url,
     loads_or_none,
     parse_arguments,
@@ -232,6 +233,7 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
 
 
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    function_tools_only(request, target.kind)
     budget = thinking_budget(request, target)
     max_tokens = request.max_tokens
     if budget is not None:

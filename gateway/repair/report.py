@@ -20,6 +20,9 @@ REPAIR_KINDS = (
     "retried_after_rejection",
     # added with the exchange pipeline (README "Repair kinds")
     "system_message_as_user",
+    # added with the Responses ingress (README "Repair kinds")
+    "custom_tool_as_function",
+    "hosted_tool_dropped",
 )
 
 
