@@ -15,7 +15,7 @@ from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuit
 from gateway.continuity.recorder import Recorder
 from gateway.handlers.common import error_response
 from gateway.handlers.ingress import ingress_handler
-from gateway.ingress import chat
+from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
 from gateway.metrics import Metrics, RequestRecord
@@ -42,6 +42,8 @@ USER_AGENT = f"llm-transcript-gateway/{__version__}"
 # The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
 INGRESS_ROUTES: dict[str, IngressCodec] = {
     "/v1/chat/completions": chat.CODEC,
+    "/v1/responses": responses.CODEC,
+    "/v1/responses/compact": responses.COMPACT_CODEC,
 }
 
 
