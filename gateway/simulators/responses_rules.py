@@ -82,6 +82,7 @@ HOSTED_TOOL_KEYS = {
     "web_search_preview": frozenset(("type", "search_context_size", "user_location")),
     "file_search": frozenset(("type", "vector_store_ids", "max_num_results", "filters", "ranking_options")),
     "code_interpreter": frozenset(("type", "container")),
+    "tool_search": frozenset(("type", "execution", "description", "parameters")),
     "image_generation": frozenset(("type", "quality", "size", "output_format", "background", "model")),
 }
 TOOL_TYPES = ("function", "custom", *HOSTED_TOOL_KEYS)
