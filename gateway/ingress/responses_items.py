@@ -80,7 +80,6 @@ class _Reader:
         self.tools = tools
         self.out = Items()
         self.assistant: list[Block] | None = None
-        self.carriers: list[dict[str, Any]] = []
         self.results: list[ToolResult] | None = None
         self.seen: dict[str, tuple[dict[str, Any], str]] = {}  # item id -> (item, path)
 
@@ -88,12 +87,9 @@ class _Reader:
 
     def _flush(self) -> None:
         if self.assistant is not None:
-            blocks = self.assistant
-            for carrier in self.carriers:
-                blocks = apply_carrier(blocks, carrier)
-            if blocks:
-                self.out.messages.append(Message(Role.ASSISTANT, tuple(blocks)))
-            self.assistant, self.carriers = None, []
+            if self.assistant:
+                self.out.messages.append(Message(Role.ASSISTANT, tuple(self.assistant)))
+            self.assistant = None
         if self.results is not None:
             self.out.messages.append(Message(Role.TOOL, tuple(self.results)))
             self.results = None
@@ -204,7 +200,9 @@ class _Reader:
                 blocks.append(Reasoning(readable))
             return
         if meta.kind == CARRIER_KIND:
-            self.carriers.append(dict(meta.data))
+            # the carrier ends its turn: its entries refer to the blocks of that turn alone
+            self.assistant = apply_carrier(blocks, meta.data)
+            self._flush()
             return
         blocks.append(Reasoning(readable, meta))
 
