@@ -148,7 +148,10 @@ def usage_json(usage: Usage | None) -> dict[str, Any]:
     usage = usage or Usage()
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.input_tokens + usage.output_tokens,
