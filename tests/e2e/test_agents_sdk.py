@@ -45,4 +45,9 @@ async def test_agent_tool_loop_through_the_default_responses_model(name, kind):
         assert state.rejections == []
         assert len(state.requests) == 2
         assert "Paris: sunny, 21C" in json.dumps(state.requests[1].body)
-        assert gateway.sample("gateway_requests_total", ingress="responses", model=name, provider=name, outcome="ok") == 2
+        assert (
+            gateway.sample(
+                "gateway_requests_total", ingress="responses", model=name, provider=name, outcome="ok"
+            )
+            == 2
+        )

@@ -33,13 +33,17 @@ from tests.conftest import fixture_path
 
 SEALER = Sealer(b"e" * 32)
 # the SDK's model of each event type
-MODELS = {get_args(m.model_fields["type"].annotation)[0]: m for m in get_args(get_args(ResponseStreamEvent)[0])}
+MODELS = {
+    get_args(m.model_fields["type"].annotation)[0]: m for m in get_args(get_args(ResponseStreamEvent)[0])
+}
 
 
 class EVENTS:  # noqa: N801 - reads like the TypeAdapter it stands for
     @staticmethod
     def validate_python(event: dict) -> None:
         MODELS[event["type"]].model_validate(event)
+
+
 CLAUDE = Continuity("claude", "claude", "anthropic", "m", {"signature": "s"})
 NAMES = ToolNames({"ns__run": ("ns", "run")}, {("ns", "run"): "ns__run"})
 SHELL = {
