@@ -153,6 +153,15 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
         exchange.outcome = "upstream_error"
         raise client_error_for(failed) from None
     exchange.answer = answer
+    if log.isEnabledFor(logging.DEBUG):  # the reasons behind the access log's repair counts
+        for repair in answer.repairs:
+            log.debug(
+                "request %s: %s for %s: %s",
+                exchange.request_id,
+                repair.kind,
+                answer.target.provider,
+                repair.detail,
+            )
     reply = Reply(codec.answer_id(exchange.request_id), request.model, int(time.time()))
     headers = _headers(exchange, answer)
     if request.stream:

@@ -304,3 +304,15 @@ async def raw_stream(gateway: Gateway, body: dict) -> list[dict]:
             if line.startswith(b"data: "):
                 events.append(orjson.loads(line[6:]))
     return events
+
+
+async def test_a_dropped_hosted_tool_is_counted_and_its_reason_logged(hub, gateway, caplog):
+    hub.states["anthropic"].push(Reply(text="Hi."))
+    with caplog.at_level("DEBUG", logger="gateway"):
+        raw = await client(gateway).responses.with_raw_response.create(
+            model="claude", input="hi", tools=TOOLS
+        )
+    assert "hosted_tool_dropped=1" in raw.headers["x-gateway-repairs"]
+    assert "custom_tool_as_function=1" in raw.headers["x-gateway-repairs"]
+    assert any("hosted_tool_dropped for claude: web_search" in r.getMessage() for r in caplog.records)
+    assert gateway.sample("gateway_repairs_total", provider="claude", kind="hosted_tool_dropped") == 1
