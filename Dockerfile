@@ -17,11 +17,15 @@
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY runtime.lock pyproject.toml README.md ./
 COPY gateway ./gateway
-# no extras: the dev tools (pytest, openai, ruff...) stay out of the image
+# The runtime dependencies exactly as locked, every file checked against its hash; then the
+# gateway itself without resolving anything again, and a check that the two fit. No extras: the
+# dev tools (pytest, openai, ruff...) stay out of the image.
 RUN python -m venv /opt/gateway \
- && /opt/gateway/bin/pip install . \
+ && /opt/gateway/bin/pip install --require-hashes --no-deps -r runtime.lock \
+ && /opt/gateway/bin/pip install . --no-deps \
+ && /opt/gateway/bin/pip check \
  && /opt/gateway/bin/pip uninstall --yes pip setuptools
 
 # -- runtime ---------------------------------------------------------------------------------

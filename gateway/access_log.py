@@ -34,6 +34,15 @@ def session_hash(session: str) -> str:
     return hashlib.sha256(session.encode()).hexdigest()[:16]
 
 
+# No field of a line is longer: a line stays one short line whatever a client sent (the direct
+# address's model name is validated first; this holds for every field, today's and tomorrow's).
+MAX_FIELD_CHARS = 256
+
+
+def _bounded(value: str) -> str:
+    return value if len(value) <= MAX_FIELD_CHARS else value[: MAX_FIELD_CHARS - 3] + "..."
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
 
@@ -42,16 +51,16 @@ def access_line(record: RequestRecord) -> dict[str, Any]:
     """The access-log fields of a finished request (without the timestamp)."""
     usage = record.usage
     return {
-        "request_id": record.request_id,
+        "request_id": _bounded(record.request_id),
         "ingress": record.ingress,
         "session": session_hash(record.session),
-        "model": record.model,
-        "provider": record.provider,
-        "upstream_model": record.upstream_model,
+        "model": _bounded(record.model),
+        "provider": _bounded(record.provider),
+        "upstream_model": _bounded(record.upstream_model),
         "status": record.status,
         "outcome": record.outcome,
         "attempts": len(record.attempts),
-        "tried": [{"provider": a.provider, "outcome": a.outcome} for a in record.attempts],
+        "tried": [{"provider": _bounded(a.provider), "outcome": a.outcome} for a in record.attempts],
         "repairs": dict(sorted(Counter(repair.kind for _, repair in record.repairs).items())),
         "duration_ms": _ms(record.duration),
         "ttft_ms": _ms(record.ttft),

@@ -15,6 +15,7 @@ from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuit
 from gateway.continuity.recorder import Recorder
 from gateway.handlers.common import error_response
 from gateway.handlers.ingress import ingress_handler
+from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
@@ -169,4 +170,5 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
+    app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import sys
 
 from gateway.config import ConfigError, describe, load_config
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             config = load_config(args.config, host=args.host, port=args.port)
+            # a fatal signal (a SIGBUS from a memory-mapped SQLite file that another program made
+            # unwritable or truncated) then leaves a traceback on stderr instead of nothing
+            faulthandler.enable()
             from gateway.serve import serve
 
             asyncio.run(serve(config))

@@ -153,6 +153,10 @@ class ServerConfig(_Section):
     max_messages: int = Field(20000, gt=0)
     max_tools: int = Field(2000, gt=0)
     max_blocks: int = Field(200000, gt=0)
+    # a simulator hub (`python -m gateway.simulators`): every provider's base_url becomes this URL
+    # plus the hub's path for its kind, so any config runs against the simulators unchanged
+    # (GATEWAY_SIMULATORS_URL overrides)
+    simulators_url: BaseUrl | None = None
 
 
 class AuthConfig(_Section):
@@ -165,6 +169,9 @@ class StoreConfig(_Section):
     url: RedisUrl = "redis://127.0.0.1:6379/0"
     ttl_seconds: int = Field(604800, gt=0)
     max_entries: int = Field(100000, gt=0)
+    # memory backend: what its entries may hold in all (values plus a fixed per-entry overhead);
+    # the least recently used go first beyond it
+    max_bytes: int = Field(134217728, gt=0)
 
 
 class TimeoutConfig(_Section):
@@ -256,6 +263,29 @@ class GatewayConfig(_Section):
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _point_at_simulators(cls, data: Any) -> Any:
+        server = data.get("server") if isinstance(data, dict) else None
+        url = server.get("simulators_url") if isinstance(server, dict) else None
+        providers = data.get("providers") if isinstance(data, dict) else None
+        if not isinstance(url, str) or not isinstance(providers, dict):
+            return data  # nothing to do, or validation reports what is wrong
+        try:
+            _check_base_url(url)
+        except PydanticCustomError:
+            return data  # validation reports server.simulators_url itself
+        from gateway.simulators.base import BASE_PATHS  # the hub's layout: one path per kind
+
+        hub = url.rstrip("/")
+        rewritten = {
+            name: {**entry, "base_url": hub + BASE_PATHS[entry["kind"]]}
+            if isinstance(entry, dict) and entry.get("kind") in BASE_PATHS
+            else entry
+            for name, entry in providers.items()
+        }
+        return {**data, "providers": rewritten}
+
     @model_validator(mode="after")
     def _cross_check(self) -> Self:
         issues = list(_cross_issues(self))
@@ -270,10 +300,16 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
         for index, target in enumerate(group.targets):
-            if target.provider not in config.providers:
+            provider = config.providers.get(target.provider)
+            if provider is None:
                 yield (
                     ("models", group_name, "targets", index, "provider"),
                     f"unknown provider {target.provider!r} (known: {known})",
+                )
+            elif problem := _model_name_problem(provider.kind, target.model):
+                yield (
+                    ("models", group_name, "targets", index, "model"),
+                    f"not a model name of kind {provider.kind} ({problem})",
                 )
     for name, provider in config.providers.items():
         cooldown = provider.cooldown
@@ -305,6 +341,14 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                 f"group {provider.continuity_group!r} joins kind {provider.kind} with {first[1]}"
                 f" ({key_path(('providers', first[0]))}); continuity is shared only within one kind",
             )
+
+
+def _model_name_problem(kind: str, model: str) -> str | None:
+    # the provider modules hold each family's model-name rule as capability data; imported here,
+    # not at the top, because they know nothing of the config and need not load to read a file
+    from gateway.providers import get_adapter
+
+    return get_adapter(kind).capabilities.model_names.problem(model)
 
 
 def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:
@@ -373,8 +417,8 @@ def load_config(
     """Load the config file and layer the environment and command-line flags over it.
 
     Precedence, highest first: host/port arguments > GATEWAY_HOST / GATEWAY_PORT /
-    GATEWAY_LOG_LEVEL > the file > built-in defaults. The file is `path`, else $GATEWAY_CONFIG,
-    else config/gateway.toml."""
+    GATEWAY_LOG_LEVEL / GATEWAY_SIMULATORS_URL > the file > built-in defaults. The file is
+    `path`, else $GATEWAY_CONFIG, else config/gateway.toml."""
     env = os.environ if env is None else env
     chosen_by = None
     if path is None:
@@ -390,6 +434,8 @@ def load_config(
         overrides.append(("port", _env_port(env_port), "GATEWAY_PORT"))
     if env_level := env.get("GATEWAY_LOG_LEVEL"):
         overrides.append(("log_level", env_level.strip().lower(), "GATEWAY_LOG_LEVEL"))
+    if env_simulators := env.get("GATEWAY_SIMULATORS_URL"):
+        overrides.append(("simulators_url", env_simulators.strip(), "GATEWAY_SIMULATORS_URL"))
     if host is not None:
         overrides.append(("host", host, "--host"))
     if port is not None:

@@ -27,11 +27,12 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
-from gateway.routing.router import UNKNOWN_MODEL, Plan, UnknownModel
+from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
@@ -241,6 +242,8 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
             param="model",
             code="model_not_found",
         ) from None
+    except InvalidModelName as exc:
+        raise invalid(str(exc), param="model", code="invalid_value") from None
     exchange.model = plan.model
     return plan
 
@@ -358,7 +361,7 @@ async def _stream(
     headers: dict[str, str],
     http: web.Request,
 ) -> web.StreamResponse:
-    encoder = exchange.codec.stream_encoder(inbound, reply, state.sealer)
+    encoder = _stream_encoder(state, exchange.codec, inbound, reply, http)
     response = web.StreamResponse(
         status=200, headers={**headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
     )
@@ -400,6 +403,17 @@ async def _stream(
         await answer.aclose()
 
 
+def _stream_encoder(
+    state: GatewayState, codec: IngressCodec, inbound: Inbound, reply: Reply, http: web.Request
+) -> StreamEncoder:
+    """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
+    them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
+    if accepts_ndjson(http.headers.get("Accept", "")):
+        sealer = state.sealer
+        return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
+    return codec.stream_encoder(inbound, reply, state.sealer)
+
+
 class _Relay:
     """Writes an answer's events as they arrive (one write per upstream chunk)."""
 
@@ -434,8 +448,13 @@ class _Relay:
                     exchange.first_content()
                 elif t is UsageUpdate:
                     exchange.usage = event.usage
-                assembler.add(event)
-                chunk = encoder.event(event)
+                try:
+                    assembler.add(event)
+                    chunk = encoder.event(event)
+                except _FORMAT_ERRORS:
+                    if out:  # what came before the broken event still reaches the client
+                        await response.write(bytes(out))
+                    raise
                 if chunk is not None:
                     out += chunk
             if out:

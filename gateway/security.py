@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # liveness and readiness: probes carry no token
+# liveness and readiness (probes carry no token), and the static example UI page (its API calls
+# carry the token)
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/ndjson.html"})
 METRICS_PATH = "/metrics"
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
@@ -61,6 +63,7 @@ CLIENT_RESPONSE_HEADERS = frozenset(
         "date",
         "server",
         "cache-control",
+        "content-security-policy",  # the example UI page
         "retry-after",
         "allow",
         "www-authenticate",

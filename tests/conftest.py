@@ -1,7 +1,12 @@
-"""Shared test fixtures. Recorded provider data is read in place from ../shared/fixtures."""
+"""Shared test fixtures. Recorded provider data is read in place from ../shared/fixtures.
+
+Outside CI a checkout without shared/ beside it skips the recorded-fixture tests (each says why);
+under CI (`CI=true`) a missing fixture is a failure: CI must never turn green by skipping them."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -9,9 +14,24 @@ import pytest
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 
 
-def fixture_path(*parts: str) -> Path:
-    """Path of a recorded fixture; the test is skipped (with the reason) when shared/ is absent."""
-    path = FIXTURES.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"recorded fixture {path} not present (shared/fixtures is expected beside the checkout)")
-    return path
+def in_ci(env: Mapping[str, str] | None = None) -> bool:
+    value = (os.environ if env is None else env).get("CI", "")
+    return value.strip().lower() in ("true", "1", "yes")
+
+
+def fixture_path(*parts: str, root: Path = FIXTURES, env: Mapping[str, str] | None = None) -> Path:
+    """Path of a recorded fixture. When it is absent the test is skipped with the reason, or
+    fails under CI=true."""
+    path = root.joinpath(*parts)
+    if path.exists():
+        return path
+    if root.is_dir():
+        reason = f"recorded fixture {path} is missing from {root}"
+    else:
+        reason = (
+            f"recorded fixtures directory {root} is missing (the shared/ directory is expected"
+            " beside the checkout; see the README's quick start)"
+        )
+    if in_ci(env):
+        pytest.fail(f"CI=true and {reason}: CI runs every recorded-fixture test", pytrace=False)
+    pytest.skip(reason)

@@ -605,13 +605,18 @@ def test_describe_is_toml_that_loads_back_to_the_same_config(name: str) -> None:
 
 
 def test_describe_round_trips_quoted_names_and_options() -> None:
-    data = minimal(auth={"tokens_env": ["T"]}, store={"backend": "redis", "url": "rediss://r:6380/1"})
+    data = minimal(
+        auth={"tokens_env": ["T"]},
+        store={"backend": "redis", "url": "rediss://r:6380/1", "path": 'we"ird.db'},  # a quote to escape
+    )
     data["providers"]["claude"]["continuity_group"] = "org.1"
     data["providers"]["claude"]["timeouts"] = {"connect_seconds": 2.5}
     data["models"]["gpt-5.1"] = {
         "strategy": "weighted",
         "reasoning_policy": "as_text",
-        "targets": [{"provider": "gem", "model": 'we"ird', "weight": 3, "reasoning_policy": "drop"}],
+        "targets": [
+            {"provider": "gem", "model": "models/gemini-2.5-pro", "weight": 3, "reasoning_policy": "drop"}
+        ],
     }
     config = config_from_dict(data)
     text = describe(config, {})
@@ -797,3 +802,42 @@ def test_the_continuity_secret_is_read_from_its_env_var_and_must_be_set_when_nam
         resolve_continuity_secret(config, {})
     del data["server"]
     assert resolve_continuity_secret(config_from_dict(data), {}) is None
+
+
+def test_target_models_must_be_model_names_of_the_providers_family() -> None:
+    data = minimal()
+    data["models"]["smart"]["targets"][1]["model"] = "gemini-3-pro:streamGenerateContent"
+    data["models"]["smart"]["targets"][0]["model"] = "claude sonnet"
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data)
+    assert str(info.value).splitlines() == [
+        "<config>: models.smart.targets[0].model: not a model name of kind anthropic"
+        " (does not match [A-Za-z0-9][A-Za-z0-9._-]*)",
+        "<config>: models.smart.targets[1].model: not a model name of kind gemini"
+        " (does not match (?:models/)?[A-Za-z0-9][A-Za-z0-9._-]*)",
+    ]
+
+
+def test_simulators_url_points_every_provider_at_the_hub_and_the_environment_overrides_it(
+    tmp_path: Path,
+) -> None:
+    from gateway.simulators.base import BASE_PATHS
+
+    path = tmp_path / "g.toml"
+    path.write_text(
+        '[server]\nsimulators_url = "http://127.0.0.1:9001"\n'
+        '[providers.claude]\nkind = "anthropic"\nbase_url = "https://api.anthropic.com"\napi_key_env = "A"\n'
+        '[providers.ds]\nkind = "deepseek"\nbase_url = "https://api.deepseek.com"\napi_key_env = "D"\n'
+    )
+    config = load_config(path, env={})
+    assert config.providers["claude"].base_url == "http://127.0.0.1:9001" + BASE_PATHS["anthropic"]
+    assert config.providers["ds"].base_url == "http://127.0.0.1:9001" + BASE_PATHS["deepseek"]
+    moved = load_config(path, env={"GATEWAY_SIMULATORS_URL": "http://127.0.0.1:9002/"})
+    assert moved.providers["ds"].base_url == "http://127.0.0.1:9002/deepseek/v1"
+    assert config_from_dict(tomllib.loads(describe(moved, {}))) == moved
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={"GATEWAY_SIMULATORS_URL": "nowhere"})
+    assert str(info.value).splitlines() == [
+        f"{path}: server.simulators_url: must be an http:// or https:// URL with a host"
+        " (from GATEWAY_SIMULATORS_URL)"
+    ]

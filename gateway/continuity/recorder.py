@@ -5,6 +5,11 @@ A client may send its next turn before the store write of the previous answer ha
 agent loop answers a tool call in milliseconds; a redis round trip may take longer). Writes in
 flight are therefore readable here until the store has them: `pending` is consulted before the
 store, so this process never misses a turn it just answered.
+
+Only turns that carry continuity are recorded: restore puts a recorded turn back only for what
+the client cannot carry itself (signatures, encrypted reasoning, thought signatures, native tool
+ids, reasoning text), so a turn of plain text from a family that issues none (OpenAI Chat,
+Anthropic without thinking) would cost store space and a write for nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +19,13 @@ import asyncio
 from gateway.continuity.codec import encode_turn
 from gateway.continuity.keys import turn_keys
 from gateway.store.base import ContinuityStore
-from gateway.transcript.model import Block
+from gateway.transcript.model import Block, Reasoning
+
+
+def carries_continuity(blocks: list[Block]) -> bool:
+    """Whether a restore of this turn could give a provider anything the client's copy lacks:
+    reasoning (its text is what DeepSeek/Kimi want back) or any block's continuity meta."""
+    return any(type(b) is Reasoning or getattr(b, "meta", None) is not None for b in blocks)
 
 
 class Recorder:
@@ -24,6 +35,8 @@ class Recorder:
         self._in_flight: dict[str, bytes] = {}  # key -> record, until its write finished
 
     def record(self, blocks: list[Block], session: str, position: int, tenant: str = "") -> None:
+        if not carries_continuity(blocks):
+            return
         keys = turn_keys(blocks, session, position, tenant)
         if not keys:
             return

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.ingress.errors import ClientError
-from gateway.transcript.events import Event, UpstreamError
-from gateway.transcript.model import AssistantTurn, Request
+from gateway.transcript.events import BlockKind, Event, UpstreamError
+from gateway.transcript.model import AssistantTurn, Continuity, Request
 from gateway.transcript.seal import Sealer
 
 
@@ -102,4 +102,10 @@ class IngressCodec(Protocol):
 
     def credential(self, headers: Mapping[str, str]) -> str:
         """The gateway token as the client sent it ("" when none)."""
+        ...
+
+    def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
+        """The token a client of this dialect sends back, in its history, for a block of `kind`
+        that carries `meta` (the NDJSON stream's `thinking_signature`): the provider's own where
+        the dialect carries that issuer's token natively, the gateway's sealed token otherwise."""
         ...

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from gateway.ingress import chat_wire as w
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
-from gateway.ingress.errors import invalid, json_path
+from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.reasoning_details import assistant_blocks
 from gateway.transcript.model import (
     Block,
@@ -45,15 +45,15 @@ def include_usage(body: Any) -> bool:
 
 def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) -> Request:
     if not isinstance(body, dict):
-        raise invalid("request body must be a JSON object")
+        raise invalid("request body must be a JSON object", code="invalid_type")
     try:
         wire = w.ChatCompletionRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         path = json_path(_field_loc(first["loc"]))
-        raise invalid(first["msg"], param=path or None) from None
+        raise invalid(first["msg"], param=path or None, code=_error_code(first["type"])) from None
     if wire.n not in (None, 1):
-        raise invalid("only n=1 is supported", param="n")
+        raise invalid("only n=1 is supported", param="n", code="unsupported_value")
     _refuse_unsupported(body)
     stats = stats or DecodeStats()
 
@@ -88,7 +88,7 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
     )
     names = {t.name for t in tools}
     if len(names) != len(tools):
-        raise invalid("tool names must be unique", param="tools")
+        raise invalid("tool names must be unique", param="tools", code="invalid_value")
 
     choice: ToolChoice | None = None
     if isinstance(wire.tool_choice, str):
@@ -96,7 +96,11 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
     elif wire.tool_choice is not None:
         name = wire.tool_choice.function.name
         if name not in names:
-            raise invalid(f"tool_choice names unknown tool {name!r}", param="tool_choice.function.name")
+            raise invalid(
+                f"tool_choice names unknown tool {name!r}",
+                param="tool_choice.function.name",
+                code="invalid_value",
+            )
         choice = ToolChoice(ToolChoiceMode.TOOL, name)
     if (
         choice is not None
@@ -104,7 +108,7 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
         and not tools
         and choice.mode is not ToolChoiceMode.AUTO
     ):
-        raise invalid("tool_choice requires tools", param="tool_choice")
+        raise invalid("tool_choice requires tools", param="tool_choice", code="invalid_value")
 
     stop = wire.stop
     return Request(
@@ -149,6 +153,34 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
             raise invalid(message, param=name, code="unsupported_parameter")
 
 
+# pydantic error types -> the `code` OpenAI gives the same mistake
+_MISSING_TYPES = frozenset({"missing", "union_tag_not_found"})
+_VALUE_TYPES = frozenset(
+    {
+        "literal_error",
+        "union_tag_invalid",
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "too_short",
+        "too_long",
+        "string_too_short",
+        "string_too_long",
+        "string_pattern_mismatch",
+        "finite_number",
+    }
+)
+
+
+def _error_code(error_type: str) -> str:
+    if error_type in _MISSING_TYPES:
+        return "missing_required_parameter"
+    if error_type in _VALUE_TYPES:
+        return "invalid_value"
+    return "invalid_type"
+
+
 _ROLE_TAGS = frozenset({"system", "developer", "user", "assistant", "tool"})
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
 
@@ -173,9 +205,17 @@ def _plain_text(content: str | list, where: str) -> str:
     out = []
     for j, part in enumerate(content):
         if not isinstance(part, w.TextPart):
-            raise invalid(f"only text parts are allowed here, got {part.type!r}", param=f"{where}[{j}].type")
+            raise invalid(
+                f"only text parts are allowed here, got {part.type!r}",
+                param=f"{where}[{j}].type",
+                code="invalid_value",
+            )
         out.append(part.text)
     return "".join(out)
+
+
+def _unsupported_part(kind: str, param: str) -> ClientError:
+    return invalid(f"content part type {kind!r} is not supported", param=param, code="unsupported_value")
 
 
 def _user_blocks(content: str | list, where: str) -> tuple[Block, ...]:
@@ -188,7 +228,7 @@ def _user_blocks(content: str | list, where: str) -> tuple[Block, ...]:
         elif isinstance(part, w.ImagePart):
             blocks.append(Image(part.image_url.url, part.image_url.detail))
         else:
-            raise invalid(f"content part type {part.type!r} is not supported", param=f"{where}[{j}].type")
+            raise _unsupported_part(part.type, f"{where}[{j}].type")
     return tuple(blocks)
 
 
@@ -203,7 +243,7 @@ def _tool_content(content: str | list, where: str) -> tuple[str, tuple[Image, ..
         elif isinstance(part, w.ImagePart):
             images.append(Image(part.image_url.url, part.image_url.detail))
         else:
-            raise invalid(f"content part type {part.type!r} is not supported", param=f"{where}[{j}].type")
+            raise _unsupported_part(part.type, f"{where}[{j}].type")
     return "".join(texts), tuple(images)
 
 
@@ -217,7 +257,11 @@ def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: Decod
     seen: set[str] = set()
     for j, call in enumerate(msg.tool_calls or ()):
         if call.id in seen:
-            raise invalid(f"duplicate tool call id {call.id!r}", param=f"{where}.tool_calls[{j}].id")
+            raise invalid(
+                f"duplicate tool call id {call.id!r}",
+                param=f"{where}.tool_calls[{j}].id",
+                code="invalid_value",
+            )
         seen.add(call.id)
         args = call.function.arguments
         if args.strip():
@@ -227,6 +271,7 @@ def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: Decod
                 raise invalid(
                     "tool call arguments must be a JSON string",
                     param=f"{where}.tool_calls[{j}].function.arguments",
+                    code="invalid_value",
                 ) from None
         signature, bad = tool_call_signature(call.model_extra)
         stats.ignored_tokens += bad
@@ -240,8 +285,16 @@ def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: Decod
             text, calls, msg.reasoning_content, msg.reasoning_details, sealer, echoed
         )
     except ValueError as exc:
-        raise invalid(str(exc), param=f"{where}.reasoning_details") from None
+        raise invalid(str(exc), param=f"{where}.reasoning_details", code="invalid_value") from None
     stats.ignored_tokens += ignored
-    if not blocks:
-        raise invalid("assistant message needs content or tool_calls", param=f"{where}.content")
-    return blocks
+    if blocks:
+        return blocks
+    if content is None or content == []:
+        raise invalid(
+            "assistant message needs content or tool_calls",
+            param=f"{where}.content",
+            code="missing_required_parameter",
+        )
+    # `content: ""`: an empty model reply echoed back, which OpenAI accepts. It stays an empty
+    # turn in the transcript; repair drops it (counted) for providers that refuse one.
+    return (Text(""),)

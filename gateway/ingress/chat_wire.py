@@ -1,7 +1,9 @@
 """Pydantic models of an OpenAI Chat Completions request as clients send it.
 
 Unknown top-level and message fields are tolerated (SDKs add new ones all the time); fields the
-gateway cannot honour are rejected with the JSON path of the problem.
+gateway cannot honour are rejected with the JSON path of the problem. Known fields are strict, as
+OpenAI's own validation is: `"stream": "yes"` or `"max_tokens": "100"` is a 400, never coerced
+(an integer is still a valid number).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class TextPart(_Wire):

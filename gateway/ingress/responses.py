@@ -31,7 +31,9 @@ from gateway.ingress.responses_output import (
     usage_json,
 )
 from gateway.ingress.responses_stream import ResponsesStreamEncoder
-from gateway.transcript.model import AssistantTurn, Text
+from gateway.ingress.responses_tokens import reasoning_token
+from gateway.transcript.events import BlockKind
+from gateway.transcript.model import AssistantTurn, Continuity, Text
 from gateway.transcript.seal import Sealer
 
 
@@ -96,6 +98,15 @@ class ResponsesCodec:
 
     def credential(self, headers: Mapping[str, str]) -> str:
         return bearer_token(headers)
+
+    def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
+        # a Responses client sends back OpenAI's own reasoning token as OpenAI issued it; every
+        # other token (and text/call continuity, carried in the turn's carrier) sealed
+        if kind is BlockKind.REASONING:
+            token = reasoning_token(meta, sealer)
+            if token is not None:
+                return token
+        return sealer.seal(meta)
 
 
 CODEC = ResponsesCodec()

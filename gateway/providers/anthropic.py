@@ -36,7 +36,14 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
-from gateway.transcript.target import EFFORT_OFF, Capabilities, Target, ToolIdRule, thinking_requested
+from gateway.transcript.target import (
+    EFFORT_OFF,
+    Capabilities,
+    ModelNameRule,
+    Target,
+    ToolIdRule,
+    thinking_requested,
+)
 
 KIND = "anthropic"
 API_VERSION = "2023-06-01"
@@ -51,6 +58,8 @@ MIN_TOP_P_WITH_THINKING = 0.95
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="toolu_"),
+    # "claude-sonnet-4-5", "claude-3-5-haiku-20241022"
+    model_names=ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._-]*", 128),
     reasoning_replay=True,
     signed_thinking_for_tool_loop=True,
     first_message_user=True,

@@ -11,10 +11,12 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
+    # "deepseek-chat", "deepseek-reasoner"
+    model_names=ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._-]*", 64),
     reasoning_replay=True,
     reasoning_content_on_tool_turns=True,
     system_messages_in_place=True,

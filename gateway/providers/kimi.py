@@ -13,10 +13,12 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^functions\.[\w-]+:\d+$", max_len=128, style="kimi"),
+    # "kimi-k2-0905-preview", "moonshot-v1-8k"
+    model_names=ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._-]*", 128),
     reasoning_replay=True,
     reasoning_content_on_tool_turns=True,
     system_messages_in_place=True,

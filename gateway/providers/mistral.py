@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from gateway.providers.openai_compat import OPENAI_ERROR_TYPES, ChatAdapter, ChatDialect, ReasoningReplay
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9]{9}$", max_len=9, style="alnum9"),
+    # "mistral-medium-latest", fine-tunes "ft:open-mistral-7b:587a6b29:20240514:7e773925"
+    model_names=ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._:-]*", 128),
     reasoning_replay=True,
     user_after_tool_forbidden=True,
     last_message_user_or_tool=True,

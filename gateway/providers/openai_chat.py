@@ -9,13 +9,16 @@ from gateway.providers.openai_compat import (
     ChatDialect,
     ReasoningReplay,
 )
+from gateway.providers.openai_responses import OPENAI_MODEL_NAMES
 from gateway.transcript.target import Capabilities, ToolIdRule
 
 CAPABILITIES = Capabilities(
     # chat tool-call ids are free-form strings; the API caps them at 40 characters
     tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,40}$", max_len=40, style="prefixed", prefix="call_"),
+    model_names=OPENAI_MODEL_NAMES,
     reasoning_replay=False,
     system_messages_in_place=True,
+    empty_assistant_turn_ok=True,
 )
 
 # OpenAI reasoning models (o-series, gpt-5 family): they take reasoning_effort and refuse

@@ -40,12 +40,18 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
-from gateway.transcript.target import Capabilities, Target, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule
 
 KIND = "openai_responses"
 
+# OpenAI's names ("gpt-5.1", fine-tunes "ft:gpt-4.1-mini:acme::9abcDEF") and those of servers that
+# speak its APIs, which name models "org/model" ("meta-llama/Llama-3.3-70B-Instruct"); the name only
+# travels in the JSON body
+OPENAI_MODEL_NAMES = ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", 256)
+
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="call_"),
+    model_names=OPENAI_MODEL_NAMES,
     reasoning_replay=True,
     reasoning_precedes_output=True,
     system_messages_in_place=True,

@@ -7,6 +7,7 @@ pass and comes back equal.
 
 Order matters:
 0. tools the target cannot take: custom tools in function form, foreign hosted tools left out;
+   assistant turns the client sent empty dropped where the target refuses them (counted);
 1. reasoning policy: only the target's own continuity stays (strict: none at all);
 2. empty text removed, duplicate call ids renamed, then pairing and placement of results;
 3. to a fixed point, because each step can create work for another: empty text removed, role
@@ -24,6 +25,7 @@ from dataclasses import dataclass, replace
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
 from gateway.repair.custom_tools import custom_tools_as_functions
 from gateway.repair.empty_text import drop_empty_text
+from gateway.repair.empty_turn import drop_empty_turns
 from gateway.repair.hosted_tools import drop_foreign_hosted_tools
 from gateway.repair.reasoning_placement import place_reasoning
 from gateway.repair.reasoning_policy import apply_reasoning_policy
@@ -55,6 +57,8 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     tools, messages, custom, repairs = custom_tools_as_functions(request.tools, request.messages, caps)
     hosted, dropped = drop_foreign_hosted_tools(request.hosted_tools, target)
     repairs.extend(dropped)
+    messages, found = drop_empty_turns(messages, caps)
+    repairs.extend(found)
     messages, found = apply_reasoning_policy(messages, target, caps, strict=strict)
     repairs.extend(found)
     # first, so that an empty message between calls and results does not count as displacing them

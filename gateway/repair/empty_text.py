@@ -4,7 +4,9 @@ An empty Text block without continuity says nothing, and providers reject empty 
 ("all messages must have non-empty content", "contents.parts must not be empty"). Anthropic also
 refuses whitespace-only text blocks and a final assistant text that ends in whitespace
 (`blank_text_forbidden`). Nothing of meaning is lost, so nothing is counted: the passes that
-drop meaningful content count their own changes.
+drop meaningful content count their own changes. An assistant turn the client sent empty is
+`empty_turn.py`'s: kept for a target that takes it, dropped and counted before this runs for one
+that does not.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from gateway.transcript.model import Block, Message, Role, Text
 from gateway.transcript.target import Capabilities
 
 
-def _says_nothing(block: Block, blank_forbidden: bool) -> bool:
+def says_nothing(block: Block, blank_forbidden: bool) -> bool:
     if type(block) is not Text:
         return False
     if not block.text:
@@ -23,16 +25,30 @@ def _says_nothing(block: Block, blank_forbidden: bool) -> bool:
     return blank_forbidden and block.text.isspace()
 
 
+def is_empty_turn(message: Message, caps: Capabilities) -> bool:
+    """An assistant turn with blocks, none of which says anything (`content: ""`)."""
+    blank = caps.blank_text_forbidden
+    return (
+        message.role is Role.ASSISTANT
+        and bool(message.blocks)
+        and all(says_nothing(b, blank) for b in message.blocks)
+    )
+
+
 def drop_empty_text(messages: tuple[Message, ...], caps: Capabilities) -> tuple[Message, ...]:
     blank = caps.blank_text_forbidden
     out: list[Message] = []
     changed = False
+    keep_empty_turns = caps.empty_assistant_turn_ok
     for message in messages:
-        if not any(_says_nothing(b, blank) for b in message.blocks) and message.blocks:
+        if not any(says_nothing(b, blank) for b in message.blocks) and message.blocks:
             out.append(message)
             continue
+        if keep_empty_turns and is_empty_turn(message, caps):
+            out.append(message)  # an empty assistant turn the target takes as it is
+            continue
         changed = True
-        blocks = tuple(b for b in message.blocks if not _says_nothing(b, blank))
+        blocks = tuple(b for b in message.blocks if not says_nothing(b, blank))
         if blocks:
             out.append(Message(message.role, blocks))
     if blank:

@@ -18,6 +18,7 @@ REPAIR_KINDS = (
     "placeholder_thought_signature",
     "reasoning_content_filled",
     "retried_after_rejection",
+    "empty_turn_dropped",
     # added with the exchange pipeline (README "Repair kinds")
     "system_message_as_user",
     # added with the Responses ingress (README "Repair kinds")

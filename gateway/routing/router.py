@@ -7,14 +7,24 @@ import random
 from dataclasses import dataclass, field
 
 from gateway.config import GatewayConfig, RetryConfig, TimeoutOverrides
+from gateway.providers import get_adapter
 from gateway.transcript.target import Target
 
 # the metric label for a model name that is neither a group nor a configured provider
 UNKNOWN_MODEL = "unknown"
 
 
+# No group or direct address is longer; a longer `model` is refused without being looked at
+MAX_MODEL_CHARS = 512
+
+
 class UnknownModel(LookupError):
     pass
+
+
+class InvalidModelName(ValueError):
+    """A direct `<provider>/<model>` address whose model is no model name of the provider's
+    family (its message says why, quoting at most the start of the name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +78,18 @@ class Router:
                 retry=group.retry,
                 timeouts=group.timeouts,
             )
+        if len(model) > MAX_MODEL_CHARS:
+            raise InvalidModelName(f"longer than {MAX_MODEL_CHARS} characters")
         provider_name, sep, upstream_model = model.partition("/")
         provider = self._config.providers.get(provider_name) if sep and upstream_model else None
         if provider is None:
             raise UnknownModel(model)
+        problem = get_adapter(provider.kind).capabilities.model_names.problem(upstream_model)
+        if problem is not None:
+            raise InvalidModelName(
+                f"{upstream_model[:40]!r}{'...' if len(upstream_model) > 40 else ''} is not a model"
+                f" name of kind {provider.kind} ({problem})"
+            )
         target = Target(
             provider=provider_name,
             kind=provider.kind,

@@ -1,24 +1,30 @@
-"""`python -m gateway.simulators [--port 8799]`: every provider simulator on one loopback port,
-for running the gateway by hand against config/simulated.toml."""
+"""`python -m gateway.simulators [--port 8799] [--script FILE]`: every provider simulator on one
+loopback port, for running the gateway by hand against config/simulated.toml (or any config, with
+`GATEWAY_SIMULATORS_URL`). They answer tool-then-answer, after the replies of `--script` if given
+(see gateway/simulators/script.py for the file format)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import signal
+import sys
 
 from gateway.simulators.base import KINDS, Reply, SimulatorHub, ToolCallSpec
+from gateway.simulators.script import ScriptError, install, load_script
 
 BENCH_TEXT = "The quick brown fox jumps over the lazy dog. " * 20
 
 
-async def _run(host: str, port: int, api_key: str, bench_reply: bool) -> None:
+async def _run(host: str, port: int, api_key: str, bench_reply: bool, script_path: str | None) -> None:
     hub = SimulatorHub(host, port, api_key)
     if bench_reply:  # bench/: every answer is the same streamed text plus one tool call
         for state in hub.states.values():
             state.default_reply = lambda body: Reply(
                 text=BENCH_TEXT, chunk_size=16, tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]
             )
+    else:
+        install(hub, load_script(script_path) if script_path else [])
     await hub.start()
     for kind in KINDS:
         print(f"{kind:17} {hub.base_url(kind)}", flush=True)
@@ -35,9 +41,16 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8799)
     parser.add_argument("--api-key", default="sim", help="the key every simulator expects (default: sim)")
+    parser.add_argument(
+        "--script", metavar="FILE", help="JSON or TOML file of replies to give first (then tool-then-answer)"
+    )
     parser.add_argument("--bench-reply", action="store_true", help="answer every request like bench/ expects")
     args = parser.parse_args()
-    asyncio.run(_run(args.host, args.port, args.api_key, args.bench_reply))
+    try:
+        asyncio.run(_run(args.host, args.port, args.api_key, args.bench_reply, args.script))
+    except (ScriptError, OSError) as exc:
+        print(f"python -m gateway.simulators: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 main()

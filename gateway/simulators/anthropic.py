@@ -185,6 +185,15 @@ def _continues_tool_loop(body: dict) -> bool:
     )
 
 
+def offered_tools(body: dict) -> list[tuple[str, dict]]:
+    """The tools a (valid) request offers, as (name, JSON schema of the input)."""
+    return [(t["name"], t.get("input_schema") or {}) for t in body.get("tools") or () if "name" in t]
+
+
+def after_tool_result(body: dict) -> bool:
+    return _continues_tool_loop(body)
+
+
 def _emits_thinking(body: dict, headers: Mapping[str, str]) -> bool:
     """Claude thinks once at the start of an assistant turn; after tool results it thinks again
     only with interleaved thinking (beta header, or adaptive thinking)."""

@@ -191,6 +191,20 @@ def _check_call(call: Any, path: Path, dialect: ChatDialect) -> ShapeIssue | Non
     return _field(function, "arguments", STRING, path + ("function",))
 
 
+def offered_tools(body: dict) -> list[tuple[str, dict]]:
+    """The function tools a (valid) request offers, as (name, JSON schema of the arguments)."""
+    return [
+        (t["function"]["name"], t["function"].get("parameters") or {})
+        for t in body.get("tools") or ()
+        if isinstance(t.get("function"), dict) and "name" in t["function"]
+    ]
+
+
+def after_tool_result(body: dict) -> bool:
+    messages = body.get("messages") or []
+    return bool(messages) and messages[-1].get("role") == "tool"
+
+
 def _check_tool(tool: Any, path: Path, dialect: ChatDialect) -> ShapeIssue | None:
     if not isinstance(tool, dict):
         return ShapeIssue("type", path, OBJECT, tool)

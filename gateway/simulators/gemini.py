@@ -104,6 +104,21 @@ def _turns(contents: list[dict]) -> list[Turn]:
     return turns
 
 
+def offered_tools(req: dict) -> list[tuple[str, dict]]:
+    """The functions a (valid) request declares, as (name, schema of the arguments)."""
+    return [
+        (d["name"], d.get("parameters") or d.get("parametersJsonSchema") or {})
+        for tool in req.get("tools") or ()
+        for d in tool.get("functionDeclarations") or ()
+        if "name" in d
+    ]
+
+
+def after_tool_result(req: dict) -> bool:
+    contents = req.get("contents") or []
+    return bool(contents) and any("functionResponse" in p for p in contents[-1].get("parts") or ())
+
+
 def _check_fields(req: dict, model: str) -> Rejection | None:
     contents = req.get("contents")
     if not contents:

@@ -138,6 +138,17 @@ def tool_call_ids(c: cf.Conversation) -> Rejection | None:
     return None
 
 
+def empty_assistant(c: cf.Conversation) -> Rejection | None:
+    for message in c.messages:
+        if message["role"] == "assistant" and not message.get("tool_calls") and not message.get("content"):
+            return Rejection(
+                400,
+                "Assistant message must have either content or tool_calls, but not none.",
+                "invalid_request_error",
+            )
+    return None
+
+
 def _order(message: str) -> Rejection:
     return Rejection(400, message, ORDER, None, ORDER_CODE)
 
@@ -249,7 +260,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=False,
     shape_rejection=shape_rejection,
-    rules=(message_properties, thinking_chunks, tool_call_ids, message_order),
+    rules=(message_properties, thinking_chunks, tool_call_ids, empty_assistant, message_order),
     error_body=error_body,
     stream_error_body=stream_error_body,
     fault_error=cf.fault_errors(FAULTS),

@@ -79,6 +79,20 @@ NAMED_ERRORS: dict[str, tuple[str, str | None, str]] = {
 }
 
 
+def offered_tools(body: dict) -> list[tuple[str, dict]]:
+    """The function tools a (valid) request offers, as (name, JSON schema of the arguments)."""
+    return [
+        (t["name"], t.get("parameters") or {})
+        for t in body.get("tools") or ()
+        if t.get("type") == "function" and "name" in t
+    ]
+
+
+def after_tool_result(body: dict) -> bool:
+    items = body.get("input")
+    return isinstance(items, list) and bool(items) and items[-1].get("type") == "function_call_output"
+
+
 def create_app(state: SimulatorState) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = state

@@ -34,7 +34,7 @@ def open_store(config: StoreConfig, on_op: OnOp | None = None) -> FailOpenStore:
     inner: ContinuityStore
     match config.backend:
         case "memory":
-            inner = MemoryStore(config.ttl_seconds, config.max_entries)
+            inner = MemoryStore(config.ttl_seconds, config.max_entries, config.max_bytes)
         case "sqlite":
             inner = SqliteStore(config.path, config.ttl_seconds)
         case "redis":

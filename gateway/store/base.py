@@ -11,6 +11,16 @@ from collections.abc import Sequence
 from typing import Protocol
 
 
+class StoreBusy(Exception):
+    """A write was not done because another connection holds the backend's write lock (or too
+    many writes wait for it): the entry is skipped, counted as outcome `busy`."""
+
+
+class StoreFault(Exception):
+    """The backend refuses operations while a condition lasts that it logged once when it began
+    (for example SQLite files that are unsafe to use): counted as an error, not logged again."""
+
+
 class ContinuityStore(Protocol):
     backend: str  # "memory" | "sqlite" | "redis": the `backend` label of store metrics
 

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from gateway.store.base import ContinuityStore
+from gateway.store.base import ContinuityStore, StoreBusy, StoreFault
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ class FailOpenStore:
     """`ContinuityStore` over `inner` that never raises (except cancellation).
 
     Reports: op "get" once per requested key ("hit" / "miss", or "error" / "timeout" when the
-    lookup failed); "put" once per call ("ok" / "error" / "timeout"); "ping" once per call ("ok" /
+    lookup failed); "put" once per call ("ok" / "error" / "timeout", or "busy" when the backend
+    skipped it because another connection holds its write lock); "ping" once per call ("ok" /
     "error" / "timeout"). While backing off, get and put are not attempted and count as "error";
     ping always reaches the backend (readiness must reflect reality) and a successful ping ends the
     back-off early."""
@@ -68,6 +69,9 @@ class FailOpenStore:
             self._retry_at = self._clock() + self.backoff_seconds
 
     def _failed(self, op: str, exc: BaseException) -> str:
+        if isinstance(exc, StoreBusy | StoreFault):  # the backend said so once, when it began
+            log.debug("continuity store %s %s failed open: %s", self.backend, op, exc)
+            return "busy" if isinstance(exc, StoreBusy) else "error"
         # TimeoutError covers our own bound and backends that translate their client timeouts.
         outcome = "timeout" if isinstance(exc, TimeoutError) else "error"
         self._start_backoff()

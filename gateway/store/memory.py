@@ -7,22 +7,50 @@ from collections.abc import Callable, Sequence
 
 from cachetools import TTLCache
 
+# What one entry costs beyond its value's bytes: the key (at most ~200 characters: a session id
+# is at most 128), the str and bytes object headers, the cache's dict slot and its TTL/LRU links
+# (measured at ~270 bytes with a 62-character key). A value shared by several keys is counted once
+# per key, so the bound holds with room to spare.
+ENTRY_OVERHEAD_BYTES = 512
+
+
+def entry_size(value: bytes) -> int:
+    return len(value) + ENTRY_OVERHEAD_BYTES
+
+
+class RecordTooLarge(ValueError):
+    """One record is larger than the whole store may hold: it is not kept (a counted put error)."""
+
 
 class MemoryStore:
-    """Keys expire `ttl_seconds` after they were written; beyond `max_entries` the least recently
-    used entry is evicted first, so memory stays bounded whatever the traffic."""
+    """Keys expire `ttl_seconds` after they were written; beyond `max_bytes` (values plus a fixed
+    per-entry overhead) or `max_entries`, the least recently used entries are evicted first, so
+    memory stays bounded whatever the traffic and however long the answers."""
 
     backend = "memory"
 
     def __init__(
-        self, ttl_seconds: float, max_entries: int, *, clock: Callable[[], float] = time.monotonic
+        self,
+        ttl_seconds: float,
+        max_entries: int,
+        max_bytes: int = 128 * 1024 * 1024,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if ttl_seconds <= 0 or max_entries <= 0:
-            raise ValueError("ttl_seconds and max_entries must be positive")
-        self._cache: TTLCache[str, bytes] = TTLCache(maxsize=max_entries, ttl=ttl_seconds, timer=clock)
+        if ttl_seconds <= 0 or max_entries <= 0 or max_bytes <= 0:
+            raise ValueError("ttl_seconds, max_entries and max_bytes must be positive")
+        self._max_entries = max_entries
+        self._cache: TTLCache[str, bytes] = TTLCache(
+            maxsize=max_bytes, ttl=ttl_seconds, timer=clock, getsizeof=entry_size
+        )
 
     def __len__(self) -> int:
         return len(self._cache)
+
+    @property
+    def size_bytes(self) -> int:
+        """What the entries held now count against `max_bytes`."""
+        return int(self._cache.currsize)
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         cache = self._cache
@@ -32,8 +60,13 @@ class MemoryStore:
         # bytes() copies a bytearray/memoryview so a caller reusing its buffer cannot change the entry.
         value = bytes(value)
         cache = self._cache
+        if entry_size(value) > cache.maxsize:
+            raise RecordTooLarge(f"a {len(value)}-byte record is larger than the store's max_bytes")
+        limit = self._max_entries
         for key in keys:
-            cache[key] = value
+            cache[key] = value  # evicts least recently used entries past max_bytes
+            while len(cache) > limit:
+                cache.popitem()
 
     async def ping(self) -> bool:
         return True

@@ -3,6 +3,7 @@ capability flags of that provider's kind. Pure data, shared by routing, repair a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +22,37 @@ class ToolIdRule:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelNameRule:
+    """The upstream model names a provider family can have: what a config target or a client's
+    `<provider>/<model>` may name. A name outside it is refused before anything is sent, so no
+    client string of any length or alphabet reaches an upstream URL, body or log line."""
+
+    pattern: str  # regex a name must fully match
+    max_len: int
+    _compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_compiled", re.compile(self.pattern))
+
+    def problem(self, name: str) -> str | None:
+        """Why `name` is not a model name of this family, or None when it is one."""
+        if len(name) > self.max_len:
+            return f"longer than {self.max_len} characters"
+        if self._compiled.fullmatch(name) is None:
+            return f"does not match {self.pattern}"
+        return None
+
+
+# names as most APIs spell their models: "gpt-4.1", "claude-sonnet-4-5", "kimi-k2-0905-preview"
+PLAIN_MODEL_NAMES = ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._-]*", 128)
+
+
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     """Provider quirks as data; repair passes read these instead of branching on provider kind."""
 
     tool_ids: ToolIdRule
+    model_names: ModelNameRule = PLAIN_MODEL_NAMES
     # its own reasoning can be replayed to it (signatures, encrypted items, reasoning_content)
     reasoning_replay: bool = False
     # assistant turns with tool calls must carry reasoning_content (DeepSeek / Kimi thinking)
@@ -68,6 +96,10 @@ class Capabilities:
     # OpenAI Responses: custom (freeform) tools and their calls travel natively; elsewhere repair
     # maps them to function tools taking one string
     custom_tools: bool = False
+    # OpenAI Chat: an assistant message with `content: ""` and nothing else is valid; every other
+    # family refuses it ("all messages must have non-empty content", "contents.parts must not be
+    # empty", Mistral's "must have either content or tool_calls") or is not known to take it
+    empty_assistant_turn_ok: bool = False
 
 
 EFFORT_OFF = "none"

@@ -196,3 +196,82 @@ def test_a_mid_conversation_system_message_stays_where_it_was_given():
     )
     assert [m.role for m in request.messages] == [Role.USER, Role.ASSISTANT, Role.SYSTEM, Role.USER]
     assert request.messages[2].blocks == (Text("3 steps left"),)
+
+
+def test_an_assistant_turn_with_empty_content_is_accepted_as_an_empty_turn():
+    request = decode(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": ""},
+                {"role": "user", "content": "again"},
+            ],
+        }
+    )
+    assert request.messages[1].role is Role.ASSISTANT and request.messages[1].blocks == (Text(""),)
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"stream": "yes"}, "stream"),
+        ({"stream": 1}, "stream"),
+        ({"max_tokens": "100"}, "max_tokens"),
+        ({"max_completion_tokens": 100.0}, "max_completion_tokens"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"parallel_tool_calls": "false"}, "parallel_tool_calls"),
+        ({"stream": True, "stream_options": {"include_usage": "true"}}, "stream_options.include_usage"),
+        ({"n": "1"}, "n"),
+        ({"stop": 5}, "stop"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]},
+            "tools[0].function.parameters",
+        ),
+    ],
+)
+def test_wire_types_are_strict_and_a_mistake_names_its_json_path(extra, param):
+    with pytest.raises(ClientError) as info:
+        decode({"model": "m", "messages": [{"role": "user", "content": "x"}], **extra})
+    assert info.value.status == 400
+    assert info.value.param == param
+    assert info.value.code == "invalid_type"
+
+
+def test_numbers_stay_numbers_an_integer_temperature_is_fine():
+    request = decode(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 1, "top_p": 1}
+    )
+    assert request.temperature == 1 and request.top_p == 1
+
+
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "unsupported_value"),
+        ({"model": "m", "messages": []}, "invalid_value"),
+        ({"messages": [{"role": "user", "content": "x"}]}, "missing_required_parameter"),
+        ({"model": "m", "messages": [{"role": "assistant", "content": None}]}, "missing_required_parameter"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TOOL, TOOL]},
+            "invalid_value",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"},
+            "invalid_value",
+        ),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 3}, "invalid_value"),
+        (
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            },
+            "unsupported_value",
+        ),
+        ([1, 2], "invalid_type"),
+    ],
+)
+def test_every_refusal_carries_a_code(body, code):
+    with pytest.raises(ClientError) as info:
+        decode(body)
+    assert info.value.status == 400 and info.value.code == code

@@ -20,6 +20,7 @@ from gateway.config import GatewayConfig, config_from_dict
 from gateway.demo import DEMO_KEY_ENV, FAMILIES
 from gateway.metrics import Metrics
 from gateway.simulators.base import SimulatorHub, free_port
+from gateway.state import GatewayState
 
 PROVIDER_KEY = "sim-provider-key-0123456789"
 USER = [{"role": "user", "content": "What is six times seven?"}]
@@ -47,8 +48,10 @@ class Stack:
         env: dict[str, str],
         metrics: Metrics,
         http: aiohttp.ClientSession,
+        app: web.Application | None = None,
     ) -> None:
         self.hub = hub
+        self.app = app
         self.config = config
         self.env = env
         self.url = f"http://{config.server.host}:{config.server.port}"
@@ -66,6 +69,12 @@ class Stack:
     ) -> tuple[int, dict[str, str], bytes]:
         async with self.http.get(self.url + path, headers=headers) as resp:
             return resp.status, _headers(resp), await resp.read()
+
+    @property
+    def state(self) -> GatewayState:
+        """The running gateway's state (store, recorder, engine)."""
+        assert self.app is not None
+        return self.app[GatewayState.KEY]
 
 
 def _headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
@@ -91,7 +100,7 @@ async def running_stack(
         await web.TCPSite(runner, config.server.host, config.server.port).start()
         try:
             async with aiohttp.ClientSession() as http:
-                yield Stack(hub, config, env, metrics, http)
+                yield Stack(hub, config, env, metrics, http, app)
         finally:
             await runner.cleanup()
 

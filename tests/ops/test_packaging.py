@@ -223,3 +223,82 @@ def test_the_examples_cover_the_three_deployment_shapes():
     assert replicas.store.backend == "redis"
     assert any(g.strategy == "round_robin" for g in replicas.models.values())
     assert not is_loopback_host(replicas.server.host) and replicas.auth is not None
+
+
+# -- reproducible installs ---------------------------------------------------------------------
+LOCK = ROOT / "runtime.lock"
+# (package, the first version without the advisory): floors pyproject.toml must keep
+CVE_FLOORS = {"aiohttp": "3.14.1", "orjson": "3.9.15"}
+
+
+def _pyproject_requirements():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(text) for text in project["dependencies"]]
+
+
+def _locked() -> dict[str, tuple[str, list[str]]]:
+    """name -> (pinned version, sha256 hashes) of every requirement in runtime.lock."""
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, tuple[str, list[str]]] = {}
+    text = LOCK.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        requirement, _, options = line.partition(" --hash=")
+        name, sep, version = requirement.split(";")[0].strip().partition("==")
+        assert sep, f"runtime.lock: {line[:60]!r} is not pinned with =="
+        hashes = re.findall(r"sha256:([0-9a-f]{64})", "--hash=" + options)
+        out[canonicalize_name(name)] = (version.strip(), hashes)
+    return out
+
+
+def test_the_lock_pins_every_runtime_dependency_inside_pyprojects_ranges_with_hashes():
+    from packaging.utils import canonicalize_name
+
+    locked = _locked()
+    assert locked, "runtime.lock is empty"
+    for name, (version, hashes) in locked.items():
+        assert hashes, f"{name}=={version} has no --hash"
+    for requirement in _pyproject_requirements():
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{requirement} is not in runtime.lock"
+        assert requirement.specifier.contains(locked[name][0]), (
+            f"runtime.lock pins {name}=={locked[name][0]}, outside pyproject's {requirement}"
+        )
+
+
+def test_pyproject_keeps_the_cve_floors():
+    from packaging.version import Version
+
+    by_name = {r.name: r for r in _pyproject_requirements()}
+    for name, floor in CVE_FLOORS.items():
+        specifier = by_name[name].specifier
+        below = Version(floor).release[:-1] + (Version(floor).release[-1] - 1,)
+        assert not specifier.contains(".".join(map(str, below))), (
+            f"{name}: {specifier} allows a version below {floor}"
+        )
+        assert specifier.contains(floor)
+
+
+def test_the_image_installs_the_locked_dependencies_with_hashes(dockerfile):
+    build = stages(dockerfile)[0]
+    copied = [word for ins in build if ins.keyword == "COPY" for word in flags(ins)[1][:-1]]
+    assert "runtime.lock" in copied
+    runs = " ".join(ins.args for ins in build if ins.keyword == "RUN")
+    assert "pip install --require-hashes --no-deps -r runtime.lock" in runs
+    # the gateway itself then resolves nothing: its dependencies are the locked ones
+    assert "pip install . --no-deps" in runs and "pip check" in runs
+    assert runs.index("-r runtime.lock") < runs.index("pip install . --no-deps")
+
+
+def test_ci_tests_the_locked_and_the_newest_allowed_dependencies():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "--require-hashes --no-deps -r runtime.lock" in script
+    assert "--upgrade --upgrade-strategy eager -e '.[dev]'" in script
+    assert script.count("run_tests ||") == 2

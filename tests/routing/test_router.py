@@ -87,3 +87,31 @@ def test_direct_addressing_and_unknown_models():
     for bad in ("nope", "z/m", "b/"):
         with pytest.raises(UnknownModel):
             router.plan(bad)
+
+
+@pytest.mark.parametrize(
+    "kind,good,bad",
+    [
+        (
+            "openai_chat",
+            ["gpt-4.1", "meta-llama/Llama-3.3-70B", "ft:gpt-4.1:org::x1"],
+            ["a b", "-x", "x" * 257],
+        ),
+        ("gemini", ["gemini-2.5-pro", "models/gemini-2.5-pro"], ["../v1/files", "g:generateContent", "a/b"]),
+        ("anthropic", ["claude-sonnet-4-5"], ["claude/x", "claude:x", "c\n"]),
+        ("deepseek", ["deepseek-reasoner"], ["d" * 65, "deepseek chat"]),
+    ],
+)
+def test_a_direct_address_names_a_model_of_the_providers_family(kind, good, bad):
+    from gateway.routing.router import InvalidModelName
+
+    providers = {"p": {"kind": kind, "base_url": "http://127.0.0.1:1", "api_key_env": "K"}}
+    router = Router(config_from_dict({"providers": providers}))
+    for name in good:
+        assert router.plan(f"p/{name}").targets[0].model == name
+    for name in bad:
+        with pytest.raises(InvalidModelName) as info:
+            router.plan(f"p/{name}")
+        assert len(str(info.value)) < 200
+    with pytest.raises(InvalidModelName, match="longer than 512"):
+        router.plan("p/" + "m" * 10_000_000)

@@ -397,6 +397,16 @@ def test_mistral_valid_tool_loop_and_prefix() -> None:
             },
         ),
         (
+            [user(), {"role": "assistant", "content": ""}, user("again")],
+            {
+                "object": "error",
+                "message": "Assistant message must have either content or tool_calls, but not none.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            },
+        ),
+        (
             [user(), {"role": "assistant", "content": "hello"}],
             {
                 "object": "error",

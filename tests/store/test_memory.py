@@ -40,6 +40,8 @@ def test_rejects_unbounded_or_non_expiring_configuration() -> None:
         MemoryStore(ttl_seconds=0, max_entries=10)
     with pytest.raises(ValueError):
         MemoryStore(ttl_seconds=10, max_entries=0)
+    with pytest.raises(ValueError):
+        MemoryStore(ttl_seconds=10, max_entries=10, max_bytes=0)
 
 
 async def test_close_releases_the_entries(clock: FakeClock) -> None:
@@ -47,3 +49,29 @@ async def test_close_releases_the_entries(clock: FakeClock) -> None:
     await store.put(["k"], b"v")
     await store.close()
     assert len(store) == 0
+
+
+async def test_max_bytes_bounds_what_the_values_hold(clock: FakeClock) -> None:
+    from gateway.store.memory import ENTRY_OVERHEAD_BYTES
+
+    per_entry = 1000 + ENTRY_OVERHEAD_BYTES
+    store = MemoryStore(ttl_seconds=3600, max_entries=1000, max_bytes=4 * per_entry, clock=clock)
+    for n in range(10):
+        await store.put([f"k{n}"], bytes([n]) * 1000)
+        assert store.size_bytes <= 4 * per_entry
+    assert len(store) == 4
+    assert await store.get_many(["k0", "k5", "k9"]) == [None, None, bytes([9]) * 1000]
+
+
+async def test_a_record_larger_than_the_store_is_refused_and_counted(clock: FakeClock) -> None:
+    from gateway.store.failopen import FailOpenStore
+    from gateway.store.memory import RecordTooLarge
+
+    store = MemoryStore(ttl_seconds=3600, max_entries=10, max_bytes=4096, clock=clock)
+    await store.put(["small"], b"s")
+    with pytest.raises(RecordTooLarge):
+        await store.put(["huge"], b"h" * 4096)
+    seen: list[tuple[str, str, str]] = []
+    await FailOpenStore(store, lambda *op: seen.append(op)).put(["huge"], b"h" * 4096)
+    assert seen == [("memory", "put", "error")]
+    assert await store.get_many(["small", "huge"]) == [b"s", None]

@@ -3,6 +3,7 @@ keeping sqlite3 off the event loop thread."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from contextlib import closing
@@ -106,7 +107,8 @@ async def test_sqlite_runs_off_the_event_loop_thread(tmp_path: Path) -> None:
     await store.put(["k"], b"v")
     await store.get_many(["k"])
     await store.close()
-    assert len(threads) == 1 and threading.get_ident() not in threads
+    # one thread reads and one writes (so a lookup never waits behind a write), neither is the loop's
+    assert len(threads) == 2 and threading.get_ident() not in threads
 
 
 async def test_a_closed_store_raises_and_fail_open_turns_that_into_misses(
@@ -135,3 +137,16 @@ async def test_an_unusable_path_fails_open(tmp_path: Path, clock: FakeClock) -> 
     assert await store.get_many(["k"]) == [None]
     await store.close()
     assert seen == [("sqlite", "ping", "error"), ("sqlite", "put", "error"), ("sqlite", "get", "error")]
+
+
+async def test_a_lookup_right_after_a_put_sees_it_though_reads_and_writes_run_apart(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "c.db", ttl_seconds=10)
+    try:
+        for n in range(50):
+            put = asyncio.ensure_future(store.put([f"k{n}"], f"v{n}".encode()))
+            await asyncio.sleep(0)  # the put is issued (handed to the writer), not yet written
+            assert await store.get_many([f"k{n}"]) == [f"v{n}".encode()]
+            await put
+            assert await store.get_many([f"k{n}"]) == [f"v{n}".encode()]
+    finally:
+        await store.close()
