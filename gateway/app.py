@@ -15,7 +15,7 @@ from gateway.continuity.recorder import Recorder
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import error_response, method_not_allowed, not_found
-from gateway.ingress import chat
+from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
 from gateway.lifecycle import InFlight
@@ -46,6 +46,8 @@ IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
 # The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
 INGRESS_ROUTES: dict[str, IngressCodec] = {
     "/v1/chat/completions": chat.CODEC,
+    "/v1/responses": responses.CODEC,
+    "/v1/responses/compact": responses.COMPACT_CODEC,
 }
 
 

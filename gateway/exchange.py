@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, replace
 from aiohttp import web
 
 from gateway.config import ServerConfig
+from gateway.continuity.codec import decode_transcript, encode_transcript
+from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
-from gateway.ingress.base import Inbound, IngressCodec, Reply, StreamEncoder
+from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.metrics import AttemptOutcome, RequestRecord
@@ -143,11 +145,13 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     body = parse_json_body(await http.read(), state.config.server.max_json_depth)
     inbound = codec.decode(body, http.headers, state.sealer)
     exchange.ignored_tokens = inbound.ignored_tokens
+    exchange.tenant = tenant_of(state, codec, http)
     request = inbound.request
+    if inbound.history is not None:
+        request = await _continue(state, exchange, inbound.history, request)
     check_size(request, state.config.server)
     plan = _plan(state, exchange, request.model)
-    exchange.tenant = tenant_of(state, codec, http)
-    exchange.session = _session(inbound, exchange.tenant)
+    exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     request = await _restore(state, exchange, request)
 
     try:
@@ -157,6 +161,15 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
         exchange.outcome = "upstream_error"
         raise client_error_for(failed) from None
     exchange.answer = answer
+    if log.isEnabledFor(logging.DEBUG):  # the reasons behind the access log's repair counts
+        for repair in answer.repairs:
+            log.debug(
+                "request %s: %s for %s: %s",
+                exchange.request_id,
+                repair.kind,
+                answer.target.provider,
+                repair.detail,
+            )
     reply = Reply(codec.answer_id(exchange.request_id), request.model, int(time.time()))
     headers = _headers(exchange, answer)
     if request.stream:
@@ -263,14 +276,40 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
     return plan
 
 
-def _session(inbound: Inbound, tenant: str) -> str:
-    hint = inbound.session_hint
+def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
-        return derive_session_key(inbound.request, tenant)
+        return derive_session_key(request, tenant)
     if not valid_session_id(hint.value):
         message = f"{hint.source} must be 1-128 characters of [A-Za-z0-9._:-]"
         raise ClientError(400, message, param=hint.source)
     return hint.value
+
+
+async def _continue(
+    state: GatewayState, exchange: Exchange, history: HistoryRef, request: Request
+) -> Request:
+    """The kept transcript of the answer `history` names, then the request's own messages."""
+    key = history_key(history.id, exchange.tenant)
+    raw = state.recorder.pending([key]).get(key)
+    if raw is None:
+        raw = (await state.store.get_many([key]))[0]
+    messages = decode_transcript(raw) if raw is not None else None
+    if messages is None:
+        raise ClientError(
+            400,
+            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
+            "store's ttl_seconds)",
+            param=history.source,
+            code=history.not_found_code,
+        )
+    return replace(request, messages=messages + request.messages)
+
+
+def _keep(
+    state: GatewayState, exchange: Exchange, reply: Reply, request: Request, turn: AssistantTurn
+) -> None:
+    transcript = (*request.messages, turn.message())
+    state.recorder.put([history_key(reply.id, exchange.tenant)], encode_transcript(transcript))
 
 
 async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
@@ -333,6 +372,8 @@ async def _whole(
     exchange.usage = turn.usage
     if assembler.error is None:
         _record_turn(state, exchange, request, turn)
+        if inbound.keep:
+            _keep(state, exchange, reply, request, turn)
     exchange.status = 200
     body = exchange.codec.answer(inbound, reply, turn, state.sealer)
     return web.Response(body=body, headers=headers, content_type="application/json")
@@ -382,6 +423,8 @@ async def _stream(
         await response.write(encoder.finish())
         await response.write_eof()
         _record_turn(state, exchange, request, turn)
+        if inbound.keep:
+            _keep(state, exchange, reply, request, turn)
         return response
     finally:
         if keepalive is not None:

@@ -26,6 +26,16 @@ class SessionHint:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryRef:
+    """An earlier answer the gateway kept (`Inbound.keep`) that this request continues: the
+    exchange puts that answer's transcript before the request's messages."""
+
+    source: str  # the field that named it, e.g. "previous_response_id" (errors name it)
+    id: str  # the answer's id as the client got it (`Reply.id`)
+    not_found_code: str = "history_not_found"  # the error code when nothing is kept under `id`
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """A decoded client request: the canonical transcript plus what answering it needs."""
 
@@ -34,6 +44,10 @@ class Inbound:
     ignored_tokens: int = 0  # echoed continuity tokens that did not parse (never forwarded)
     # dialect state the codec wants back when it answers (opaque to the exchange)
     context: Any = None
+    history: HistoryRef | None = None
+    # keep the answer with its whole transcript (history included) under the answer's id, for the
+    # store's TTL, so a later request can continue it by that id
+    keep: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from gateway.providers.base import (
     EncodeError,
     HttpRequest,
     category_for_status,
+    function_tools_only,
     join_url,
     loads_or_none,
     parse_arguments,
@@ -288,6 +289,7 @@ def _structured_output(request: Request, target: Target, body: dict[str, Any]) -
 
 
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    function_tools_only(request, target.kind)
     budget = thinking_budget(request, target)
     max_tokens = request.max_tokens
     if budget is not None:

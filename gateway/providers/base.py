@@ -15,7 +15,7 @@ import orjson
 
 from gateway.sse import DEFAULT_MAX_LINE, SSELineTooLong, SSEParser
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
-from gateway.transcript.model import Request, ToolCall
+from gateway.transcript.model import Request, ToolCall, ToolKind
 from gateway.transcript.target import Capabilities, Target
 
 
@@ -90,6 +90,28 @@ class Adapter:
 
 def join_url(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + path
+
+
+def hosted_tool_specs(request: Request, kind: str) -> list[dict[str, object]]:
+    """The wire objects of the hosted tools a provider of `kind` runs. Repair left out the optional
+    ones of other kinds; one that is still here and hosted elsewhere was required: this provider
+    cannot serve the request (another target may)."""
+    out: list[dict[str, object]] = []
+    for tool in request.hosted_tools:
+        if tool.kind != kind:
+            raise EncodeError(f"the hosted tool {tool.type!r} runs only on {tool.kind} targets")
+        out.append(dict(tool.spec))
+    return out
+
+
+def function_tools_only(request: Request, kind: str) -> None:
+    """For providers that take function tools only (no custom tools, no hosted tools of their own
+    in this gateway): anything else reaching the encoder is a repair bug, refused explicitly."""
+    if hosted_tool_specs(request, kind):
+        raise EncodeError(f"{kind} targets run no hosted tools")
+    for tool in request.tools:
+        if tool.kind is not ToolKind.FUNCTION:
+            raise EncodeError(f"tool {tool.name!r}: custom (freeform) tools must be mapped to function tools")
 
 
 def tool_call_names(request: Request) -> dict[str, str]:

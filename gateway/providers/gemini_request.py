@@ -12,7 +12,14 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from gateway.providers.base import EncodeError, HttpRequest, join_url, parse_arguments, tool_call_names
+from gateway.providers.base import (
+    EncodeError,
+    HttpRequest,
+    function_tools_only,
+    join_url,
+    parse_arguments,
+    tool_call_names,
+)
 from gateway.transcript.model import (
     Continuity,
     Image,
@@ -85,6 +92,7 @@ _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 
 
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
+    function_tools_only(request, target.kind)
     names = tool_call_names(request)
     contents: list[dict[str, Any]] = []
     previous: Role | None = None

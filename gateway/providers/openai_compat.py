@@ -13,7 +13,14 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.base import EncodeError, HttpRequest, join_url, loads_or_none, tool_call_names
+from gateway.providers.base import (
+    EncodeError,
+    HttpRequest,
+    function_tools_only,
+    join_url,
+    loads_or_none,
+    tool_call_names,
+)
 from gateway.providers.openai_compat_decode import ChatStreamDecoder, classify_payload
 from gateway.providers.structured import schema_instructions
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
@@ -97,6 +104,7 @@ class ChatEncoder:
 
     def encode(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         d = self.dialect
+        function_tools_only(request, target.kind)
         names = tool_call_names(request) if d.tool_message_name else {}
         messages: list[dict[str, Any]] = []
         mode = output_mode(request, target.model, d.capabilities.structured_output)
@@ -203,6 +211,8 @@ class ChatEncoder:
                 if block.text:
                     chunks.append({"type": "text", "text": block.text})
             elif t is ToolCall:
+                if block.custom:
+                    raise EncodeError("custom (freeform) tool calls must reach chat APIs as function calls")
                 calls.append(
                     {
                         "id": block.id,

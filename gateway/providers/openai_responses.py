@@ -15,6 +15,7 @@ from gateway.providers.base import (
     EncodeError,
     HttpRequest,
     category_for_status,
+    hosted_tool_specs,
     join_url,
     loads_or_none,
     retry_after_header,
@@ -35,7 +36,9 @@ from gateway.transcript.model import (
     Text,
     ToolCall,
     ToolChoiceMode,
+    ToolKind,
     ToolResult,
+    ToolSpec,
 )
 from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule, output_mode
 
@@ -52,6 +55,7 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     reasoning_precedes_output=True,
     system_messages_in_place=True,
+    custom_tools=True,
 )
 
 # lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on
@@ -76,13 +80,14 @@ def _image(image: Image) -> dict[str, Any]:
     return {"type": "input_image", "image_url": image.url, "detail": image.detail or "auto"}
 
 
-def _function_output(block: ToolResult) -> dict[str, Any]:
+def _function_output(block: ToolResult, custom_calls: set[str]) -> dict[str, Any]:
     output: str | list[dict[str, Any]] = block.content
     if block.images:
         parts: list[dict[str, Any]] = [{"type": "input_text", "text": block.content}] if block.content else []
         parts.extend(_image(image) for image in block.images)
         output = parts
-    return {"type": "function_call_output", "call_id": block.call_id, "output": output}
+    kind = "custom_tool_call_output" if block.call_id in custom_calls else "function_call_output"
+    return {"type": kind, "call_id": block.call_id, "output": output}
 
 
 def _system_item(message: Message, items: list[dict[str, Any]]) -> None:
@@ -94,9 +99,9 @@ def _system_item(message: Message, items: list[dict[str, Any]]) -> None:
     items.append({"role": "system", "content": content})
 
 
-def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
+def _user_items(message: Message, items: list[dict[str, Any]], custom_calls: set[str]) -> None:
     """User and tool messages: text and images gather into user message items, each tool
-    result is its own function_call_output item, in transcript order."""
+    result is its own function_call_output (custom_tool_call_output) item, in transcript order."""
     content: list[dict[str, Any]] = []
     for block in message.blocks:
         match block:
@@ -108,7 +113,7 @@ def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
                 if content:
                     items.append({"role": "user", "content": content})
                     content = []
-                items.append(_function_output(block))
+                items.append(_function_output(block, custom_calls))
             case _:
                 raise EncodeError(f"{type(block).__name__} block cannot appear in a Responses user message")
     if content:
@@ -152,12 +157,20 @@ def _assistant_items(message: Message, target: Target, items: list[dict[str, Any
                 items.append(_reasoning_item(block, target))
                 reasoning_chain = True
             case ToolCall(id=call_id, name=name, arguments=arguments, meta=meta):
-                item: dict[str, Any] = {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": name,
-                    "arguments": arguments if arguments.strip() else "{}",
-                }
+                if block.custom:
+                    item: dict[str, Any] = {
+                        "type": "custom_tool_call",
+                        "call_id": call_id,
+                        "name": name,
+                        "input": arguments,
+                    }
+                else:
+                    item = {
+                        "type": "function_call",
+                        "call_id": call_id,
+                        "name": name,
+                        "arguments": arguments if arguments.strip() else "{}",
+                    }
                 if reasoning_chain and meta is not None and target.owns(meta) and meta.data.get("item_id"):
                     item["id"] = meta.data["item_id"]
                 items.append(item)
@@ -175,7 +188,8 @@ def _tool_choice(request: Request) -> str | dict[str, Any] | None:
     if choice.mode is ToolChoiceMode.TOOL:
         if not choice.name:
             raise EncodeError("tool_choice TOOL needs a tool name")
-        return {"type": "function", "name": choice.name}
+        custom = any(t.name == choice.name and t.kind is ToolKind.CUSTOM for t in request.tools)
+        return {"type": "custom" if custom else "function", "name": choice.name}
     return choice.mode.value  # auto | none | required: the API's own words
 
 
@@ -197,15 +211,33 @@ def _text_format(request: Request) -> dict[str, Any]:
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 
 
+def _tool(tool: ToolSpec) -> dict[str, Any]:
+    if tool.kind is ToolKind.CUSTOM:
+        out: dict[str, Any] = {"type": "custom", "name": tool.name}
+        if tool.description:
+            out["description"] = tool.description
+        if tool.format is not None:
+            out["format"] = dict(tool.format)
+        return out
+    out = {"type": "function", "name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["parameters"] = dict(tool.parameters)
+    # strict mode makes the API refuse ordinary JSON schemas: only when the client asked for it
+    out["strict"] = bool(tool.strict)
+    return out
+
+
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
     items: list[dict[str, Any]] = []
+    custom_calls = {b.id for m in request.messages for b in m.blocks if type(b) is ToolCall and b.custom}
     for message in request.messages:
         if message.role is Role.ASSISTANT:
             _assistant_items(message, target, items)
         elif message.role is Role.SYSTEM:
             _system_item(message, items)
         else:
-            _user_items(message, items)
+            _user_items(message, items, custom_calls)
     if request.stop:
         raise EncodeError("the Responses API takes no stop sequences")
     reasoning_model = target.model.startswith(REASONING_MODELS)
@@ -216,20 +248,9 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     if request.system:
         body["instructions"] = request.system_text()
     body["input"] = items
-    if request.tools:
-        body["tools"] = [
-            # strict mode would make the API refuse ordinary JSON schemas; Chat semantics are loose
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": dict(t.parameters),
-                "strict": False,
-            }
-            if t.description
-            else {"type": "function", "name": t.name, "parameters": dict(t.parameters), "strict": False}
-            for t in request.tools
-        ]
+    hosted = hosted_tool_specs(request, KIND)
+    if request.tools or hosted:
+        body["tools"] = [*(_tool(t) for t in request.tools), *hosted]
         choice = _tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice
@@ -237,7 +258,8 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             body["parallel_tool_calls"] = request.parallel_tool_calls
     effort = request.reasoning_effort or target.reasoning_effort
     if effort and reasoning_model:
-        body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": "auto"}
+        summary = request.reasoning_summary or "auto"
+        body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": summary}
     if output_mode(request, target.model, CAPABILITIES.structured_output) is not None:
         body.setdefault("text", {})["format"] = _text_format(request)
     if request.max_tokens is not None:
@@ -248,6 +270,8 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             body["temperature"] = request.temperature
         if request.top_p is not None:
             body["top_p"] = request.top_p
+    if request.cache_key:
+        body["prompt_cache_key"] = request.cache_key
     body["stream"] = request.stream
     headers = {"Authorization": f"Bearer {api_key}", "content-type": "application/json"}
     return HttpRequest(join_url(target.base_url, "/responses"), headers, orjson.dumps(body))

@@ -4,6 +4,9 @@ Continuity data issued here (only the openai_responses modules read it):
   reasoning item -> Reasoning("\\n\\n".join(summary), meta.data={"id": "rs_..",
                     "encrypted_content": str | None, "summary": [str, ...]})
   function_call  -> ToolCall(id=call_id, meta.data={"item_id": "fc_.."})
+  custom_tool_call -> ToolCall(id=call_id, custom=True, arguments=the raw input,
+                    meta.data={"item_id": "ctc_.."})
+A reasoning block's BlockStart carries the item id ("rs_..") as soon as the item is added.
 """
 
 from __future__ import annotations
@@ -73,6 +76,10 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
 
 def error_category(error: Mapping[str, Any], default: ErrorCategory) -> ErrorCategory:
     return ERROR_CODES.get(error.get("code") or "") or ERROR_CODES.get(error.get("type") or "") or default
+
+
+# call item types -> the field holding the call's input (JSON arguments, or a custom tool's text)
+_CALL_INPUT = {"function_call": "arguments", "custom_tool_call": "input"}
 
 
 class _Item:
@@ -152,12 +159,14 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             self._items[output_index] = _Item(kind, -1)
         elif kind == "reasoning":
             state = self._items[output_index] = _Item(kind, self._alloc())
-            out.append(BlockStart(state.index, BlockKind.REASONING))
-        elif kind == "function_call":
+            out.append(BlockStart(state.index, BlockKind.REASONING, id=item.get("id") or ""))
+        elif kind in _CALL_INPUT:
             state = self._items[output_index] = _Item(kind, self._alloc())
             self._saw_call = True
-            out.append(BlockStart(state.index, BlockKind.TOOL_CALL, id=item["call_id"], name=item["name"]))
-            arguments = item.get("arguments")
+            custom = kind == "custom_tool_call"
+            call_id, name = item["call_id"], item["name"]
+            out.append(BlockStart(state.index, BlockKind.TOOL_CALL, id=call_id, name=name, custom=custom))
+            arguments = item.get(_CALL_INPUT[kind])
             if arguments:
                 state.streamed = True
                 out.append(BlockDelta(state.index, arguments))
@@ -256,9 +265,10 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
                 out.append(BlockDelta(state.index, SUMMARY_SEPARATOR + text if state.parts else text))
             data = {"id": item["id"], "encrypted_content": item.get("encrypted_content"), "summary": summary}
             out.append(BlockStop(state.index, self.target.continuity(data)))
-        elif state.kind == "function_call":
-            if not state.streamed and item.get("arguments"):
-                out.append(BlockDelta(state.index, item["arguments"]))
+        elif state.kind in _CALL_INPUT:
+            arguments = item.get(_CALL_INPUT[state.kind])
+            if not state.streamed and arguments:
+                out.append(BlockDelta(state.index, arguments))
             out.append(BlockStop(state.index, self.target.continuity({"item_id": item["id"]})))
         else:
             self._close_part(state, out)
@@ -318,6 +328,7 @@ _HANDLERS: dict[str, Handler] = {
     "response.refusal.delta": ResponsesStreamDecoder._refusal_delta,
     "response.reasoning_summary_text.delta": ResponsesStreamDecoder._summary_delta,
     "response.function_call_arguments.delta": ResponsesStreamDecoder._arguments_delta,
+    "response.custom_tool_call_input.delta": ResponsesStreamDecoder._arguments_delta,
     "response.reasoning_summary_part.added": ResponsesStreamDecoder._summary_part_added,
     "response.content_part.added": ResponsesStreamDecoder._part_added,
     "response.content_part.done": ResponsesStreamDecoder._part_done,

@@ -18,7 +18,6 @@ from gateway.transcript.model import (
     Image,
     Message,
     Reasoning,
-    Request,
     Text,
     ToolCall,
     ToolResult,
@@ -41,10 +40,11 @@ def _cached(block: object) -> bool:
             raise TypeError(f"unknown block kind {type(block).__name__}")
 
 
-def limit_cache_breakpoints(request: Request, messages: tuple[Message, ...], caps: Capabilities) -> Limited:
+def limit_cache_breakpoints(
+    tools: tuple[ToolSpec, ...], system: tuple[Text, ...], messages: tuple[Message, ...], caps: Capabilities
+) -> Limited:
     """(tools, system, messages, repairs) with the earliest breakpoints beyond the provider's
     limit removed; the inputs themselves when nothing is over it."""
-    tools, system = request.tools, request.system
     limit = caps.max_cache_breakpoints
     if limit is None:
         return tools, system, messages, []

@@ -24,6 +24,9 @@ REPAIR_KINDS = (
     # added with structured outputs and prompt caching
     "thinking_off_for_forced_tool",
     "cache_breakpoint_dropped",
+    # added with the Responses ingress (README "Repair kinds")
+    "custom_tool_as_function",
+    "hosted_tool_dropped",
 )
 
 

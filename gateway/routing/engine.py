@@ -280,7 +280,7 @@ class Engine:
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
-            prepared = Prepared(strict.request, (*strict.repairs, _RETRIED), strict.provider_ids)
+            prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
             result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
         if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))

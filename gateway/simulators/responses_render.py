@@ -17,6 +17,11 @@ from gateway.simulators.responses_rules import encrypted_content
 
 BASE62 = string.ascii_letters + string.digits
 ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
+# call item type -> (its input field, the prefix of its delta/done events)
+CALL_EVENTS = {
+    "function_call": ("arguments", "response.function_call_arguments"),
+    "custom_tool_call": ("input", "response.custom_tool_call_input"),
+}
 
 
 def _base62(n: int) -> str:
@@ -134,16 +139,21 @@ def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Ren
             }
         )
     arguments_chars = 0
+    custom = {t.get("name") for t in body.get("tools") or () if t.get("type") == "custom"}
     for n, call in enumerate(reply.tool_calls):
-        arguments = orjson.dumps(call.arguments).decode()
+        if call.name in custom:
+            # a custom tool takes free text: the scripted call's "input" argument
+            prefix, field, arguments = "ctc", "input", str(call.arguments.get("input", ""))
+        else:
+            prefix, field, arguments = "fc", "arguments", orjson.dumps(call.arguments).decode()
         arguments_chars += len(arguments)
         output.append(
             {
                 # calls made after reasoning are bound to its item: fc_<key>_<n> needs rs_<key>
-                "id": f"fc_{key}_{n}" if reasoning else f"fc_{key}{n:02d}",
-                "type": "function_call",
+                "id": f"{prefix}_{key}_{n}" if reasoning else f"{prefix}_{key}{n:02d}",
+                "type": "custom_tool_call" if prefix == "ctc" else "function_call",
                 "status": "completed",
-                "arguments": arguments,
+                field: arguments,
                 "call_id": "call_" + _base62(24),
                 "name": call.name,
             }
@@ -228,21 +238,20 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
             )
             events.append({"type": "response.output_text.done", **part_ref, "text": text, "logprobs": []})
         events.append({"type": "response.content_part.done", **part_ref, "part": part})
-    elif kind == "function_call":
+    elif kind in CALL_EVENTS:
+        field, prefix = CALL_EVENTS[kind]
         events = [
             {
                 "type": "response.output_item.added",
                 "output_index": index,
-                "item": {**item, "status": "in_progress", "arguments": ""},
+                "item": {**item, "status": "in_progress", field: ""},
             }
         ]
         events.extend(
-            {"type": "response.function_call_arguments.delta", **ref, "delta": delta}
-            for delta in split_text(item["arguments"], chunk_size)
+            {"type": f"{prefix}.delta", **ref, "delta": delta}
+            for delta in split_text(item[field], chunk_size)
         )
-        events.append(
-            {"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]}
-        )
+        events.append({"type": f"{prefix}.done", **ref, field: item[field]})
     else:
         raise ValueError(f"cannot stream a {kind!r} output item")
     events.append({"type": "response.output_item.done", "output_index": index, "item": item})

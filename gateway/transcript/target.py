@@ -137,6 +137,9 @@ class Capabilities:
     thinking_forbids_forced_tool_choice: bool = False
     # Anthropic: the smallest thinking budget; a max_tokens at or below it leaves no room to think
     min_thinking_budget: int | None = None
+    # OpenAI Responses: custom (freeform) tools and their calls travel natively; elsewhere repair
+    # maps them to function tools taking one string
+    custom_tools: bool = False
     # OpenAI Chat: an assistant message with `content: ""` and nothing else is valid; every other
     # family refuses it ("all messages must have non-empty content", "contents.parts must not be
     # empty", Mistral's "must have either content or tool_calls") or is not known to take it

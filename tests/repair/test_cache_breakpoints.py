@@ -44,13 +44,13 @@ def cached(req_tools, system, messages) -> list[str]:
 
 def test_within_the_limit_nothing_changes():
     req = request(2)
-    tools, system, messages, repairs = limit_cache_breakpoints(req, req.messages, ANTHROPIC)
+    tools, system, messages, repairs = limit_cache_breakpoints(req.tools, req.system, req.messages, ANTHROPIC)
     assert (tools, system, messages, repairs) == (req.tools, req.system, req.messages, [])
 
 
 def test_the_earliest_breakpoints_go_first_and_are_counted():
     req = request(5)  # 1 tool + 1 system + 5 messages = 7
-    tools, system, messages, repairs = limit_cache_breakpoints(req, req.messages, ANTHROPIC)
+    tools, system, messages, repairs = limit_cache_breakpoints(req.tools, req.system, req.messages, ANTHROPIC)
     assert [r.kind for r in repairs] == ["cache_breakpoint_dropped"] * 3
     assert cached(tools, system, messages) == ["m1", "m2", "m3", "m4"]
     assert [b.text for m in messages for b in m.blocks] == ["m0", "m1", "m2", "m3", "m4"]  # content kept

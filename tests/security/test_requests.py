@@ -88,6 +88,8 @@ async def test_every_wrong_method_is_a_405_with_allow_and_every_unknown_path_a_4
                     kind, message = _error(path, body)
                     assert kind == "invalid_request_error" and method in message and path in message
         for path in UNKNOWN_PATHS:
+            if path in ROUTES:  # a dialect landed on it since: walked above with wrong methods
+                continue
             for method in METHODS:
                 status, headers, body = await gateway.request(method, path)
                 asked += 1
@@ -130,7 +132,8 @@ async def test_anthropic_paths_answer_in_the_anthropic_envelope():
                 "type": "error",
                 "error": {"type": "not_found_error", "message": f"no such endpoint: POST {path}"},
             }
-        status, _, body = await gateway.chat({"model": "claude"}, path="/v1/responses")
+        # a path under the Responses dialect that does not exist answers in the OpenAI envelope
+        status, _, body = await gateway.chat({"model": "claude"}, path="/v1/responses/abc/cancel")
         assert status == 404 and orjson.loads(body)["error"]["code"] == "unknown_url"
 
 
