@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
@@ -13,19 +12,22 @@ from aiohttp import web
 from gateway import __version__
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
-from gateway.handlers.common import error_response
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
-from gateway.ingress import chat
+from gateway.handlers.ui import NDJSON_PAGE, page_handler
+from gateway.http_errors import error_response, method_not_allowed, not_found
+from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
-from gateway.metrics import Metrics, RequestRecord
+from gateway.lifecycle import InFlight
+from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor
 from gateway.routing.engine import Engine
 from gateway.security import (
     BearerTokens,
+    BodyLimits,
     Middleware,
     body_too_large,
     request_guard,
@@ -33,6 +35,7 @@ from gateway.security import (
     send_and_close,
     upstream_header_allowlist,
 )
+from gateway.server import refuse_over_capacity
 from gateway.state import GatewayState
 from gateway.store import open_store
 from gateway.transcript.seal import Sealer
@@ -41,78 +44,70 @@ log = logging.getLogger("gateway")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 USER_AGENT = f"llm-transcript-gateway/{__version__}"
+IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
 
 # The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
 INGRESS_ROUTES: dict[str, IngressCodec] = {
     "/v1/chat/completions": chat.CODEC,
     "/v1/messages": messages.CODEC,
+    "/v1/responses": responses.CODEC,
+    "/v1/responses/compact": responses.COMPACT_CODEC,
 }
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
-def error_codec(request: web.BaseRequest) -> IngressCodec:
-    """Whose envelope an error answered before (or outside) a dialect's codec uses: the route's
-    dialect, Anthropic's for any request that carries `anthropic-version` (the Anthropic SDKs
-    send it everywhere, e.g. to /v1/models), else OpenAI's."""
-    codec = INGRESS_ROUTES.get(request.path)
-    if codec is not None:
-        return codec
-    if request.path == COUNT_TOKENS_PATH or "anthropic-version" in request.headers:
-        return messages.CODEC
-    return chat.CODEC
-
-
-def errors_middleware(redactor: Redactor) -> Middleware:
+def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
     @web.middleware
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Every error a client sees has its dialect's error body (error_codec), including
-        aiohttp's own 404/405, and no secret: a provider that echoes a key in its error message is
-        redacted here."""
-        codec = error_codec(request)
+        """Every error a client sees is in its dialect's envelope, including aiohttp's own 404/405,
+        and holds no secret: a provider that echoes a key in its error message is redacted here.
+        A request refused before its handler (ClientError, HTTPException) is accounted for here."""
+        started = time.monotonic()
         try:
             response = await handler(request)
         except ClientError as exc:
-            response = error_response(exc, codec)
+            response = _refused(request, exc, started)
         except web.HTTPRequestEntityTooLarge as exc:  # a body read past the guard's limit check
-            response = error_response(body_too_large(exc.max_size), codec)
+            response = _refused(request, body_too_large(exc.max_size), started)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
-            response = error_response(
-                ClientError(exc.status, exc.reason, type=kind, headers=dict(exc.headers)), codec
-            )
+            response = _refused(request, _client_error(request, exc), started)
         except Exception:
             log.exception("unhandled error on %s %s", request.method, request.path)
-            response = error_response(ClientError(500, "internal gateway error", type="server_error"), codec)
+            response = error_response(
+                request.path, ClientError(500, "internal gateway error", type="server_error")
+            )
         if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
             response.body = redactor.data(response.body)
-        if response.status == 413 and not request.content.at_eof():
-            return await send_and_close(request, response)  # an oversized body is left unread
+        if not response.prepared and not request.content.at_eof():
+            # a refused or unread body: answer, drain a bounded amount, close
+            return await send_and_close(request, response, limits)
         return response
 
     return errors
 
 
-def _rejection_recorder(app: web.Application) -> Callable[[web.Request, ClientError, float], None]:
-    def account(request: web.Request, exc: ClientError, started: float) -> None:
-        """A request refused before its handler (401, 413) still counts and gets its access line."""
-        log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
-        codec = INGRESS_ROUTES.get(request.path)
-        if codec is None or request.method != "POST":
-            return
-        state: GatewayState = app[GatewayState.KEY]
-        state.observe(
-            RequestRecord(
-                codec.ingress,
-                request_id=uuid.uuid4().hex,
-                outcome="client_error",
-                status=exc.status,
-                duration=time.monotonic() - started,
-            )
-        )
+def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
+    state: GatewayState | None = request.app.get(GatewayState.KEY)
+    if state is not None:  # None only while starting up or shutting down
+        state.observe_refusal(request.path, exc, started)
+    log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
+    response = error_response(request.path, exc)
+    if exc.status == 503:  # the gateway turning clients away (connection cap): not on this connection
+        response.force_close()
+    return response
 
-    return account
+
+def _client_error(request: web.Request, exc: web.HTTPException) -> ClientError:
+    """aiohttp's routing errors in the gateway's words (its exception headers carry a
+    Content-Type of their own: only `Allow` is kept)."""
+    if exc.status == 404:
+        return not_found(request.method, request.path)
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        return method_not_allowed(request.method, request.path, ", ".join(sorted(exc.allowed_methods)))
+    kind = "invalid_request_error" if exc.status < 500 else "server_error"
+    return ClientError(exc.status, exc.reason, type=kind)
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -151,9 +146,17 @@ def create_app(
     tokens = BearerTokens(resolve_auth_tokens(config, env))
     redactor = secrets_redactor(config, env)
     continuity_secret = resolve_continuity_secret(config, env)
-    app = web.Application(client_max_size=config.server.max_body_bytes)
-    app.middlewares.append(errors_middleware(redactor))
-    app.middlewares.append(request_guard(tokens, config.server.max_body_bytes, _rejection_recorder(app)))
+    server = config.server
+    limits = BodyLimits(
+        server.max_body_bytes, server.body_timeout_seconds, server.linger_seconds, server.linger_max_bytes
+    )
+    in_flight = InFlight()
+    app = web.Application(client_max_size=server.max_body_bytes)
+    app[IN_FLIGHT] = in_flight
+    app.middlewares.append(errors_middleware(redactor, limits))
+    app.middlewares.append(in_flight.middleware())
+    app.middlewares.append(refuse_over_capacity)
+    app.middlewares.append(request_guard(tokens, limits))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)
@@ -173,7 +176,9 @@ def create_app(
         engine = Engine(config, session, env=env)
         metrics.watch_targets(engine.availability())
         sealer = Sealer(continuity_secret)
-        app[GatewayState.KEY] = GatewayState(config, metrics, engine, store, recorder, redactor, sealer)
+        app[GatewayState.KEY] = GatewayState(
+            config, metrics, engine, store, recorder, redactor, sealer, in_flight=in_flight
+        )
         try:
             yield
         finally:
@@ -189,4 +194,5 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
+    app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
     return app

@@ -157,6 +157,20 @@ class ServerConfig(_Section):
     # plus the hub's path for its kind, so any config runs against the simulators unchanged
     # (GATEWAY_SIMULATORS_URL overrides)
     simulators_url: BaseUrl | None = None
+    # -- connection limits and client timeouts (gateway/server.py, gateway/security.py) --
+    # open client connections; past it a request gets 503 (lowered to fit the open-file limit)
+    max_connections: int = Field(1024, gt=0)
+    # a complete request head within this long of connecting or of the previous response
+    # (slow heads and idle keep-alive connections are closed)
+    header_timeout_seconds: Seconds = 30.0
+    # the whole request body within this long of its head (else 408)
+    body_timeout_seconds: Seconds = 60.0
+    # a client that reads nothing of its answer for this long loses its connection
+    write_timeout_seconds: Seconds = 60.0
+    # after refusing a request whose body is unread (401, 408, 413...): drain at most this long
+    # and this many bytes so the client can read the answer, then close
+    linger_seconds: float = Field(5.0, ge=0, allow_inf_nan=False)
+    linger_max_bytes: int = Field(67108864, ge=0)
 
 
 class AuthConfig(_Section):
@@ -247,7 +261,9 @@ class ModelGroupConfig(_Section):
     reasoning_policy: ReasoningPolicy = "drop"
     # "issuer": a request inside an open tool loop goes first to the target that issued the
     # loop's continuity tokens (while it is available), whatever the strategy would pick
-    affinity: Literal["none", "issuer"] = "none"
+    # "session": besides that, a conversation stays on the target that served its previous turn
+    # while it is healthy (its prompt cache stays warm); strategies then spread sessions
+    affinity: Literal["none", "issuer", "session"] = "none"
     retry: RetryConfig = Field(default_factory=RetryConfig)
     timeouts: TimeoutOverrides = Field(default_factory=TimeoutOverrides)
 

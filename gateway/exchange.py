@@ -23,9 +23,12 @@ from dataclasses import dataclass, field, replace
 from aiohttp import web
 
 from gateway.config import ServerConfig
+from gateway.continuity.codec import decode_transcript, encode_transcript
+from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
-from gateway.ingress.base import Inbound, IngressCodec, Reply, StreamEncoder
+from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
@@ -91,6 +94,7 @@ class Exchange:
             attempts=[AttemptOutcome(a.provider, a.outcome) for a in attempts],
             usage=self.usage,
             ignored_tokens=self.ignored_tokens,
+            affinity_break=answer.affinity_break if answer is not None else None,
         )
         if provider is not None:
             record.provider = provider
@@ -119,7 +123,13 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         exchange.status = status
         return web.Response(status=status, body=body, headers=exc.headers, content_type="application/json")
     except asyncio.CancelledError:
-        exchange.outcome = "cancelled"
+        if state.in_flight.ending:
+            # the shutdown's grace period ended it: the stream gets its dialect's error event, an
+            # answer not yet started a 503 (gateway/lifecycle.py)
+            exchange.outcome = "stream_error" if exchange.status == 200 else "refused"
+            exchange.status = exchange.status or 503
+        else:
+            exchange.outcome = "cancelled"
         raise
     except Exception:
         exchange.outcome = "internal_error"
@@ -135,20 +145,31 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     body = parse_json_body(await http.read(), state.config.server.max_json_depth)
     inbound = codec.decode(body, http.headers, state.sealer)
     exchange.ignored_tokens = inbound.ignored_tokens
+    exchange.tenant = tenant_of(state, codec, http)
     request = inbound.request
+    if inbound.history is not None:
+        request = await _continue(state, exchange, inbound.history, request)
     check_size(request, state.config.server)
     plan = _plan(state, exchange, request.model)
-    exchange.tenant = tenant_of(state, codec, http)
-    exchange.session = _session(inbound, exchange.tenant)
+    exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan)
+        answer = await state.engine.open(request, plan, exchange.session)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
         raise client_error_for(failed) from None
     exchange.answer = answer
+    if log.isEnabledFor(logging.DEBUG):  # the reasons behind the access log's repair counts
+        for repair in answer.repairs:
+            log.debug(
+                "request %s: %s for %s: %s",
+                exchange.request_id,
+                repair.kind,
+                answer.target.provider,
+                repair.detail,
+            )
     reply = Reply(codec.answer_id(exchange.request_id), request.model, int(time.time()))
     headers = _headers(exchange, answer)
     if request.stream:
@@ -170,17 +191,38 @@ _STATUS = {
 }
 
 
+# a provider refusing the gateway's own key: its message is about that key (OpenAI's quotes part of
+# it) and means nothing to the client, whose credentials never reach a provider
+_CREDENTIAL_CATEGORIES = frozenset({ErrorCategory.AUTH, ErrorCategory.PERMISSION})
+
+
+def _credentials_refused(provider: str, error: UpstreamError) -> str:
+    status = f" ({error.status})" if error.status else ""
+    if error.category is ErrorCategory.AUTH:
+        return (
+            f"provider {provider!r} rejected the gateway's API key{status}: the gateway operator must"
+            " check that provider's key"
+        )
+    return (
+        f"provider {provider!r} refused the gateway's API key access{status}: the gateway operator must"
+        " check that key's permissions"
+    )
+
+
 def client_error_for(failed: AllTargetsFailed) -> ClientError:
     """The client's view of a request no target served: a real status (429/503 carry Retry-After),
-    the upstream's message, and which targets were tried (also in X-Gateway-Attempts)."""
+    the upstream's message (never a provider's words about the gateway's own key), and which
+    targets were tried (also in X-Gateway-Attempts)."""
     final = failed.final
     headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
+    message = final.message
     if failed.attempts:
-        headers["X-Gateway-Provider"] = failed.attempts[-1].provider
+        provider = failed.attempts[-1].provider
+        headers["X-Gateway-Provider"] = provider
+        if final.category in _CREDENTIAL_CATEGORIES and final.type != "missing_api_key":
+            message = _credentials_refused(provider, final)
         tried = ", ".join(f"{a.provider}: {a.outcome}" for a in failed.attempts)
-        message = f"{final.message} (attempts: {tried})"
-    else:
-        message = final.message
+        message = f"{message} (attempts: {tried})"
     if final.type == "missing_api_key":
         return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
     status = _STATUS.get(final.category, 502)
@@ -239,14 +281,40 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
     return plan
 
 
-def _session(inbound: Inbound, tenant: str) -> str:
-    hint = inbound.session_hint
+def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
-        return derive_session_key(inbound.request, tenant)
+        return derive_session_key(request, tenant)
     if not valid_session_id(hint.value):
         message = f"{hint.source} must be 1-128 characters of [A-Za-z0-9._:-]"
         raise ClientError(400, message, param=hint.source)
     return hint.value
+
+
+async def _continue(
+    state: GatewayState, exchange: Exchange, history: HistoryRef, request: Request
+) -> Request:
+    """The kept transcript of the answer `history` names, then the request's own messages."""
+    key = history_key(history.id, exchange.tenant)
+    raw = state.recorder.pending([key]).get(key)
+    if raw is None:
+        raw = (await state.store.get_many([key]))[0]
+    messages = decode_transcript(raw) if raw is not None else None
+    if messages is None:
+        raise ClientError(
+            400,
+            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
+            "store's ttl_seconds)",
+            param=history.source,
+            code=history.not_found_code,
+        )
+    return replace(request, messages=messages + request.messages)
+
+
+def _keep(
+    state: GatewayState, exchange: Exchange, reply: Reply, request: Request, turn: AssistantTurn
+) -> None:
+    transcript = (*request.messages, turn.message())
+    state.recorder.put([history_key(reply.id, exchange.tenant)], encode_transcript(transcript))
 
 
 async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
@@ -309,6 +377,8 @@ async def _whole(
     exchange.usage = turn.usage
     if assembler.error is None:
         _record_turn(state, exchange, request, turn)
+        if inbound.keep:
+            _keep(state, exchange, reply, request, turn)
     exchange.status = 200
     body = exchange.codec.answer(inbound, reply, turn, state.sealer)
     return web.Response(body=body, headers=headers, content_type="application/json")
@@ -324,7 +394,7 @@ async def _stream(
     headers: dict[str, str],
     http: web.Request,
 ) -> web.StreamResponse:
-    encoder = exchange.codec.stream_encoder(inbound, reply, state.sealer)
+    encoder = _stream_encoder(state, exchange.codec, inbound, reply, http)
     response = web.StreamResponse(
         status=200, headers={**headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
     )
@@ -332,6 +402,7 @@ async def _stream(
     keepalive: asyncio.Task[None] | None = None
     try:
         await response.prepare(http)
+        state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
         await response.write(encoder.start())
         relay = _Relay(response, encoder, assembler, exchange)
@@ -357,11 +428,24 @@ async def _stream(
         await response.write(encoder.finish())
         await response.write_eof()
         _record_turn(state, exchange, request, turn)
+        if inbound.keep:
+            _keep(state, exchange, reply, request, turn)
         return response
     finally:
         if keepalive is not None:
             keepalive.cancel()
         await answer.aclose()
+
+
+def _stream_encoder(
+    state: GatewayState, codec: IngressCodec, inbound: Inbound, reply: Reply, http: web.Request
+) -> StreamEncoder:
+    """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
+    them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
+    if accepts_ndjson(http.headers.get("Accept", "")):
+        sealer = state.sealer
+        return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
+    return codec.stream_encoder(inbound, reply, state.sealer)
 
 
 class _Relay:
@@ -398,8 +482,13 @@ class _Relay:
                     exchange.first_content()
                 elif t is UsageUpdate:
                     exchange.usage = event.usage
-                assembler.add(event)
-                chunk = encoder.event(event)
+                try:
+                    assembler.add(event)
+                    chunk = encoder.event(event)
+                except _FORMAT_ERRORS:
+                    if out:  # what came before the broken event still reaches the client
+                        await response.write(bytes(out))
+                    raise
                 if chunk is not None:
                     out += chunk
             if out:

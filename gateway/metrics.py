@@ -47,6 +47,7 @@ class RequestRecord:
     repairs: list[tuple[str, Repair]] = field(default_factory=list)  # (provider, repair)
     usage: Usage | None = None
     ignored_tokens: int = 0
+    affinity_break: str | None = None  # why the session left its target (routing.sessions)
 
 
 class Metrics:
@@ -104,6 +105,12 @@ class Metrics:
         self.inflight = Gauge("gateway_inflight_requests", "Requests in flight", registry=r)
         self.target_available = Gauge(
             "gateway_target_available", "1 when a target can take traffic", ["model", "provider"], registry=r
+        )
+        self.affinity_breaks = Counter(
+            "gateway_affinity_breaks_total",
+            "Sessions moved off the target that served their previous turn, by reason",
+            ["model", "reason"],
+            registry=r,
         )
         self.ignored_tokens = Counter(
             "gateway_ignored_continuity_tokens_total",
@@ -171,6 +178,8 @@ class Metrics:
                     self.tokens.labels(provider, model, kind).inc(value)
         if rec.ignored_tokens:
             self.ignored_tokens.labels(rec.ingress).inc(rec.ignored_tokens)
+        if rec.affinity_break is not None:
+            self.affinity_breaks.labels(model, rec.affinity_break).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,10 +1,11 @@
 """Keeping secrets out of everything the gateway writes: logs and client-facing error bodies.
 
 The gateway never logs headers or request URLs with their query, so secrets have no direct way
-out. This is the second line: the provider keys and client tokens it knows, and anything shaped
-like a credential (`key=` URL parameters, bearer tokens, API-key header values), are replaced
-before a log line or an error body leaves the process. A provider echoing a key in its error
-message, or a library formatting a URL into an exception, then leaks nothing.
+out. This is the second line: every run of 8 or more characters of a provider key, client token
+or other configured secret, a masked echo of one (`sk-proj-****wxyz`), and anything shaped like a
+credential (`key=` URL parameters, bearer tokens, API-key header values) are replaced before a
+log line or an error body leaves the process. A provider echoing a key in its error message, or
+a library formatting a URL into an exception, then leaks nothing.
 """
 
 from __future__ import annotations
@@ -19,44 +20,118 @@ REDACTED = "[redacted]"
 # Shorter values are not credentials anyone should rely on, and replacing them would mangle
 # ordinary words (the simulators accept "sim").
 MIN_SECRET_LENGTH = 8
+# No run of this many consecutive characters of a secret gets out (except one that is a plain
+# lowercase word, see _is_word): a provider that quotes part of a key ("the first 8 characters")
+# or a log line cut in the middle of one leaks nothing usable.
+FRAGMENT = 8
+# The shortest start or end of a secret that, next to a mask, makes a masked echo: OpenAI's
+# "Incorrect API key provided: sk-proj-****wxyz" shows the key's first characters and last four.
+MASKED_EDGE = 3
+# the fragment scan's pieces and step (QUAD + STRIDE - 1 == FRAGMENT: see Redactor._fragments)
+QUAD = 4
+STRIDE = 5
 
 _PATTERNS = (
     # key=... / api_key=... / api-key=... in a URL or a form body
     re.compile(r"(?i)((?:^|[?&;\s\"'])(?:api[_-]?)?key=)[^&\s\"'#]+"),
-    # a bearer credential wherever it is printed
-    re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{4,}"),
+    # a bearer credential wherever it is printed: at least 8 token characters, one of them a digit
+    # or punctuation (so prose such as "invalid bearer token" is left alone)
+    re.compile(r"(?i)(\bbearer\s+)(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}"),
     # API-key headers printed as "name: value" or "name=value" (a dict or header dump)
     re.compile(r"(?i)(\bx-(?:goog-)?api-key[\"']?\s*[:=]\s*[\"']?)[^\"'\s,;}]+"),
 )
-_BYTE_PATTERNS = tuple(re.compile(p.pattern.encode()) for p in _PATTERNS)
+# a masked credential: credential characters around a run of mask characters
+# (matched from the start of a token only: trying every position inside a long word would make
+# this quadratic in the word's length)
+_MASKED = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z0-9_-]*)(?:\*{3,}|\u2022{3,}|\.{3,}|\u2026)([A-Za-z0-9_-]*)")
+
+
+def _is_word(gram: str) -> bool:
+    """Eight lowercase letters: a word ("provider"), not a credential's signature. Such a window
+    alone does not start a redaction - a hand-made token such as "team-provider-key-1" would
+    otherwise redact that word from every log line (the access log's JSON keys included) - but it
+    extends one next to it. (In a random key such a run is rare and says little.)"""
+    return gram.isascii() and gram.isalpha() and gram.islower()
 
 
 class Redactor:
-    """Replaces known secret values and credential-shaped substrings. Immutable, cheap to share."""
+    """Replaces every fragment of the known secrets, their masked echoes, and credential-shaped
+    substrings. Immutable, cheap to share."""
 
-    __slots__ = ("_secrets", "_secret_bytes")
+    __slots__ = ("_grams", "_seeds", "_quads", "_heads", "_tails")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # longest first: a key that contains another key is replaced whole
         unique = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
-        self._secrets = tuple(sorted(unique, key=len, reverse=True))
-        self._secret_bytes = tuple(s.encode() for s in self._secrets)
+        self._grams = frozenset(s[i : i + FRAGMENT] for s in unique for i in range(len(s) - FRAGMENT + 1))
+        self._seeds = frozenset(g for g in self._grams if not _is_word(g))
+        self._quads = frozenset(g[i : i + QUAD] for g in self._seeds for i in range(FRAGMENT - QUAD + 1))
+        self._heads = tuple(s[:-MASKED_EDGE] for s in unique)
+        self._tails = tuple(s[MASKED_EDGE:] for s in unique)
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+        if self._seeds:
+            value = _MASKED.sub(self._masked, value)
+            value = self._fragments(value)
         for pattern in _PATTERNS:
             value = pattern.sub(rf"\1{REDACTED}", value)
         return value
 
     def data(self, value: bytes) -> bytes:
-        for secret in self._secret_bytes:
-            if secret in value:
-                value = value.replace(secret, REDACTED.encode())
-        for pattern in _BYTE_PATTERNS:
-            value = pattern.sub(rb"\1" + REDACTED.encode(), value)
-        return value
+        # bytes that are not UTF-8 go through unchanged (surrogateescape round-trips them)
+        return self.text(value.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    def _masked(self, match: re.Match[str]) -> str:
+        """A masked token whose visible start begins a secret or whose visible end ends one."""
+        head, tail = match.group(1), match.group(2)
+        if (
+            len(head) >= MASKED_EDGE and any(h.startswith(head) or head.startswith(h) for h in self._heads)
+        ) or (len(tail) >= MASKED_EDGE and any(t.endswith(tail) or tail.endswith(t) for t in self._tails)):
+            return REDACTED
+        return match.group(0)
+
+    def _fragments(self, value: str) -> str:
+        """`value` with every run covered by FRAGMENT-character windows of a secret replaced.
+
+        A run starts from a window that is not a plain word (`_seeds`) and then grows over any
+        window of a secret, words included. Only every STRIDE-th position is looked up, in the
+        seeds' QUAD-character pieces: a matching window [i, i+8) always contains the piece at
+        the one multiple of STRIDE in [i, i+4], so only the windows around a piece that matched
+        need checking (a fifth of the lookups of checking every window: this runs on every log
+        line)."""
+        seeds, quads = self._seeds, self._quads
+        last_window = len(value) - FRAGMENT
+        runs: list[list[int]] = []
+        for q in range(0, len(value) - QUAD + 1, STRIDE):
+            if value[q : q + QUAD] in quads:
+                for i in range(max(0, q + QUAD - FRAGMENT), min(q, last_window) + 1):
+                    if value[i : i + FRAGMENT] in seeds:
+                        # ascending: the ranges of two pieces never overlap
+                        if runs and i <= runs[-1][1]:
+                            runs[-1][1] = i + FRAGMENT
+                        else:
+                            runs.append([i, i + FRAGMENT])
+        if not runs:
+            return value
+        grams = self._grams
+        out: list[str] = []
+        copied = 0  # how far `value` has been copied to `out`
+        for start, end in runs:
+            # grow over every window of a secret that overlaps or touches the run
+            j = start - 1
+            while j >= max(copied, start - FRAGMENT):
+                if value[j : j + FRAGMENT] in grams:
+                    start = j
+                j -= 1
+            i = end - FRAGMENT + 1
+            while i <= min(end, last_window):
+                if value[i : i + FRAGMENT] in grams:
+                    end = i + FRAGMENT
+                i += 1
+            if start > copied or not out:
+                out += (value[copied:start], REDACTED)
+            copied = max(copied, end)
+        out.append(value[copied:])
+        return "".join(out)
 
 
 def secrets_redactor(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Redactor:

@@ -4,7 +4,10 @@
   constant time.
 - `/metrics` is served to loopback clients, and to others only with a valid token.
 - The request body limit: 413 from the Content-Length alone when it is too large, otherwise while
-  reading (aiohttp counts the decompressed bytes, so a small gzip bomb is refused too).
+  reading (aiohttp counts the decompressed bytes, so a small gzip bomb is refused too); the body
+  must arrive within a time limit (408), and one that does not decode is a 400.
+- A refused request whose body is left unread is answered, then drained for a bounded time and
+  number of bytes, then its connection closed (`send_and_close`).
 - Header allow-lists both ways: an upstream request carries only the headers a provider call
   needs (the adapters build them from scratch; nothing of the client's is copied), and a client
   response only the gateway's own headers (nothing of the provider's).
@@ -12,15 +15,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gateway.ingress.errors import ClientError
 
@@ -29,7 +34,9 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # liveness and readiness: probes carry no token
+# liveness and readiness (probes carry no token), and the static example UI page (its API calls
+# carry the token)
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/ndjson.html"})
 METRICS_PATH = "/metrics"
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
@@ -62,6 +69,7 @@ CLIENT_RESPONSE_HEADERS = frozenset(
         "date",
         "server",
         "cache-control",
+        "content-security-policy",  # the example UI page
         "retry-after",
         "allow",
         "www-authenticate",
@@ -162,49 +170,86 @@ def body_too_large(limit: int) -> ClientError:
     return ClientError(413, f"request body larger than {limit} bytes", code="body_too_large")
 
 
-async def read_body_within(request: web.Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed `limit`: from the
-    Content-Length before reading anything, else while reading (decompressed bytes count).
-    aiohttp keeps the bytes, so a handler's own `request.read()` returns them without reading
-    again."""
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    """`max_bytes`: the largest body (decompressed). `timeout`: seconds for the whole body to
+    arrive once the head has. A refused body left unread is then drained for at most
+    `linger_seconds` and `linger_bytes` before the connection closes."""
+
+    max_bytes: int
+    timeout: float = 60.0
+    linger_seconds: float = 5.0
+    linger_bytes: int = 64 * 1024 * 1024
+
+
+async def read_body_within(request: web.Request, limits: BodyLimits) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed the limit: from the
+    Content-Length before reading anything, else while reading (decompressed bytes count); with
+    408 when it does not arrive in time; with 400 when it does not decode (a broken gzip stream,
+    a malformed chunk). aiohttp keeps the bytes, so a handler's own `request.read()` returns them
+    without reading again."""
     length = request.content_length
-    if length is not None and length > limit:
-        raise body_too_large(limit)
+    if length is not None and length > limits.max_bytes:
+        raise body_too_large(limits.max_bytes)
     try:
-        return await request.read()  # bounded by the app's client_max_size, which is `limit`
+        async with asyncio.timeout(limits.timeout):
+            return await request.read()  # bounded by the app's client_max_size, which is the limit
     except web.HTTPRequestEntityTooLarge:
-        raise body_too_large(limit) from None
+        raise body_too_large(limits.max_bytes) from None
+    except TimeoutError:
+        raise ClientError(
+            408, f"request body not received within {limits.timeout:g} seconds", code="body_timeout"
+        ) from None
+    except web.RequestPayloadError as exc:
+        cause = exc.__cause__
+        detail = f" ({cause.message.strip()[:200]})" if isinstance(cause, HttpProcessingError) else ""
+        encoding = request.headers.get("Content-Encoding")
+        what = f"does not decode as Content-Encoding {encoding}" if encoding else "is malformed"
+        raise ClientError(400, f"request body {what}{detail}", code="invalid_body") from None
 
 
-async def send_and_close(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
-    """Send `response` now and close the connection without reading the rest of the request
-    body. For a refused oversized body: aiohttp would otherwise read and discard it for up to its
-    lingering time (10 s), spending bandwidth on bytes the gateway already refused."""
+async def send_and_close(
+    request: web.Request, response: web.StreamResponse, limits: BodyLimits
+) -> web.StreamResponse:
+    """Send `response` to a client whose request body is left unread, then close the connection.
+
+    Closing at once would make the kernel answer the unread bytes with a reset, which can destroy
+    the response before the client reads it (a client still uploading sees ECONNRESET instead of
+    the 413). So, as nginx's lingering close does: the response goes out, the write side is shut
+    (the client sees the end of the answer), and the rest of the body is read and dropped - for at
+    most `linger_seconds` and `linger_bytes`, so a client cannot make the gateway read without end
+    (aiohttp's own lingering reads a refused body for 10 s, however many bytes that is)."""
+    response.force_close()
     await response.prepare(request)
     await response.write_eof()
-    request.protocol.force_close()  # the transport flushes the answer, then closes
+    transport = request.transport
+    if transport is not None and transport.can_write_eof():
+        transport.write_eof()  # sent once the answer has been flushed
+    content = request.content
+    drained = 0
+    try:
+        async with asyncio.timeout(limits.linger_seconds):
+            while drained <= limits.linger_bytes and not content.at_eof():
+                chunk = await content.readany()
+                if not chunk:
+                    break
+                drained += len(chunk)
+    except (TimeoutError, ConnectionError, web.RequestPayloadError):
+        pass
+    request.protocol.force_close()
     return response
 
 
-def request_guard(
-    tokens: BearerTokens,
-    max_body_bytes: int,
-    on_reject: Callable[[web.Request, ClientError, float], None],
-) -> Middleware:
-    """Access control, then the body limit, before any handler runs (so an unauthenticated
-    client cannot make the gateway read a large body). `on_reject(request, error, started)`
-    accounts for a refused request before the error goes on to the error middleware."""
+def request_guard(tokens: BearerTokens, limits: BodyLimits) -> Middleware:
+    """Access control, then the body limits, before any handler runs (so an unauthenticated
+    client cannot make the gateway read a large body). A refusal is a ClientError for the error
+    middleware to answer and account for."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        started = time.monotonic()
-        try:
-            check_access(request, tokens)
-            if request.body_exists:
-                await read_body_within(request, max_body_bytes)
-        except ClientError as exc:
-            on_reject(request, exc, started)
-            raise
+        check_access(request, tokens)
+        if request.body_exists:
+            await read_body_within(request, limits)
         return await handler(request)
 
     return guard

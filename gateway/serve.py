@@ -1,8 +1,10 @@
 """Run the gateway server until SIGINT/SIGTERM, then drain in-flight requests and exit.
 
-Shutdown order: stop listening (new connections are refused), let in-flight requests and
-streams finish for up to `[server] shutdown_grace_seconds` (then cancel what is left), then
-release the shared resources: pending continuity writes, the store, the upstream session."""
+Shutdown order: stop listening (new connections are refused) and close idle connections, let
+in-flight requests and streams finish for up to `[server] shutdown_grace_seconds`, then end what
+is left - each open stream with its dialect's error event, each unanswered request with a 503 -
+within `lifecycle.END_BOUND` more, and release the shared resources: pending continuity writes,
+the store, the upstream session."""
 
 from __future__ import annotations
 
@@ -15,46 +17,75 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from gateway.access_log import configure_logging
-from gateway.app import create_app
+from gateway.app import IN_FLIGHT, create_app
 from gateway.config import GatewayConfig
+from gateway.lifecycle import END_BOUND
 from gateway.redaction import secrets_redactor
+from gateway.server import ConnectionLimits, GatewayRunner, raise_open_file_limit
 
 log = logging.getLogger("gateway")
 
 
-async def serve(config: GatewayConfig, env: Mapping[str, str] | None = None) -> None:
-    configure_logging(config.server.log_level, secrets_redactor(config, env))
-    app = create_app(config, env)
+def connection_limits(config: GatewayConfig) -> ConnectionLimits:
+    server = config.server
+    return ConnectionLimits(
+        server.max_connections, server.header_timeout_seconds, server.write_timeout_seconds
+    )
+
+
+async def start(app: web.Application, config: GatewayConfig) -> GatewayRunner:
+    """The app served on the configured host and port, with the gateway's connection limits."""
     # handler_cancellation: a client that disconnects cancels its handler, and with it the
     # upstream request, instead of letting the provider generate for nobody
-    runner = web.AppRunner(
+    runner = GatewayRunner(
         app,
+        connection_limits(config),
         handle_signals=False,
         access_log=None,  # the gateway writes its own access log (gateway/access_log.py)
         handler_cancellation=True,
-        shutdown_timeout=config.server.shutdown_grace_seconds,
+        # aiohttp's own wait, only for what `stop` left running (it waits this long twice)
+        shutdown_timeout=END_BOUND / 2,
     )
     await runner.setup()
-    host, port = config.server.host, config.server.port
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, config.server.host, config.server.port)
     try:
         await site.start()
     except BaseException:
         await runner.cleanup()
         raise
-    stop = asyncio.Event()
+    return runner
+
+
+async def stop(runner: GatewayRunner, grace: float) -> None:
+    """Stop accepting, drain for up to `grace` seconds, end the rest, release resources."""
+    for site in list(runner.sites):
+        await site.stop()
+    server = runner.server
+    if server is not None:
+        # idle keep-alive connections close now; busy ones after their answer
+        server.pre_shutdown()
+    await runner.app[IN_FLIGHT].drain(grace)
+    await runner.cleanup()
+
+
+async def serve(config: GatewayConfig, env: Mapping[str, str] | None = None) -> None:
+    configure_logging(config.server.log_level, secrets_redactor(config, env))
+    raise_open_file_limit()
+    runner = await start(create_app(config, env), config)
+    stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)  # a second signal during the drain changes nothing
+        loop.add_signal_handler(sig, stop_requested.set)  # a second signal during the drain changes nothing
+    host, port = config.server.host, config.server.port
     print(f"gateway listening on http://{host}:{port}", flush=True)
     try:
-        await stop.wait()
+        await stop_requested.wait()
     finally:
         grace = config.server.shutdown_grace_seconds
         print(
             f"gateway stopping: draining in-flight requests (up to {grace:g}s)", file=sys.stderr, flush=True
         )
-        await runner.cleanup()  # stops accepting, waits up to the grace period, closes resources
+        await stop(runner, grace)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         log.info("gateway stopped")

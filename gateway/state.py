@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -10,6 +12,9 @@ from aiohttp import web
 from gateway.access_log import log_access
 from gateway.config import GatewayConfig
 from gateway.continuity.recorder import Recorder
+from gateway.http_errors import ingress_label
+from gateway.ingress.errors import ClientError
+from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics, RequestRecord
 from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
@@ -30,6 +35,9 @@ class GatewayState:
     redactor: Redactor = field(default_factory=Redactor)
     # authenticates the continuity data handed to clients in reasoning_details
     sealer: Sealer = field(default_factory=Sealer)
+    # requests being handled; a handler that starts a stream registers it here, so that a
+    # shutdown can end it with the dialect's error event (gateway/lifecycle.py)
+    in_flight: InFlight = field(default_factory=InFlight)
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 
@@ -41,3 +49,17 @@ class GatewayState:
         except Exception:
             log.exception("metrics update failed for request %s", record.request_id)
         log_access(record)
+
+    def observe_refusal(self, path: str, exc: ClientError, started: float) -> None:
+        """A request refused before any dialect handler took it (unknown path, wrong method,
+        401, 413, unparsable...) still counts and gets its access-log line, under its path's
+        ingress label: outcome `client_error`, or `refused` when the gateway turned it away (503)."""
+        self.observe(
+            RequestRecord(
+                ingress_label(path),
+                request_id=uuid.uuid4().hex,
+                outcome="client_error" if exc.status < 500 else "refused",
+                status=exc.status,
+                duration=time.monotonic() - started,
+            )
+        )

@@ -69,12 +69,15 @@ class Upstream:
         # applies to it, only `total`
         self._stream = stream
         self._response: aiohttp.ClientResponse | None = None
+        self._deadline: asyncio.TimerHandle | None = None
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
         timeout = aiohttp.ClientTimeout(
             total=t.total, sock_connect=t.connect, sock_read=t.idle if self._stream else None
         )
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + t.total
         try:
             self._response = await self._session.post(
                 self._request.url,
@@ -85,9 +88,22 @@ class Upstream:
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise UpstreamFailure(connection_error(exc)) from None
+        # aiohttp's timeouts act only while a read of the response is waiting: a caller blocked on
+        # a slow client would hold the connection past `total`. This timer ends it regardless.
+        self._deadline = loop.call_at(ends, self._expire)
         return self
 
+    def _expire(self) -> None:
+        response = self._response
+        if response is not None and not response.closed:
+            response.content.set_exception(
+                TimeoutError(f"no complete answer within {self._timeouts.total:g}s")
+            )
+            response.close()
+
     async def __aexit__(self, *exc: object) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
         response = self._response
         if response is not None:
             if response.content.at_eof():

@@ -590,6 +590,7 @@ def test_describe_lists_groups_strategies_and_targets() -> None:
     assert block.splitlines() == [
         'strategy = "failover"',
         'reasoning_policy = "drop"',
+        'affinity = "session"',
         "targets = [",
         '  { provider = "claude", model = "claude-sonnet-4-5", weight = 1.0, thinking_budget = 4096 },',
         '  { provider = "openai", model = "gpt-5.1", weight = 1.0, reasoning_effort = "medium" },',
@@ -705,7 +706,7 @@ def test_unknown_key_in_routing_tables(path: tuple[Any, ...], expected: str) -> 
             ("models", "smart"),
             "affinity",
             "sticky",
-            "models.smart.affinity: Input should be 'none' or 'issuer'",
+            "models.smart.affinity: Input should be 'none', 'issuer' or 'session'",
         ),
         (
             ("models", "smart", "retry"),

@@ -1,4 +1,6 @@
-"""Serialize a canonical assistant turn (blocks with their continuity meta) for the store."""
+"""Serialize canonical blocks (with their continuity meta) for the store: an assistant turn (the
+record restore puts back), or a whole transcript (an answer kept under its id, which a later
+request continues by naming it)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,21 @@ from typing import Any
 
 import orjson
 
-from gateway.transcript.model import Block, Continuity, Reasoning, Text, ToolCall
+from gateway.transcript.model import (
+    Block,
+    Continuity,
+    Document,
+    Image,
+    Message,
+    Reasoning,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+)
 
 _VERSION = 1
+_ASSISTANT_KINDS = (Text, Reasoning, ToolCall)
 
 
 def _meta(meta: Continuity | None) -> list[Any] | None:
@@ -24,19 +38,53 @@ def _unmeta(raw: Any) -> Continuity | None:
     return Continuity(provider, scope, kind, model, data)
 
 
+def _block(block: Block) -> list[Any]:
+    t = type(block)
+    if t is Text:
+        return ["f" if block.refusal else "t", block.text, _meta(block.meta)]
+    if t is Reasoning:
+        return ["r", block.text, _meta(block.meta)]
+    if t is ToolCall:
+        call = ["c", block.id, block.name, block.arguments, _meta(block.meta)]
+        if block.custom:
+            call.append(1)
+        return call
+    if t is ToolResult:
+        images = [[i.url, i.detail] for i in block.images]
+        return ["o", block.call_id, block.content, block.is_error, images]
+    if t is Image:
+        return ["i", block.url, block.detail]
+    if t is Document:
+        return ["d", block.source, block.media_type, block.title]
+    raise TypeError(f"cannot record a {t.__name__} block")
+
+
+def _unblock(item: list[Any]) -> Block:
+    tag = item[0]
+    if tag == "t":
+        return Text(item[1], _unmeta(item[2]))
+    if tag == "f":
+        return Text(item[1], _unmeta(item[2]), refusal=True)
+    if tag == "r":
+        return Reasoning(item[1], _unmeta(item[2]))
+    if tag == "c":
+        return ToolCall(item[1], item[2], item[3], _unmeta(item[4]), custom=len(item) > 5)
+    if tag == "o":
+        return ToolResult(
+            item[1], item[2], bool(item[3]), tuple(Image(url, detail) for url, detail in item[4])
+        )
+    if tag == "i":
+        return Image(item[1], item[2])
+    if tag == "d":
+        return Document(item[1], item[2], item[3])
+    raise ValueError(f"unknown block tag {tag!r}")
+
+
 def encode_turn(blocks: list[Block] | tuple[Block, ...]) -> bytes:
-    out: list[list[Any]] = []
     for block in blocks:
-        t = type(block)
-        if t is Text:
-            out.append(["t", block.text, _meta(block.meta)])
-        elif t is Reasoning:
-            out.append(["r", block.text, _meta(block.meta)])
-        elif t is ToolCall:
-            out.append(["c", block.id, block.name, block.arguments, _meta(block.meta)])
-        else:  # assistant turns hold only these kinds; anything else is a caller bug
-            raise TypeError(f"cannot record {t.__name__} in an assistant turn")
-    return orjson.dumps([_VERSION, out])
+        if type(block) not in _ASSISTANT_KINDS:  # a caller bug: assistant turns hold only these
+            raise TypeError(f"cannot record {type(block).__name__} in an assistant turn")
+    return orjson.dumps([_VERSION, [_block(b) for b in blocks]])
 
 
 def decode_turn(raw: bytes) -> tuple[Block, ...] | None:
@@ -45,17 +93,24 @@ def decode_turn(raw: bytes) -> tuple[Block, ...] | None:
         version, items = orjson.loads(raw)
         if version != _VERSION:
             return None
-        blocks: list[Block] = []
-        for item in items:
-            tag = item[0]
-            if tag == "t":
-                blocks.append(Text(item[1], _unmeta(item[2])))
-            elif tag == "r":
-                blocks.append(Reasoning(item[1], _unmeta(item[2])))
-            elif tag == "c":
-                blocks.append(ToolCall(item[1], item[2], item[3], _unmeta(item[4])))
-            else:
-                return None
-        return tuple(blocks)
+        blocks = tuple(_unblock(item) for item in items)
+    except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
+        return None
+    if any(type(b) not in _ASSISTANT_KINDS for b in blocks):
+        return None
+    return blocks
+
+
+def encode_transcript(messages: tuple[Message, ...]) -> bytes:
+    return orjson.dumps([_VERSION, [[m.role.value, [_block(b) for b in m.blocks]] for m in messages]])
+
+
+def decode_transcript(raw: bytes) -> tuple[Message, ...] | None:
+    """A kept transcript, or None for a record this version cannot read."""
+    try:
+        version, messages = orjson.loads(raw)
+        if version != _VERSION:
+            return None
+        return tuple(Message(Role(role), tuple(_unblock(b) for b in blocks)) for role, blocks in messages)
     except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
         return None

@@ -50,3 +50,8 @@ def lookup_key(blocks: tuple[Block, ...], session: str, position: int, tenant: s
             return call_key(block.id, tenant)
     keys = turn_keys(blocks, session, position, tenant)
     return keys[0] if keys else None
+
+
+def history_key(answer_id: str, tenant: str = "") -> str:
+    """Where an answer the client may continue by its id is kept, with the transcript it ends."""
+    return f"history:{tenant}:{answer_id}" if tenant else "history:" + answer_id

@@ -40,7 +40,10 @@ class Recorder:
         keys = turn_keys(blocks, session, position, tenant)
         if not keys:
             return
-        value = encode_turn(blocks)
+        self.put(keys, encode_turn(blocks))
+
+    def put(self, keys: list[str], value: bytes) -> None:
+        """Write `value` under `keys` in the background (readable through `pending` meanwhile)."""
         for key in keys:
             self._in_flight[key] = value
         task = asyncio.get_running_loop().create_task(self._store.put(keys, value))

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.ingress.errors import ClientError
-from gateway.transcript.events import Event, UpstreamError
-from gateway.transcript.model import AssistantTurn, Request
+from gateway.transcript.events import BlockKind, Event, UpstreamError
+from gateway.transcript.model import AssistantTurn, Continuity, Request
 from gateway.transcript.seal import Sealer
 
 
@@ -26,6 +26,16 @@ class SessionHint:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryRef:
+    """An earlier answer the gateway kept (`Inbound.keep`) that this request continues: the
+    exchange puts that answer's transcript before the request's messages."""
+
+    source: str  # the field that named it, e.g. "previous_response_id" (errors name it)
+    id: str  # the answer's id as the client got it (`Reply.id`)
+    not_found_code: str = "history_not_found"  # the error code when nothing is kept under `id`
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """A decoded client request: the canonical transcript plus what answering it needs."""
 
@@ -34,6 +44,10 @@ class Inbound:
     ignored_tokens: int = 0  # echoed continuity tokens that did not parse (never forwarded)
     # dialect state the codec wants back when it answers (opaque to the exchange)
     context: Any = None
+    history: HistoryRef | None = None
+    # keep the answer with its whole transcript (history included) under the answer's id, for the
+    # store's TTL, so a later request can continue it by that id
+    keep: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,4 +102,10 @@ class IngressCodec(Protocol):
 
     def credential(self, headers: Mapping[str, str]) -> str:
         """The gateway token as the client sent it ("" when none)."""
+        ...
+
+    def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
+        """The token a client of this dialect sends back, in its history, for a block of `kind`
+        that carries `meta` (the NDJSON stream's `thinking_signature`): the provider's own where
+        the dialect carries that issuer's token natively, the gateway's sealed token otherwise."""
         ...

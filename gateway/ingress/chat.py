@@ -9,7 +9,8 @@ from gateway.ingress.base import Inbound, Reply, SessionHint
 from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
 from gateway.ingress.errors import ClientError
-from gateway.transcript.model import AssistantTurn
+from gateway.transcript.events import BlockKind
+from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
 
 SESSION_HEADER = "X-Session-Id"
@@ -43,6 +44,10 @@ class ChatCodec:
 
     def credential(self, headers: Mapping[str, str]) -> str:
         return bearer_token(headers)
+
+    def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
+        # Chat has no native field for any provider's token: reasoning_details carry sealed ones
+        return sealer.seal(meta)
 
 
 def bearer_token(headers: Mapping[str, str]) -> str:

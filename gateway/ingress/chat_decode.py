@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -13,10 +14,12 @@ from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.reasoning_details import assistant_blocks
 from gateway.transcript.model import (
     Block,
+    CacheControl,
     Image,
     Message,
     Reasoning,
     Request,
+    ResponseFormat,
     Role,
     Text,
     ToolCall,
@@ -62,19 +65,20 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
     for i, msg in enumerate(wire.messages):
         where = f"messages[{i}]"
         if isinstance(msg, w.SystemMessage):
-            text = _plain_text(msg.content, f"{where}.content")
+            texts = _system_blocks(msg, f"{where}.content")
             if not messages:  # the instructions that open the conversation
-                if text:
-                    system.append(Text(text))
-            elif text:  # given at this point of the conversation: they stay here
-                messages.append(Message(Role.SYSTEM, (Text(text),)))
+                system.extend(texts)
+            elif texts:  # given at this point of the conversation: they stay here
+                messages.append(Message(Role.SYSTEM, texts))
         elif isinstance(msg, w.UserMessage):
-            messages.append(Message(Role.USER, _user_blocks(msg.content, f"{where}.content")))
+            blocks = _user_blocks(msg.content, f"{where}.content")
+            messages.append(Message(Role.USER, _cache_last(blocks, msg.cache_control)))
         elif isinstance(msg, w.AssistantMessage):
             messages.append(Message(Role.ASSISTANT, _assistant(msg, where, sealer, stats)))
         elif isinstance(msg, w.ToolMessage):
-            text, images = _tool_content(msg.content, f"{where}.content")
-            messages.append(Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images),)))
+            text, images, cache = _tool_content(msg.content, f"{where}.content")
+            cache = _cache(msg.cache_control) or cache
+            messages.append(Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images, cache),)))
         else:  # pragma: no cover - the discriminated union is closed
             raise invalid("unsupported message role", param=f"{where}.role")
 
@@ -83,6 +87,7 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
             t.function.name,
             t.function.description or "",
             t.function.parameters or {"type": "object", "properties": {}},
+            cache=_cache(t.cache_control),
         )
         for t in wire.tools or ()
     )
@@ -124,7 +129,30 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
         top_p=wire.top_p,
         stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
         reasoning_effort=wire.reasoning_effort,
+        response_format=_response_format(wire.response_format),
     )
+
+
+def _response_format(wire: w.ResponseFormatWire | None) -> ResponseFormat | None:
+    if wire is None or isinstance(wire, w.ResponseFormatText):
+        return None
+    if isinstance(wire, w.ResponseFormatJsonObject):
+        return ResponseFormat("json_object")
+    spec = wire.json_schema
+    if spec.schema_ is None:  # a name without a schema asks for any JSON object
+        return ResponseFormat("json_object", spec.name, None, spec.strict, spec.description or "")
+    return ResponseFormat("json_schema", spec.name, spec.schema_, spec.strict, spec.description or "")
+
+
+def _cache(wire: w.CacheControlWire | None) -> CacheControl | None:
+    return CacheControl(wire.ttl) if wire is not None else None
+
+
+def _cache_last(blocks: tuple[Block, ...], wire: w.CacheControlWire | None) -> tuple[Block, ...]:
+    """A message-level `cache_control` (LiteLLM's convention) marks the message's last block."""
+    if wire is None or not blocks:
+        return blocks
+    return (*blocks[:-1], replace(blocks[-1], cache=_cache(wire)))
 
 
 # Parameters the gateway cannot honour on every provider: refused by name instead of silently
@@ -138,12 +166,6 @@ _UNSUPPORTED: tuple[tuple[str, tuple[object, ...], str], ...] = (
     ("audio", (), "audio output is not supported"),
     ("prediction", (), "predicted outputs are not supported"),
     ("modalities", (["text"],), "only text output is supported"),
-    (
-        "response_format",
-        ({"type": "text"},),
-        "structured output (`response_format`) is not supported yet: "
-        "describe the format in the prompt, or ask for a tool call with `tool_choice`",
-    ),
 )
 
 
@@ -182,6 +204,7 @@ def _error_code(error_type: str) -> str:
 
 
 _ROLE_TAGS = frozenset({"system", "developer", "user", "assistant", "tool"})
+_FORMAT_TAGS = frozenset({"text", "json_object", "json_schema"})
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
 
 
@@ -189,20 +212,27 @@ def _field_loc(loc: tuple) -> list:
     """Pydantic error locations name union branches (the role tag, `str`, `TextPart`...);
     clients want the JSON path of their own field."""
     out: list = []
-    for part in loc:
+    for position, part in enumerate(loc):
         if isinstance(part, str):
             if part in _TYPE_NAMES or part[:1].isupper() or "[" in part:
                 continue
             if part in _ROLE_TAGS and out and isinstance(out[-1], int) and out[:1] == ["messages"]:
                 continue
+            if part in _FORMAT_TAGS and position == 1 and out == ["response_format"]:
+                continue
         out.append(part)
     return out
 
 
-def _plain_text(content: str | list, where: str) -> str:
+def _system_blocks(msg: w.SystemMessage, where: str) -> tuple[Text, ...]:
+    """System text in blocks: one per part that carries a cache breakpoint (and the text before
+    it), so the breakpoint stays where the client put it; empty text is dropped."""
+    content = msg.content
     if isinstance(content, str):
-        return content
-    out = []
+        blocks: tuple[Text, ...] = (Text(content),) if content else ()
+        return _cache_last(blocks, msg.cache_control)  # type: ignore[return-value]
+    out: list[Text] = []
+    pending: list[str] = []
     for j, part in enumerate(content):
         if not isinstance(part, w.TextPart):
             raise invalid(
@@ -210,8 +240,13 @@ def _plain_text(content: str | list, where: str) -> str:
                 param=f"{where}[{j}].type",
                 code="invalid_value",
             )
-        out.append(part.text)
-    return "".join(out)
+        pending.append(part.text)
+        if part.cache_control is not None:
+            out.append(Text("".join(pending), cache=_cache(part.cache_control)))
+            pending = []
+    if pending and "".join(pending):
+        out.append(Text("".join(pending)))
+    return _cache_last(tuple(b for b in out if b.text), msg.cache_control)  # type: ignore[return-value]
 
 
 def _unsupported_part(kind: str, param: str) -> ClientError:
@@ -224,27 +259,32 @@ def _user_blocks(content: str | list, where: str) -> tuple[Block, ...]:
     blocks: list[Block] = []
     for j, part in enumerate(content):
         if isinstance(part, w.TextPart):
-            blocks.append(Text(part.text))
+            blocks.append(Text(part.text, cache=_cache(part.cache_control)))
         elif isinstance(part, w.ImagePart):
-            blocks.append(Image(part.image_url.url, part.image_url.detail))
+            blocks.append(Image(part.image_url.url, part.image_url.detail, _cache(part.cache_control)))
         else:
             raise _unsupported_part(part.type, f"{where}[{j}].type")
     return tuple(blocks)
 
 
-def _tool_content(content: str | list, where: str) -> tuple[str, tuple[Image, ...]]:
+def _tool_content(content: str | list, where: str) -> tuple[str, tuple[Image, ...], CacheControl | None]:
+    """A tool message's text, images, and the breakpoint of its parts (a result is one block:
+    a breakpoint on any part marks it)."""
     if isinstance(content, str):
-        return content, ()
+        return content, (), None
     texts: list[str] = []
     images: list[Image] = []
+    cache: CacheControl | None = None
     for j, part in enumerate(content):
         if isinstance(part, w.TextPart):
             texts.append(part.text)
+            cache = _cache(part.cache_control) or cache
         elif isinstance(part, w.ImagePart):
             images.append(Image(part.image_url.url, part.image_url.detail))
+            cache = _cache(part.cache_control) or cache
         else:
             raise _unsupported_part(part.type, f"{where}[{j}].type")
-    return "".join(texts), tuple(images)
+    return "".join(texts), tuple(images), cache
 
 
 def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: DecodeStats) -> tuple[Block, ...]:
@@ -253,6 +293,8 @@ def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: Decod
         text = "".join(p.text for p in content if isinstance(p, w.TextPart))
     else:
         text = content or ""
+    if not text and msg.refusal:  # a refusal sent back is what the model said: plain text
+        text = msg.refusal
     calls: list[ToolCall] = []
     seen: set[str] = set()
     for j, call in enumerate(msg.tool_calls or ()):

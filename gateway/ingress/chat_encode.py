@@ -28,22 +28,32 @@ FINISH_REASONS = {
     StopReason.TOOL_CALLS: "tool_calls",
     StopReason.MAX_TOKENS: "length",
     StopReason.CONTENT_FILTER: "content_filter",
+    # OpenAI answers a refusal with finish_reason "stop" and the text in `refusal`; a refusal
+    # without such text (Anthropic's stop_reason "refusal") is reported as filtered content
     StopReason.REFUSAL: "content_filter",
     StopReason.PAUSE_TURN: "stop",
     StopReason.ERROR: "stop",
 }
 
+
+def finish_reason(stop: StopReason, refused: bool) -> str:
+    return "stop" if refused and stop is StopReason.REFUSAL else FINISH_REASONS[stop]
+
+
 DONE = b"data: [DONE]\n\n"
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
-    return {
+    out = {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.input_tokens + usage.output_tokens,
         "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
+    if usage.cache_write_tokens:  # Anthropic's cache writes, under LiteLLM's name for them
+        out["cache_creation_input_tokens"] = usage.cache_write_tokens
+    return out
 
 
 def error_json(error: UpstreamError) -> dict[str, Any]:
@@ -71,6 +81,7 @@ class ChatStreamEncoder:
         "_reasoning",
         "_usage",
         "_finish",
+        "_refused",
     )
 
     content_type = "text/event-stream"
@@ -94,6 +105,7 @@ class ChatStreamEncoder:
         self._reasoning: dict[int, list[str]] = {}
         self._usage: Usage | None = None
         self._finish: StopReason | None = None
+        self._refused = False
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -118,12 +130,16 @@ class ChatStreamEncoder:
                     return None
                 call = {"index": self._tool_index[event.index], "function": {"arguments": event.text}}
                 return self._chunk({"tool_calls": [call]})
+            if kind is BlockKind.REFUSAL:
+                return self._chunk({"refusal": event.text}) if event.text else None
             return None
         if t is BlockStart:
             self._position[event.index] = len(self._position)
             self._kinds[event.index] = event.kind
             if event.kind is BlockKind.REASONING:
                 self._reasoning[event.index] = []
+            elif event.kind is BlockKind.REFUSAL:
+                self._refused = True
             elif event.kind is BlockKind.TOOL_CALL:
                 self._call_ids[event.index] = event.id
                 index = self._tool_index[event.index] = len(self._tool_index)
@@ -159,7 +175,7 @@ class ChatStreamEncoder:
         return None
 
     def finish(self) -> bytes:
-        out = self._chunk({}, FINISH_REASONS[self._finish or StopReason.END_TURN])
+        out = self._chunk({}, finish_reason(self._finish or StopReason.END_TURN, self._refused))
         if self._include_usage:
             usage = usage_json(self._usage or Usage())
             out += b"data: " + self._head + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
@@ -176,12 +192,13 @@ def completion_json(
     turn: AssistantTurn, response_id: str, model: str, sealer: Sealer, created: int | None = None
 ) -> bytes:
     texts: list[str] = []
+    refusals: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
     for block in turn.blocks:
         t = type(block)
         if t is Text:
-            texts.append(block.text)
+            (refusals if block.refusal else texts).append(block.text)
         elif t is Reasoning:
             if block.text:
                 reasoning.append(block.text)
@@ -195,7 +212,10 @@ def completion_json(
             )
         else:  # pragma: no cover - assistant turns hold only these kinds
             raise TypeError(f"unexpected block in an assistant turn: {block!r}")
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    content = "".join(texts) if texts or not (calls or refusals) else None
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusals:
+        message["refusal"] = "".join(refusals)
     if reasoning:
         message["reasoning_content"] = "\n\n".join(reasoning)
     details = encode_details(turn.blocks, sealer)
@@ -213,7 +233,7 @@ def completion_json(
                 "index": 0,
                 "message": message,
                 "logprobs": None,
-                "finish_reason": FINISH_REASONS[turn.stop_reason],
+                "finish_reason": finish_reason(turn.stop_reason, bool(refusals)),
             }
         ],
         "usage": usage_json(turn.usage),

@@ -17,9 +17,18 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
+class CacheControlWire(_Wire):
+    """A prompt-cache breakpoint (Anthropic's `cache_control`, as LiteLLM and OpenRouter take it
+    on Chat Completions content parts and tools)."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
 class TextPart(_Wire):
     type: Literal["text"]
     text: str
+    cache_control: CacheControlWire | None = None
 
 
 class ImageURL(_Wire):
@@ -30,6 +39,7 @@ class ImageURL(_Wire):
 class ImagePart(_Wire):
     type: Literal["image_url"]
     image_url: ImageURL
+    cache_control: CacheControlWire | None = None
 
 
 class OtherPart(_Wire):
@@ -55,17 +65,20 @@ class ToolCallWire(_Wire):
 class SystemMessage(_Wire):
     role: Literal["system", "developer"]
     content: Union[str, list[UserPart]]
+    cache_control: CacheControlWire | None = None  # LiteLLM: on the message's last block
 
 
 class UserMessage(_Wire):
     role: Literal["user"]
     content: Union[str, list[UserPart]]
+    cache_control: CacheControlWire | None = None
 
 
 class AssistantMessage(_Wire):
     role: Literal["assistant"]
     content: Union[str, list[UserPart], None] = None
     tool_calls: list[ToolCallWire] | None = None
+    refusal: str | None = None  # an earlier answer the model declined: its text
     reasoning_content: str | None = None
     reasoning_details: list[dict[str, Any]] | None = None
     # LiteLLM's echo formats
@@ -77,6 +90,7 @@ class ToolMessage(_Wire):
     role: Literal["tool"]
     tool_call_id: str = Field(min_length=1)
     content: Union[str, list[UserPart]]
+    cache_control: CacheControlWire | None = None
 
 
 Message = Annotated[
@@ -93,6 +107,7 @@ class FunctionSpec(_Wire):
 class ToolSpecWire(_Wire):
     type: Literal["function"]
     function: FunctionSpec
+    cache_control: CacheControlWire | None = None
 
 
 class NamedFunction(_Wire):
@@ -102,6 +117,31 @@ class NamedFunction(_Wire):
 class NamedToolChoice(_Wire):
     type: Literal["function"]
     function: NamedFunction
+
+
+class JsonSchemaFormat(_Wire):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormatText(_Wire):
+    type: Literal["text"]
+
+
+class ResponseFormatJsonObject(_Wire):
+    type: Literal["json_object"]
+
+
+class ResponseFormatJsonSchema(_Wire):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaFormat
+
+
+ResponseFormatWire = Annotated[
+    Union[ResponseFormatText, ResponseFormatJsonObject, ResponseFormatJsonSchema], Field(discriminator="type")
+]
 
 
 class StreamOptions(_Wire):
@@ -123,3 +163,4 @@ class ChatCompletionRequest(_Wire):
     top_p: float | None = Field(default=None, ge=0, le=1)
     stop: Union[str, list[str], None] = None
     n: int | None = Field(default=None, ge=1)
+    response_format: ResponseFormatWire | None = None

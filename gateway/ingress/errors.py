@@ -1,11 +1,15 @@
-"""Client-facing errors in the OpenAI error body shape, and JSON safety checks on input."""
+"""Client-facing errors (OpenAI's error body, and the Anthropic envelope for the Messages dialect),
+and JSON safety checks on input."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
+
+from gateway.transcript.events import CONTEXT_OVERFLOW
 
 
 class ClientError(Exception):
@@ -36,6 +40,64 @@ class ClientError(Exception):
         return orjson.dumps(self.body())
 
 
+def openai_error_body(exc: ClientError) -> bytes:
+    """`{"error": {"message", "type", "param", "code"}}`: Chat Completions and Responses."""
+    return exc.to_json()
+
+
+# Anthropic's error types by status (its documented set; a status it does not document takes the
+# type of its class: another 4xx is an invalid request, another 5xx an api_error)
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+# Claude Code compacts the conversation only on this wording ("prompt is too long: N tokens > M
+# maximum", whose numbers it reads)
+PROMPT_TOO_LONG = "prompt is too long"
+_NUMBERS = re.compile(r"\d[\d,]*")
+
+
+def anthropic_error(exc: ClientError) -> tuple[int, bytes]:
+    """(status, body) in Anthropic's envelope `{"type": "error", "error": {"type", "message"}}`,
+    whose SDKs pick their exception class from `error.type`. Every target overloaded is 529
+    `overloaded_error`; a context overflow from any provider is a 400 whose message says "prompt
+    is too long"."""
+    status, message = exc.status, exc.message
+    if exc.code == CONTEXT_OVERFLOW:
+        status, message = 400, prompt_too_long(message)
+    elif status == 503:
+        status = 529
+    kind = _ANTHROPIC_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
+    return status, orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
+
+
+def anthropic_error_body(exc: ClientError) -> bytes:
+    """The envelope alone, for errors answered outside the Messages handler (their status stays)."""
+    return anthropic_error(exc)[1]
+
+
+def prompt_too_long(message: str) -> str:
+    """The wording Claude Code acts on, with the provider's own figures when it gave two (used,
+    then the limit, in every provider's phrasing but OpenAI's, which names the limit first)."""
+    if PROMPT_TOO_LONG in message.lower():
+        return message
+    numbers = [int(n.replace(",", "")) for n in _NUMBERS.findall(message)]
+    numbers = [n for n in numbers if n >= 100]  # drop message indexes, status codes
+    if len(numbers) >= 2:
+        used, limit = max(numbers[:2]), min(numbers[:2])
+        return f"{PROMPT_TOO_LONG}: {used} tokens > {limit} maximum ({message})"
+    return f"{PROMPT_TOO_LONG} ({message})"
+
+
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ClientError:
     return ClientError(400, f"{param}: {message}" if param else message, param=param, code=code)
 
@@ -53,6 +115,8 @@ def json_path(loc: Iterable[Any]) -> str:
 
 def check_depth(value: Any, limit: int) -> None:
     """Reject JSON nested deeper than `limit` (iteratively: a hostile body cannot blow the stack)."""
+    if type(value) is not dict and type(value) is not list:
+        return  # a scalar document (`null`, `5`, `"x"`): its dialect says what it expected
     stack = [(value, 1)]
     pop, push = stack.pop, stack.append
     while stack:

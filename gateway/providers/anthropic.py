@@ -13,19 +13,21 @@ from typing import Any
 import orjson
 
 from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
+from gateway.providers.anthropic_schema import anthropic_output_schema
 from gateway.providers.base import (
     Adapter,
     EncodeError,
     HttpRequest,
     category_for_status,
-    hosted_tools_for,
+    hosted_tool_specs,
     join_url,
     loads_or_none,
     overflow_code,
     parse_arguments,
     retry_after_header,
 )
-from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.providers.structured import output_schema, output_tool_description, output_tool_name
+from gateway.transcript.events import ErrorCategory, Event, UpstreamError
 from gateway.transcript.model import (
     CacheControl,
     Document,
@@ -44,8 +46,11 @@ from gateway.transcript.target import (
     EFFORT_OFF,
     Capabilities,
     ModelNameRule,
+    OutputMode,
+    StructuredOutput,
     Target,
     ToolIdRule,
+    output_mode,
     thinking_requested,
 )
 
@@ -95,6 +100,14 @@ CAPABILITIES = Capabilities(
     blank_text_forbidden=True,
     thinking_forbids_forced_tool_choice=True,
     min_thinking_budget=MIN_THINKING_BUDGET,
+    # native JSON outputs (`output_config.format`) are generally available on the 4.5 models and
+    # later; older models answer through a forced tool, and there is no JSON-object mode
+    structured_output=StructuredOutput(
+        schema_models=r"claude-(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9])(?:\D|$)",
+        json_object=False,
+        fallback=OutputMode.FORCED_TOOL,
+    ),
+    max_cache_breakpoints=4,  # "A maximum of 4 blocks with cache_control may be provided"
     client_betas=CLIENT_BETAS,
 )
 
@@ -297,6 +310,40 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
     return _cached(out, tool.cache)
 
 
+def _structured_output(request: Request, target: Target, body: dict[str, Any]) -> None:
+    """Native JSON outputs where the model has them; elsewhere one more tool whose input is the
+    answer, forced (the decoder turns its input back into text). The tool goes after the
+    client's, so the cached tools prefix stays as it was."""
+    fmt = request.response_format
+    mode = output_mode(request, target.model, CAPABILITIES.structured_output)
+    if fmt is None or mode is None:
+        return
+    if mode is OutputMode.SCHEMA:
+        assert fmt.schema is not None
+        output = body.setdefault("output_config", {})
+        output["format"] = {"type": "json_schema", "schema": anthropic_output_schema(fmt.schema)}
+        return
+    if mode is not OutputMode.FORCED_TOOL:
+        raise EncodeError(f"structured output mode {mode.value} is not an Anthropic one")
+    schema = output_schema(fmt)
+    if schema.get("type") != "object":
+        raise EncodeError(
+            f"{target.model} answers structured output through a tool, whose input must be an object"
+        )
+    name = output_tool_name(request)
+    tool = {"name": name, "description": output_tool_description(fmt), "input_schema": dict(schema)}
+    body.setdefault("tools", []).append(tool)
+    choice = request.tool_choice
+    # the client's own tools stay callable: the model must call a tool, its own or the answer
+    if request.tools and (choice is None or choice.mode is not ToolChoiceMode.NONE):
+        forced: dict[str, Any] = {"type": "any"}
+    else:
+        forced = {"type": "tool", "name": name}
+    if request.parallel_tool_calls is False:
+        forced["disable_parallel_tool_use"] = True
+    body["tool_choice"] = forced
+
+
 def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str]]:
     """The request body (without `stream`) and the beta flags it needs."""
     budget = thinking_budget(request, target)
@@ -317,12 +364,13 @@ def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str
         body["system"] = _system(request)
     body["messages"] = _messages(request, target)
     tools = [_tool(t) for t in request.tools]
-    tools.extend(dict(t.spec) for t in hosted_tools_for(request, KIND))
+    tools.extend(hosted_tool_specs(request, KIND))
     if tools:
         body["tools"] = tools
         choice = _tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice
+    _structured_output(request, target, body)
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if options.get("thinking_display"):
@@ -428,12 +476,20 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
     )
 
 
+def stream_decoder(target: Target, request: Request | None = None) -> AnthropicStreamDecoder:
+    return AnthropicStreamDecoder(target, request, CAPABILITIES)
+
+
+def decode_body(body: bytes, target: Target, request: Request | None = None) -> list[Event]:
+    return decode_response(body, target, request, CAPABILITIES)
+
+
 ADAPTER = Adapter(
     KIND,
     CAPABILITIES,
     encode_request,
-    AnthropicStreamDecoder,
-    decode_response,
+    stream_decoder,
+    decode_body,
     classify_error,
     count=encode_count,
     count_answer=decode_count,

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from gateway.providers.base import SSEStreamDecoder, loads_or_none
+from gateway.providers.structured import output_tool_name
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -28,7 +29,7 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Continuity, Request, StopReason, Usage
-from gateway.transcript.target import Target
+from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode
 
 STOP_REASONS = {
     "end_turn": StopReason.END_TURN,
@@ -99,24 +100,38 @@ class _UsageTotals:
 
 
 class _Open:
-    __slots__ = ("args_seen", "input", "redacted", "signature")
+    __slots__ = ("answer", "args_seen", "input", "redacted", "signature")
 
     def __init__(self) -> None:
         self.signature = ""
         self.redacted = ""
         self.input: Any = None  # tool_use input given whole in content_block_start
         self.args_seen = False
+        self.answer = False  # the structured-output tool: its input is the answer text
+
+
+def answer_tool(request: Request | None, target: Target, caps: Capabilities) -> str | None:
+    """The tool whose input is the answer, when the request's structured output went that way."""
+    if request is None:
+        return None
+    if output_mode(request, target.model, caps.structured_output) is not OutputMode.FORCED_TOOL:
+        return None
+    return output_tool_name(request)
 
 
 class AnthropicStreamDecoder(SSEStreamDecoder):
     """Messages SSE -> canonical events. Anthropic block indexes are used as canonical indexes.
     The event name is read from the JSON `type` (always present), so `event:` lines are optional."""
 
-    def __init__(self, target: Target, request: Request | None = None) -> None:
+    def __init__(
+        self, target: Target, request: Request | None = None, caps: Capabilities | None = None
+    ) -> None:
         super().__init__(target)
         self._open: dict[int, _Open] = {}
         self._usage = _UsageTotals()
         self._stop = StopReason.END_TURN
+        self._answer_tool = answer_tool(request, target, caps) if caps is not None else None
+        self._calls = 0  # tool calls the client sees (the answer tool is not one)
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:
         if self.done or not data:
@@ -149,6 +164,8 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
                 reason = event["delta"].get("stop_reason")
                 if reason:
                     self._stop = STOP_REASONS.get(reason, StopReason.END_TURN)
+                    if self._stop is StopReason.TOOL_CALLS and not self._calls:
+                        self._stop = StopReason.END_TURN  # only the answer tool was called
                 self._usage.merge(event.get("usage"))
             elif kind == "message_stop":
                 out.append(UsageUpdate(self._usage.usage()))
@@ -180,10 +197,16 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
             out.append(BlockStart(index, BlockKind.REASONING))
             initial = None
             state.redacted = block["data"]
+        elif kind == "tool_use" and block["name"] == self._answer_tool:
+            out.append(BlockStart(index, BlockKind.TEXT))
+            initial = None
+            state.input = block.get("input")
+            state.answer = True
         elif kind == "tool_use":
             out.append(BlockStart(index, BlockKind.TOOL_CALL, id=block["id"], name=block["name"]))
             initial = None
             state.input = block.get("input")
+            self._calls += 1
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Anthropic content block type {kind!r}")
             return
@@ -229,7 +252,9 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
         out.append(BlockStop(index, meta))
 
 
-def decode_response(body: bytes, target: Target, request: Request | None = None) -> list[Event]:
+def decode_response(
+    body: bytes, target: Target, request: Request | None = None, caps: Capabilities | None = None
+) -> list[Event]:
     """A Messages JSON body replayed through the stream decoder's handlers, so both paths give
     the same events."""
     message = loads_or_none(body)
@@ -237,7 +262,7 @@ def decode_response(body: bytes, target: Target, request: Request | None = None)
         return [
             StreamError(UpstreamError(ErrorCategory.PROTOCOL, "Anthropic response body is not a message"))
         ]
-    decoder = AnthropicStreamDecoder(target)
+    decoder = AnthropicStreamDecoder(target, request, caps)
     out: list[Event] = []
     decoder.handle({"type": "message_start", "message": message}, out)
     for index, block in enumerate(message.get("content") or ()):

@@ -17,7 +17,7 @@ import orjson
 
 from gateway.sse import DEFAULT_MAX_LINE, SSELineTooLong, SSEParser
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, Event, StreamError, UpstreamError
-from gateway.transcript.model import Document, HostedTool, Request, ToolCall
+from gateway.transcript.model import Document, Request, ToolCall, ToolKind
 from gateway.transcript.target import Capabilities, Target
 
 
@@ -94,18 +94,6 @@ class Adapter:
         return self.classify(status, headers, body)
 
 
-def hosted_tools_for(request: Request, kind: str, runs: bool = True) -> tuple[HostedTool, ...]:
-    """The hosted tools this provider kind runs (`runs`: the adapter implements them). One it
-    cannot run reaches here only when the client requires it (repair leaves the others out): the
-    request is refused by the tool's name, so routing tries a target that runs it."""
-    for tool in request.hosted_tools:
-        if tool.kind != kind:
-            raise EncodeError(f"the {tool.type} tool runs only on {tool.kind} targets")
-        if not runs:
-            raise EncodeError(f"the gateway does not run {kind} hosted tools ({tool.type})")
-    return request.hosted_tools
-
-
 def document_text(document: Document) -> str | None:
     """A plain-text document as text a model reads (for APIs without document inputs), None for
     any other document."""
@@ -124,6 +112,28 @@ def document_text(document: Document) -> str | None:
 
 def join_url(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + path
+
+
+def hosted_tool_specs(request: Request, kind: str) -> list[dict[str, object]]:
+    """The wire objects of the hosted tools a provider of `kind` runs. Repair left out the optional
+    ones of other kinds; one that is still here and hosted elsewhere was required: this provider
+    cannot serve the request (another target may)."""
+    out: list[dict[str, object]] = []
+    for tool in request.hosted_tools:
+        if tool.kind != kind:
+            raise EncodeError(f"the hosted tool {tool.type!r} runs only on {tool.kind} targets")
+        out.append(dict(tool.spec))
+    return out
+
+
+def function_tools_only(request: Request, kind: str) -> None:
+    """For providers that take function tools only (no custom tools, no hosted tools of their own
+    in this gateway): anything else reaching the encoder is a repair bug, refused explicitly."""
+    if hosted_tool_specs(request, kind):
+        raise EncodeError(f"{kind} targets run no hosted tools")
+    for tool in request.tools:
+        if tool.kind is not ToolKind.FUNCTION:
+            raise EncodeError(f"tool {tool.name!r}: custom (freeform) tools must be mapped to function tools")
 
 
 def tool_call_names(request: Request) -> dict[str, str]:

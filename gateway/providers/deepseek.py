@@ -11,7 +11,7 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, StructuredOutput, ToolIdRule
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
@@ -20,6 +20,9 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     reasoning_content_on_tool_turns=True,
     system_messages_in_place=True,
+    # DeepSeek refuses json_schema ("This response_format type is unavailable now"): JSON mode,
+    # with the schema in the instructions
+    structured_output=StructuredOutput(schema_models=None),
 )
 
 DIALECT = ChatDialect(

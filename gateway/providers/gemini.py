@@ -23,7 +23,13 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
-from gateway.providers.gemini_request import SIGNATURE, decode_count, encode_count, encode_request
+from gateway.providers.gemini_request import (
+    SIGNATURE,
+    STRUCTURED_OUTPUT,
+    decode_count,
+    encode_count,
+    encode_request,
+)
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -53,6 +59,7 @@ CAPABILITIES = Capabilities(
     thought_signature_key=SIGNATURE,
     calls_follow_user_turn=True,
     merge_tool_runs=True,
+    structured_output=STRUCTURED_OUTPUT,
 )
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(

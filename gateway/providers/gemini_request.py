@@ -15,7 +15,7 @@ import orjson
 from gateway.providers.base import (
     EncodeError,
     HttpRequest,
-    hosted_tools_for,
+    function_tools_only,
     join_url,
     loads_or_none,
     parse_arguments,
@@ -34,7 +34,12 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
-from gateway.transcript.target import Target
+from gateway.transcript.target import OutputMode, StructuredOutput, Target, output_mode
+
+# JSON output (`responseMimeType` + `responseJsonSchema`, which takes JSON Schema as it is, unlike
+# `responseSchema`) on every model; together with function calling only on Gemini 3 ("Function
+# calling with a response mime type: 'application/json' is unsupported" before it)
+STRUCTURED_OUTPUT = StructuredOutput(with_tools_models=r"gemini-3")
 
 SIGNATURE = "thought_signature"  # key of the signature in Continuity.data
 
@@ -89,7 +94,7 @@ _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 
 
 def _body(request: Request, target: Target) -> dict[str, Any]:
-    hosted_tools_for(request, "gemini", runs=False)
+    function_tools_only(request, target.kind)
     names = tool_call_names(request)
     contents: list[dict[str, Any]] = []
     previous: Role | None = None
@@ -128,6 +133,7 @@ def _body(request: Request, target: Target) -> dict[str, Any]:
             config["allowedFunctionNames"] = [request.tool_choice.name]
         body["toolConfig"] = {"functionCallingConfig": config}
     generation = _generation_config(request, target)
+    _structured_output(request, target, generation)
     if generation:
         body["generationConfig"] = generation
     return body
@@ -196,6 +202,21 @@ def _generation_config(request: Request, target: Target) -> dict[str, Any]:
                 budget = 128  # 2.5 Pro cannot turn thinking off; 128 is its smallest budget
             config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": budget != 0}
     return config
+
+
+def _structured_output(request: Request, target: Target, config: dict[str, Any]) -> None:
+    fmt = request.response_format
+    mode = output_mode(request, target.model, STRUCTURED_OUTPUT)
+    if fmt is None or mode is None:
+        return
+    if request.tools and not STRUCTURED_OUTPUT.with_tools(target.model):
+        raise EncodeError(
+            f"{target.model} cannot combine function calling with a JSON response format "
+            "(Gemini 3 models can)"
+        )
+    config["responseMimeType"] = "application/json"
+    if mode is OutputMode.SCHEMA:
+        config["responseJsonSchema"] = dict(fmt.schema or {})
 
 
 def _has_thinking_levels(model: str) -> bool:

@@ -13,7 +13,7 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, StructuredOutput, ToolIdRule
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^functions\.[\w-]+:\d+$", max_len=128, style="kimi"),
@@ -22,6 +22,9 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     reasoning_content_on_tool_turns=True,
     system_messages_in_place=True,
+    # JSON-schema output on K2.5 and later; earlier models have JSON mode only, so they get
+    # json_object and the schema with the instructions
+    structured_output=StructuredOutput(schema_models=r"kimi-k(?:2\.[5-9]|[3-9])"),
 )
 
 DIALECT = ChatDialect(

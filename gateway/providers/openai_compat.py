@@ -17,12 +17,13 @@ from gateway.providers.base import (
     EncodeError,
     HttpRequest,
     document_text,
-    hosted_tools_for,
+    function_tools_only,
     join_url,
     loads_or_none,
     tool_call_names,
 )
 from gateway.providers.openai_compat_decode import ChatStreamDecoder, classify_payload
+from gateway.providers.structured import schema_instructions
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
 from gateway.transcript.model import (
     Document,
@@ -36,7 +37,7 @@ from gateway.transcript.model import (
     ToolChoiceMode,
     ToolResult,
 )
-from gateway.transcript.target import Capabilities, Target
+from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode
 
 
 class ReasoningReplay(str, enum.Enum):
@@ -110,11 +111,18 @@ class ChatEncoder:
 
     def encode(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         d = self.dialect
-        hosted_tools_for(request, d.kind, runs=False)
+        function_tools_only(request, target.kind)
         names = tool_call_names(request) if d.tool_message_name else {}
         messages: list[dict[str, Any]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system_text()})
+        mode = output_mode(request, target.model, d.capabilities.structured_output)
+        system = request.system_text()
+        if mode is OutputMode.JSON_OBJECT and request.response_format.schema is not None:
+            # JSON mode knows no schema: the model reads it with the opening instructions, the
+            # same text every turn so the cached prefix holds
+            instructions = schema_instructions(request.response_format)
+            system = f"{system}\n\n{instructions}" if system else instructions
+        if system:
+            messages.append({"role": "system", "content": system})
         for position, message in enumerate(request.messages):
             try:
                 self._message(message, target, names, messages)
@@ -153,6 +161,8 @@ class ChatEncoder:
                 body["top_p"] = request.top_p
         if request.stop:
             body["stop"] = list(request.stop)
+        if mode is not None:
+            body["response_format"] = _response_format(request, target, mode, d.capabilities)
         effort = request.reasoning_effort or target.reasoning_effort
         if d.sends_reasoning_effort and effort and reasoning_model:
             body["reasoning_effort"] = effort
@@ -208,6 +218,8 @@ class ChatEncoder:
                 if block.text:
                     chunks.append({"type": "text", "text": block.text})
             elif t is ToolCall:
+                if block.custom:
+                    raise EncodeError("custom (freeform) tool calls must reach chat APIs as function calls")
                 calls.append(
                     {
                         "id": block.id,
@@ -240,6 +252,26 @@ class ChatEncoder:
         if calls:
             out["tool_calls"] = calls
         return out
+
+
+def _response_format(
+    request: Request, target: Target, mode: OutputMode, caps: Capabilities
+) -> dict[str, Any]:
+    fmt = request.response_format
+    assert fmt is not None
+    if request.tools and not caps.structured_output.with_tools(target.model):
+        raise EncodeError(f"{target.model} cannot combine tools with a JSON response format")
+    if mode is OutputMode.JSON_OBJECT:
+        return {"type": "json_object"}
+    if mode is not OutputMode.SCHEMA:
+        raise EncodeError(f"structured output mode {mode.value} is not a Chat Completions one")
+    spec: dict[str, Any] = {"name": fmt.name}
+    if fmt.description:
+        spec["description"] = fmt.description
+    spec["schema"] = dict(fmt.schema or {})
+    if fmt.strict is not None:
+        spec["strict"] = fmt.strict
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def _system_text(message: Message) -> str:

@@ -60,6 +60,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
         self._next = 0
         self._text: int | None = None
         self._reasoning: int | None = None
+        self._refusal: int | None = None
+        self._refused = False
         self._tools: dict[int, int] = {}  # provider tool index -> block index
         self._open_tools: list[int] = []
         self._last_tool: int | None = None
@@ -109,6 +111,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
                 stop = FINISH_REASONS.get(reason)
                 if stop is None:
                     stop = StopReason.TOOL_CALLS if self._saw_tool else StopReason.END_TURN
+                if self._refused and stop is StopReason.END_TURN:
+                    stop = StopReason.REFUSAL  # OpenAI finishes a refusal with "stop"
                 self._stop = stop
         if usage:
             self._usage = self._parse_usage(usage)
@@ -128,6 +132,18 @@ class ChatStreamDecoder(SSEStreamDecoder):
                     out, ErrorCategory.PROTOCOL, f"unexpected content of type {type(content).__name__}"
                 )
                 return
+        refusal = delta.get("refusal")
+        if refusal:
+            if type(refusal) is not str:
+                kind = type(refusal).__name__
+                self._fail(out, ErrorCategory.PROTOCOL, f"unexpected refusal of type {kind}")
+                return
+            if self._refusal is None:
+                self._close_text(out)
+                self._close_reasoning(out)
+                self._refusal = self._start(out, BlockKind.REFUSAL)
+                self._refused = True
+            out.append(BlockDelta(self._refusal, refusal))
         calls = delta.get("tool_calls")
         if calls:
             for call in calls:
@@ -216,6 +232,9 @@ class ChatStreamDecoder(SSEStreamDecoder):
     def _close_all(self, out: list[Event]) -> None:
         self._close_reasoning(out)
         self._close_text(out)
+        if self._refusal is not None:
+            out.append(BlockStop(self._refusal))
+            self._refusal = None
         for block in self._open_tools:
             out.append(BlockStop(block))
         self._open_tools.clear()

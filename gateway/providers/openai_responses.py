@@ -16,7 +16,7 @@ from gateway.providers.base import (
     HttpRequest,
     category_for_status,
     document_text,
-    hosted_tools_for,
+    hosted_tool_specs,
     join_url,
     loads_or_none,
     overflow_code,
@@ -39,9 +39,11 @@ from gateway.transcript.model import (
     Text,
     ToolCall,
     ToolChoiceMode,
+    ToolKind,
     ToolResult,
+    ToolSpec,
 )
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule, output_mode
 
 KIND = "openai_responses"
 
@@ -56,6 +58,7 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     reasoning_precedes_output=True,
     system_messages_in_place=True,
+    custom_tools=True,
 )
 
 # lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on
@@ -92,13 +95,14 @@ def _document(document: Document) -> dict[str, Any]:
     return part
 
 
-def _function_output(block: ToolResult) -> dict[str, Any]:
+def _function_output(block: ToolResult, custom_calls: set[str]) -> dict[str, Any]:
     output: str | list[dict[str, Any]] = block.content
     if block.images:
         parts: list[dict[str, Any]] = [{"type": "input_text", "text": block.content}] if block.content else []
         parts.extend(_image(image) for image in block.images)
         output = parts
-    return {"type": "function_call_output", "call_id": block.call_id, "output": output}
+    kind = "custom_tool_call_output" if block.call_id in custom_calls else "function_call_output"
+    return {"type": kind, "call_id": block.call_id, "output": output}
 
 
 def _system_item(message: Message, items: list[dict[str, Any]]) -> None:
@@ -110,9 +114,9 @@ def _system_item(message: Message, items: list[dict[str, Any]]) -> None:
     items.append({"role": "system", "content": content})
 
 
-def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
+def _user_items(message: Message, items: list[dict[str, Any]], custom_calls: set[str]) -> None:
     """User and tool messages: text and images gather into user message items, each tool
-    result is its own function_call_output item, in transcript order."""
+    result is its own function_call_output (custom_tool_call_output) item, in transcript order."""
     content: list[dict[str, Any]] = []
     for block in message.blocks:
         match block:
@@ -126,7 +130,7 @@ def _user_items(message: Message, items: list[dict[str, Any]]) -> None:
                 if content:
                     items.append({"role": "user", "content": content})
                     content = []
-                items.append(_function_output(block))
+                items.append(_function_output(block, custom_calls))
             case _:
                 raise EncodeError(f"{type(block).__name__} block cannot appear in a Responses user message")
     if content:
@@ -170,12 +174,20 @@ def _assistant_items(message: Message, target: Target, items: list[dict[str, Any
                 items.append(_reasoning_item(block, target))
                 reasoning_chain = True
             case ToolCall(id=call_id, name=name, arguments=arguments, meta=meta):
-                item: dict[str, Any] = {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": name,
-                    "arguments": arguments if arguments.strip() else "{}",
-                }
+                if block.custom:
+                    item: dict[str, Any] = {
+                        "type": "custom_tool_call",
+                        "call_id": call_id,
+                        "name": name,
+                        "input": arguments,
+                    }
+                else:
+                    item = {
+                        "type": "function_call",
+                        "call_id": call_id,
+                        "name": name,
+                        "arguments": arguments if arguments.strip() else "{}",
+                    }
                 if reasoning_chain and meta is not None and target.owns(meta) and meta.data.get("item_id"):
                     item["id"] = meta.data["item_id"]
                 items.append(item)
@@ -193,8 +205,22 @@ def _tool_choice(request: Request) -> str | dict[str, Any] | None:
     if choice.mode is ToolChoiceMode.TOOL:
         if not choice.name:
             raise EncodeError("tool_choice TOOL needs a tool name")
-        return {"type": "function", "name": choice.name}
+        custom = any(t.name == choice.name and t.kind is ToolKind.CUSTOM for t in request.tools)
+        return {"type": "custom" if custom else "function", "name": choice.name}
     return choice.mode.value  # auto | none | required: the API's own words
+
+
+def _text_format(request: Request) -> dict[str, Any]:
+    fmt = request.response_format
+    assert fmt is not None
+    if fmt.schema is None:
+        return {"type": "json_object"}
+    out: dict[str, Any] = {"type": "json_schema", "name": fmt.name, "schema": dict(fmt.schema)}
+    if fmt.description:
+        out["description"] = fmt.description
+    if fmt.strict is not None:
+        out["strict"] = fmt.strict
+    return out
 
 
 # OpenAI reasoning models (o-series, gpt-5 family): they take `reasoning` and return encrypted
@@ -202,16 +228,33 @@ def _tool_choice(request: Request) -> str | dict[str, Any] | None:
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 
 
+def _tool(tool: ToolSpec) -> dict[str, Any]:
+    if tool.kind is ToolKind.CUSTOM:
+        out: dict[str, Any] = {"type": "custom", "name": tool.name}
+        if tool.description:
+            out["description"] = tool.description
+        if tool.format is not None:
+            out["format"] = dict(tool.format)
+        return out
+    out = {"type": "function", "name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["parameters"] = dict(tool.parameters)
+    # strict mode makes the API refuse ordinary JSON schemas: only when the client asked for it
+    out["strict"] = bool(tool.strict)
+    return out
+
+
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
-    hosted_tools_for(request, KIND, runs=False)
     items: list[dict[str, Any]] = []
+    custom_calls = {b.id for m in request.messages for b in m.blocks if type(b) is ToolCall and b.custom}
     for message in request.messages:
         if message.role is Role.ASSISTANT:
             _assistant_items(message, target, items)
         elif message.role is Role.SYSTEM:
             _system_item(message, items)
         else:
-            _user_items(message, items)
+            _user_items(message, items, custom_calls)
     if request.stop:
         raise EncodeError("the Responses API takes no stop sequences")
     reasoning_model = target.model.startswith(REASONING_MODELS)
@@ -222,20 +265,9 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
     if request.system:
         body["instructions"] = request.system_text()
     body["input"] = items
-    if request.tools:
-        body["tools"] = [
-            # strict mode would make the API refuse ordinary JSON schemas; Chat semantics are loose
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": dict(t.parameters),
-                "strict": False,
-            }
-            if t.description
-            else {"type": "function", "name": t.name, "parameters": dict(t.parameters), "strict": False}
-            for t in request.tools
-        ]
+    hosted = hosted_tool_specs(request, KIND)
+    if request.tools or hosted:
+        body["tools"] = [*(_tool(t) for t in request.tools), *hosted]
         choice = _tool_choice(request)
         if choice is not None:
             body["tool_choice"] = choice
@@ -243,7 +275,10 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             body["parallel_tool_calls"] = request.parallel_tool_calls
     effort = request.reasoning_effort or target.reasoning_effort
     if effort and reasoning_model:
-        body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": "auto"}
+        summary = request.reasoning_summary or "auto"
+        body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": summary}
+    if output_mode(request, target.model, CAPABILITIES.structured_output) is not None:
+        body.setdefault("text", {})["format"] = _text_format(request)
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
     # reasoning models refuse sampling parameters ("Unsupported parameter: 'temperature'")
@@ -252,6 +287,8 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             body["temperature"] = request.temperature
         if request.top_p is not None:
             body["top_p"] = request.top_p
+    if request.cache_key:
+        body["prompt_cache_key"] = request.cache_key
     body["stream"] = request.stream
     headers = {"Authorization": f"Bearer {api_key}", "content-type": "application/json"}
     return HttpRequest(join_url(target.base_url, "/responses"), headers, orjson.dumps(body))

@@ -4,6 +4,9 @@ Continuity data issued here (only the openai_responses modules read it):
   reasoning item -> Reasoning("\\n\\n".join(summary), meta.data={"id": "rs_..",
                     "encrypted_content": str | None, "summary": [str, ...]})
   function_call  -> ToolCall(id=call_id, meta.data={"item_id": "fc_.."})
+  custom_tool_call -> ToolCall(id=call_id, custom=True, arguments=the raw input,
+                    meta.data={"item_id": "ctc_.."})
+A reasoning block's BlockStart carries the item id ("rs_..") as soon as the item is added.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ def error_category(error: Mapping[str, Any], default: ErrorCategory) -> ErrorCat
     return ERROR_CODES.get(error.get("code") or "") or ERROR_CODES.get(error.get("type") or "") or default
 
 
+# call item types -> the field holding the call's input (JSON arguments, or a custom tool's text)
+_CALL_INPUT = {"function_call": "arguments", "custom_tool_call": "input"}
+
+
 class _Item:
     """One output item being streamed. `parts`: summary parts (reasoning) or content parts
     (message) seen so far; `index`: its canonical block (reasoning, function_call) or the
@@ -101,6 +108,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         self._items: dict[int, _Item] = {}
         self._next_index = 0
         self._saw_call = False
+        self._refused = False
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:
         # a terminal event ends the response; anything after it belongs to no answer
@@ -151,27 +159,32 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             self._items[output_index] = _Item(kind, -1)
         elif kind == "reasoning":
             state = self._items[output_index] = _Item(kind, self._alloc())
-            out.append(BlockStart(state.index, BlockKind.REASONING))
-        elif kind == "function_call":
+            out.append(BlockStart(state.index, BlockKind.REASONING, id=item.get("id") or ""))
+        elif kind in _CALL_INPUT:
             state = self._items[output_index] = _Item(kind, self._alloc())
             self._saw_call = True
-            out.append(BlockStart(state.index, BlockKind.TOOL_CALL, id=item["call_id"], name=item["name"]))
-            arguments = item.get("arguments")
+            custom = kind == "custom_tool_call"
+            call_id, name = item["call_id"], item["name"]
+            out.append(BlockStart(state.index, BlockKind.TOOL_CALL, id=call_id, name=name, custom=custom))
+            arguments = item.get(_CALL_INPUT[kind])
             if arguments:
                 state.streamed = True
                 out.append(BlockDelta(state.index, arguments))
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Responses output item type {kind!r}")
 
-    def _text_delta(self, event: Any, out: list[Event]) -> None:
+    def _text_delta(self, event: Any, out: list[Event], refusal: bool = False) -> None:
         item = self._item(event, out)
         if item is None:
             return
         if item.index < 0:  # a delta without its content_part.added
-            self._open_part(item, out)
+            self._open_part(item, out, refusal)
         delta = event["delta"]
         if delta:
             out.append(BlockDelta(item.index, delta))
+
+    def _refusal_delta(self, event: Any, out: list[Event]) -> None:
+        self._text_delta(event, out, refusal=True)
 
     def _summary_delta(self, event: Any, out: list[Event]) -> None:
         item = self._item(event, out)
@@ -203,10 +216,12 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         if text:
             out.append(BlockDelta(item.index, text))
 
-    def _open_part(self, item: _Item, out: list[Event]) -> None:
+    def _open_part(self, item: _Item, out: list[Event], refusal: bool = False) -> None:
         item.index = self._alloc()
         item.parts += 1
-        out.append(BlockStart(item.index, BlockKind.TEXT))
+        if refusal:
+            self._refused = True
+        out.append(BlockStart(item.index, BlockKind.REFUSAL if refusal else BlockKind.TEXT))
 
     def _close_part(self, item: _Item, out: list[Event]) -> None:
         if item.index >= 0:
@@ -222,7 +237,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Responses content part {part['type']!r}")
             return
         self._close_part(item, out)
-        self._open_part(item, out)
+        self._open_part(item, out, part["type"] == "refusal")
         text = part.get("text") or part.get("refusal")
         if text:
             out.append(BlockDelta(item.index, text))
@@ -250,9 +265,10 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
                 out.append(BlockDelta(state.index, SUMMARY_SEPARATOR + text if state.parts else text))
             data = {"id": item["id"], "encrypted_content": item.get("encrypted_content"), "summary": summary}
             out.append(BlockStop(state.index, self.target.continuity(data)))
-        elif state.kind == "function_call":
-            if not state.streamed and item.get("arguments"):
-                out.append(BlockDelta(state.index, item["arguments"]))
+        elif state.kind in _CALL_INPUT:
+            arguments = item.get(_CALL_INPUT[state.kind])
+            if not state.streamed and arguments:
+                out.append(BlockDelta(state.index, arguments))
             out.append(BlockStop(state.index, self.target.continuity({"item_id": item["id"]})))
         else:
             self._close_part(state, out)
@@ -264,7 +280,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
                             out, ErrorCategory.PROTOCOL, f"unsupported Responses content part {ptype!r}"
                         )
                         return
-                    self._open_part(state, out)
+                    self._open_part(state, out, ptype == "refusal")
                     text = part.get("text") or part.get("refusal")
                     if text:
                         out.append(BlockDelta(state.index, text))
@@ -283,7 +299,11 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
         self.done = True
 
     def _completed(self, event: Any, out: list[Event]) -> None:
-        self._finish(event, out, StopReason.TOOL_CALLS if self._saw_call else StopReason.END_TURN)
+        if self._saw_call:
+            stop = StopReason.TOOL_CALLS
+        else:
+            stop = StopReason.REFUSAL if self._refused else StopReason.END_TURN
+        self._finish(event, out, stop)
 
     def _incomplete(self, event: Any, out: list[Event]) -> None:
         reason = (event["response"].get("incomplete_details") or {}).get("reason")
@@ -305,9 +325,10 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
 
 _HANDLERS: dict[str, Handler] = {
     "response.output_text.delta": ResponsesStreamDecoder._text_delta,
-    "response.refusal.delta": ResponsesStreamDecoder._text_delta,
+    "response.refusal.delta": ResponsesStreamDecoder._refusal_delta,
     "response.reasoning_summary_text.delta": ResponsesStreamDecoder._summary_delta,
     "response.function_call_arguments.delta": ResponsesStreamDecoder._arguments_delta,
+    "response.custom_tool_call_input.delta": ResponsesStreamDecoder._arguments_delta,
     "response.reasoning_summary_part.added": ResponsesStreamDecoder._summary_part_added,
     "response.content_part.added": ResponsesStreamDecoder._part_added,
     "response.content_part.done": ResponsesStreamDecoder._part_done,

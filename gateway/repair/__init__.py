@@ -6,7 +6,8 @@ input object when it changed nothing, so a transcript that is already valid cost
 pass and comes back equal.
 
 Order matters:
-0. assistant turns the client sent empty dropped where the target refuses them (counted);
+0. tools the target cannot take: custom tools in function form, foreign hosted tools left out;
+   assistant turns the client sent empty dropped where the target refuses them (counted);
 1. reasoning policy: only the target's own continuity stays (strict: none at all);
 2. empty text removed, duplicate call ids renamed, then pairing and placement of results;
 3. to a fixed point, because each step can create work for another: empty text removed, role
@@ -14,17 +15,21 @@ Order matters:
    Anthropic thinking switch - retiring misplaced reasoning can empty a message, which can leave
    two assistant messages next to each other, whose merge can misplace reasoning again;
 4. continuity the target requires filled in (Gemini placeholders, DeepSeek/Kimi reasoning_content);
-5. tool ids projected to the target's format, last;
-6. options and hosted tools only other provider kinds understand left out (counted).
+5. tool ids projected to the target's format;
+6. prompt-cache breakpoints beyond the provider's limit removed, earliest first;
+7. options only another provider kind understands left out (counted).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gateway.repair.cache_breakpoints import limit_cache_breakpoints
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
+from gateway.repair.custom_tools import custom_tools_as_functions
 from gateway.repair.empty_text import drop_empty_text
 from gateway.repair.empty_turn import drop_empty_turns
+from gateway.repair.hosted_tools import drop_foreign_hosted_tools
 from gateway.repair.provider_options import options_for_target
 from gateway.repair.reasoning_placement import place_reasoning
 from gateway.repair.reasoning_policy import apply_reasoning_policy
@@ -46,12 +51,18 @@ class Prepared:
     request: Request  # repaired and projected for the target
     repairs: tuple[Repair, ...]
     provider_ids: dict[str, str]  # provider tool id -> canonical id, for mapping answers back
+    # custom tools sent in function form: their calls in the answer map back to custom calls
+    custom_tools: frozenset[str] = frozenset()
 
 
 def prepare(request: Request, target: Target, caps: Capabilities, strict: bool = False) -> Prepared:
     """`strict`: the rejection-recovery mode (DESIGN.md 4.5): no replayed reasoning, thinking off,
     Gemini placeholders on the first call of every step of the current turn."""
-    messages, repairs = drop_empty_turns(request.messages, caps)
+    tools, messages, custom, repairs = custom_tools_as_functions(request.tools, request.messages, caps)
+    hosted, dropped = drop_foreign_hosted_tools(request.hosted_tools, target)
+    repairs.extend(dropped)
+    messages, found = drop_empty_turns(messages, caps)
+    repairs.extend(found)
     messages, found = apply_reasoning_policy(messages, target, caps, strict=strict)
     repairs.extend(found)
     # first, so that an empty message between calls and results does not count as displacing them
@@ -82,13 +93,28 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     repairs.extend(found)
     messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
     repairs.extend(Repair("tool_id_projected") for _ in range(projected))
-    options, hosted, found = options_for_target(request, target, caps)
+    tools, system, messages, found = limit_cache_breakpoints(tools, request.system, messages, caps)
+    repairs.extend(found)
+    options, found = options_for_target(request.provider_options, target, caps)
     repairs.extend(found)
 
-    if messages is request.messages and thinking == request.thinking and not found:
+    if (
+        messages is request.messages
+        and thinking == request.thinking
+        and tools is request.tools
+        and system is request.system
+        and hosted is request.hosted_tools
+        and options is request.provider_options
+    ):
         repaired = request  # every pass hands back its input when it changed nothing
     else:
         repaired = replace(
-            request, messages=messages, thinking=thinking, provider_options=options, hosted_tools=hosted
+            request,
+            messages=messages,
+            thinking=thinking,
+            tools=tools,
+            system=system,
+            hosted_tools=hosted,
+            provider_options=options,
         )
-    return Prepared(repaired, tuple(repairs), provider_ids)
+    return Prepared(repaired, tuple(repairs), provider_ids, custom)

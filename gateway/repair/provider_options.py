@@ -1,11 +1,9 @@
-"""What only some provider kinds understand: options keyed by kind (`Request.provider_options`)
-and tools a provider hosts (`Request.hosted_tools`).
+"""Options only one provider kind understands (`Request.provider_options`, keyed by kind: e.g. a
+Messages client's metadata, context_management and anthropic-beta flags).
 
-A target keeps its own kind's options (and, of the `betas` a client passed, only those its
-capabilities list) and its own kind's hosted tools. Everything else is left out for it, counted
-(`provider_option_dropped`, `hosted_tool_dropped`), except a hosted tool the client *requires*: it
-stays, and the target's encoder refuses the request by the tool's name, so routing moves on to a
-target that runs it (or the client hears which tool no target could run).
+A target keeps its own kind's options and, of the `betas` a client passed, only those its
+capabilities list (features whose request and answer shapes its adapter handles). Everything else
+is left out for it and counted (`provider_option_dropped`, the detail names the option).
 """
 
 from __future__ import annotations
@@ -14,17 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.repair.report import Repair
-from gateway.transcript.model import HostedTool, Request
 from gateway.transcript.target import Capabilities, Target
 
 BETAS = "betas"
+Options = Mapping[str, Mapping[str, Any]]
 
 
-def options_for_target(
-    request: Request, target: Target, caps: Capabilities
-) -> tuple[Mapping[str, Mapping[str, Any]], tuple[HostedTool, ...], list[Repair]]:
+def options_for_target(options: Options, target: Target, caps: Capabilities) -> tuple[Options, list[Repair]]:
     repairs: list[Repair] = []
-    options = request.provider_options
     kept: dict[str, Mapping[str, Any]] = {}
     for kind, values in options.items():
         if kind != target.kind:
@@ -41,10 +36,6 @@ def options_for_target(
         if usable:
             own[BETAS] = usable
         kept[kind] = own
-    hosted = tuple(t for t in request.hosted_tools if t.kind == target.kind or t.required)
-    repairs.extend(
-        Repair("hosted_tool_dropped", f"{t.kind}.{t.type}") for t in request.hosted_tools if t not in hosted
-    )
     if not repairs:
-        return options, request.hosted_tools, repairs
-    return kept, hosted, repairs
+        return options, repairs
+    return kept, repairs

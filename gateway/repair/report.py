@@ -21,9 +21,14 @@ REPAIR_KINDS = (
     "empty_turn_dropped",
     # added with the exchange pipeline (README "Repair kinds")
     "system_message_as_user",
+    # added with structured outputs and prompt caching
+    "thinking_off_for_forced_tool",
+    "cache_breakpoint_dropped",
+    # added with the Responses ingress (README "Repair kinds")
+    "custom_tool_as_function",
+    "hosted_tool_dropped",
     # added with the Messages ingress
     "provider_option_dropped",
-    "hosted_tool_dropped",
 )
 
 

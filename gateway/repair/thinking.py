@@ -16,7 +16,7 @@ from __future__ import annotations
 from gateway.repair.reasoning_placement import retire_at
 from gateway.repair.report import Repair
 from gateway.transcript.model import Message, Reasoning, Request, Role, ToolChoice, ToolChoiceMode, ToolResult
-from gateway.transcript.target import Capabilities, Target, thinking_requested
+from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode, thinking_requested
 
 
 def thinking_on(request: Request, target: Target, thinking: bool | None) -> bool:
@@ -70,11 +70,19 @@ def switch_thinking(
     thinking = thinking_on(request, target, thinking)
     if thinking:
         reason = None
+        kind = "thinking_disabled"
         min_budget, max_tokens = caps.min_thinking_budget, request.max_tokens
         if strict:
             reason = "rejection recovery"
         elif caps.thinking_forbids_forced_tool_choice and request.tools and _forced(request.tool_choice):
             reason = "tool_choice forces a tool"
+        elif (
+            caps.thinking_forbids_forced_tool_choice
+            and output_mode(request, target.model, caps.structured_output) is OutputMode.FORCED_TOOL
+        ):
+            # the structured output goes through a forced tool, which the provider refuses to
+            # combine with thinking
+            reason, kind = "structured output through a forced tool", "thinking_off_for_forced_tool"
         elif min_budget is not None and max_tokens is not None and max_tokens <= min_budget:
             # the provider would go without thinking anyway; saying so keeps the rules below true
             reason = "max_tokens leaves no room for thinking"
@@ -85,7 +93,7 @@ def switch_thinking(
         if reason is None:
             return messages, thinking, repairs
         thinking = False
-        repairs.append(Repair("thinking_disabled", reason))
+        repairs.append(Repair(kind, reason))
     if messages and messages[-1].role is Role.ASSISTANT:
         final = messages[-1]
         at = {n for n, b in enumerate(final.blocks) if type(b) is Reasoning}

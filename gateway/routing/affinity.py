@@ -64,3 +64,20 @@ def prefer_issuer(targets: tuple[Target, ...], request: Request) -> tuple[Target
             if _issued(target, meta):
                 return targets if index == 0 else (target, *targets[:index], *targets[index + 1 :])
     return targets
+
+
+def last_issuer(targets: tuple[Target, ...], request: Request) -> Target | None:
+    """The target that issued the latest continuity data in the conversation's assistant turns,
+    if one of `targets` did: where the session was last served, as the transcript itself tells
+    (a turn without any, such as plain chat text, says nothing and is passed over)."""
+    for message in reversed(request.messages):
+        if message.role is not Role.ASSISTANT:
+            continue
+        metas = [meta for block in message.blocks if (meta := getattr(block, "meta", None)) is not None]
+        for meta in metas:
+            for target in targets:
+                if _issued(target, meta):
+                    return target
+        if metas:  # continuity of a target outside this group: no evidence for any of them
+            return None
+    return None

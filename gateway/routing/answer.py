@@ -10,14 +10,18 @@ the stream to relay.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import orjson
+
 from gateway.providers.base import StreamDecoder
 from gateway.repair import Prepared
+from gateway.repair.custom_tools import INPUT_FIELD
 from gateway.repair.report import Repair
 from gateway.transcript.events import (
+    BlockDelta,
     BlockKind,
     BlockStart,
     BlockStop,
@@ -61,7 +65,7 @@ class IdMapper:
         t = type(event)
         if t is BlockStart and event.kind is BlockKind.TOOL_CALL:
             self._native[event.index] = event.id
-            return BlockStart(event.index, event.kind, mint_tool_call_id(), event.name)
+            return BlockStart(event.index, event.kind, mint_tool_call_id(), event.name, event.custom)
         if t is BlockStop and event.index in self._native:
             native = self._native.pop(event.index)
             if native:
@@ -70,13 +74,65 @@ class IdMapper:
         return event
 
 
+class CustomCallMapper:
+    """Calls of the custom tools a target took in function form (gateway.repair.custom_tools)
+    back to custom calls: marked custom, and their arguments `{"input": text}` become the raw text,
+    delivered whole when the call ends (the JSON string can only be decoded once complete)."""
+
+    __slots__ = ("_names", "_open")
+
+    def __init__(self, names: Collection[str]) -> None:
+        self._names = names
+        self._open: dict[int, list[str]] = {}
+
+    def __call__(self, events: list[Event]) -> list[Event]:
+        out: list[Event] = []
+        for event in events:
+            t = type(event)
+            if t is BlockStart and event.kind is BlockKind.TOOL_CALL and event.name in self._names:
+                self._open[event.index] = []
+                out.append(BlockStart(event.index, event.kind, event.id, event.name, True))
+            elif t is BlockDelta and event.index in self._open:
+                self._open[event.index].append(event.text)
+            elif t is BlockStop and event.index in self._open:
+                text = raw_input("".join(self._open.pop(event.index)))
+                if text:
+                    out.append(BlockDelta(event.index, text))
+                out.append(event)
+            else:
+                out.append(event)
+        return out
+
+
+def raw_input(arguments: str) -> str:
+    """The text of a custom call from its function form; arguments that do not follow the form are
+    passed on as they are (the client sees what the model wrote)."""
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    if isinstance(value, dict) and isinstance(value.get(INPUT_FIELD), str):
+        return value[INPUT_FIELD]
+    return arguments
+
+
 class EventStream:
     """The canonical events of one upstream response, one batch per upstream chunk (callers
     write once per batch). `next_batch` returns None at the end; a broken or truncated upstream
     ends with a StreamError. `aclose` releases the upstream connection (closing it, which stops
     the provider, when the body was not read to the end) and is safe to call more than once."""
 
-    __slots__ = ("_upstream", "_chunks", "_decoder", "_mapper", "_pending", "_ended", "error", "_on_failure")
+    __slots__ = (
+        "_upstream",
+        "_chunks",
+        "_decoder",
+        "_mapper",
+        "_custom",
+        "_pending",
+        "_ended",
+        "error",
+        "_on_failure",
+    )
 
     def __init__(
         self,
@@ -84,13 +140,15 @@ class EventStream:
         upstream: Upstream | None = None,
         decoder: StreamDecoder | None = None,
         events: list[Event] | None = None,
+        custom: CustomCallMapper | None = None,
     ) -> None:
         self._upstream = upstream
         self._chunks: AsyncIterator[bytes] | None = upstream.chunks() if upstream is not None else None
         self._decoder = decoder
         self._mapper = mapper
+        self._custom = custom
         # a whole (non-streamed) answer is one batch, decoded by the caller
-        self._pending: list[list[Event]] = [[mapper(e) for e in events]] if events is not None else []
+        self._pending: list[list[Event]] = [self._map(events)] if events is not None else []
         self._ended = self._chunks is None
         # the upstream failure that ended the answer after the commit point, if any: such an
         # answer is incomplete (its last reasoning block may be cut short) and is never recorded
@@ -123,8 +181,13 @@ class EventStream:
         except UpstreamFailure as failure:
             self._ended = True
             events = [StreamError(failure.error)]
+        return self._watch(self._map(events))
+
+    def _map(self, events: list[Event]) -> list[Event]:
+        if self._custom is not None:
+            events = self._custom(events)
         mapper = self._mapper
-        return self._watch([mapper(e) for e in events])
+        return [mapper(e) for e in events]
 
     def _watch(self, events: list[Event]) -> list[Event]:
         if self._on_failure is not None:
@@ -159,6 +222,8 @@ class Answer:
     attempts: tuple[Attempt, ...]
     plan: Plan | None
     stream: EventStream
+    # why the session left the target that served its previous turn (routing.sessions), if it did
+    affinity_break: str | None = None
 
     @property
     def repairs(self) -> tuple[Repair, ...]:

@@ -10,7 +10,7 @@ import aiohttp
 
 from gateway.providers.base import HttpRequest, ProviderAdapter
 from gateway.repair import Prepared
-from gateway.routing.answer import EventStream, IdMapper
+from gateway.routing.answer import CustomCallMapper, EventStream, IdMapper
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -60,13 +60,15 @@ async def run_attempt(
                 body = await upstream.read(MAX_ERROR_BODY, truncate=True)
                 return adapter.classify_error(upstream.status, upstream.headers, body)
             mapper = IdMapper(target)
+            custom = CustomCallMapper(prepared.custom_tools) if prepared.custom_tools else None
             if stream:
-                events = EventStream(mapper, upstream, adapter.stream_decoder(target, prepared.request))
+                decoder = adapter.stream_decoder(target, prepared.request)
+                events = EventStream(mapper, upstream, decoder, custom=custom)
             else:
                 whole = _whole(adapter, target, prepared, await upstream.read())
                 if isinstance(whole, UpstreamError):
                     return whole
-                events = EventStream(mapper, events=whole)
+                events = EventStream(mapper, events=whole, custom=custom)
             buffered: list[Event] = []
             committed = False
             while not committed and (batch := await events.next_batch()) is not None:

@@ -25,12 +25,13 @@ from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError, ProviderAdapter
 from gateway.repair import Prepared, prepare
 from gateway.repair.report import Repair
-from gateway.routing.affinity import prefer_issuer
+from gateway.routing.affinity import last_issuer, prefer_issuer
 from gateway.routing.answer import Answer, Attempt, EventStream, IdMapper, mint_tool_call_id
 from gateway.routing.attempt import commits, run_attempt
 from gateway.routing.backoff import RetryBudget, backoff_delay
 from gateway.routing.cooldown import HealthBook, Ticket
 from gateway.routing.router import Plan, Router
+from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMemory
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
@@ -80,6 +81,16 @@ def failure_class(error: UpstreamError) -> Failure:
     return Failure.FINAL
 
 
+def _break_reason(home: Target, attempts: list[Attempt]) -> str | None:
+    """Why another target served a session whose own target was tried first (None: it was not
+    tried, e.g. an open tool loop went to its issuer)."""
+    tried = [a for a in attempts if a.provider == home.provider]
+    if not tried:
+        return None
+    error = tried[-1].error
+    return CAPABILITY if error is not None and error.type == "encode_error" else UNHEALTHY
+
+
 class AllTargetsFailed(Exception):
     def __init__(self, plan: Plan, attempts: list[Attempt], final: UpstreamError) -> None:
         super().__init__(final.message)
@@ -114,6 +125,7 @@ class Engine:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._budgets: dict[str, RetryBudget] = {}
+        self.sessions = SessionMemory(clock=clock)
 
     @property
     def env(self) -> Mapping[str, str] | None:
@@ -146,11 +158,29 @@ class Engine:
 
         return [(group, provider, probe(provider, tuple(ms))) for (group, provider), ms in pairs.items()]
 
-    async def open(self, request: Request, plan: Plan) -> Answer:
-        """Try the plan's targets until one commits; raises AllTargetsFailed."""
+    def _session_order(
+        self, request: Request, plan: Plan, session: str | None
+    ) -> tuple[tuple[Target, ...], Target | None, str | None]:
+        """(order, the session's target, why it is not first): the target that served the
+        session's previous turn goes first while it can take traffic."""
+        order = plan.targets
+        if not plan.sessions or not session:
+            return order, None, None
+        home = self.sessions.target(plan.model, session, order) or last_issuer(order, request)
+        if home is None:
+            return order, None, None
+        if not self.health.available(home):
+            return order, home, COOLDOWN
+        return (home, *(t for t in order if t is not home)), home, None
+
+    async def open(self, request: Request, plan: Plan, session: str | None = None) -> Answer:
+        """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
+        conversation's key, for session affinity."""
         retry = plan.retry
         deadline = self._clock() + retry.deadline_seconds
-        order = prefer_issuer(plan.targets, request) if plan.affinity else plan.targets
+        order, home, moved = self._session_order(request, plan, session)
+        if plan.affinity:
+            order = prefer_issuer(order, request)
         budget = self.budget(plan)
         budget.deposit()
         attempts: list[Attempt] = []
@@ -175,7 +205,12 @@ class Engine:
                     self.health.record(target, ticket, None)
                     stream, prepared = result
                     stream.after_commit(self._after_commit(target, ticket))
-                    return Answer(target, prepared, tuple(attempts), plan, stream)
+                    if plan.sessions and session:
+                        if home is not None and target is not home and moved is None:
+                            moved = _break_reason(home, attempts)
+                        self.sessions.served(plan.model, session, target)
+                    reason = moved if home is not None and target is not home else None
+                    return Answer(target, prepared, tuple(attempts), plan, stream, reason)
                 self.health.record(target, ticket, result)
                 final = result
                 kind = failure_class(result)
@@ -250,7 +285,7 @@ class Engine:
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
-            prepared = Prepared(strict.request, (*strict.repairs, _RETRIED), strict.provider_ids)
+            prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
             result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
         if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))

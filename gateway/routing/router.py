@@ -32,6 +32,7 @@ class Plan:
     model: str  # label-safe model name (a config name)
     targets: tuple[Target, ...]  # in the order to try them
     affinity: bool = False  # put the issuer of an open tool loop's tokens first (engine)
+    sessions: bool = False  # keep a session on the target that served its previous turn (engine)
     retry: RetryConfig = field(default_factory=RetryConfig)
     timeouts: TimeoutOverrides = field(default_factory=TimeoutOverrides)
 
@@ -74,7 +75,8 @@ class Router:
             return Plan(
                 model,
                 self._order(model, targets),
-                affinity=group.affinity == "issuer",
+                affinity=group.affinity in ("issuer", "session"),
+                sessions=group.affinity == "session",
                 retry=group.retry,
                 timeouts=group.timeouts,
             )

@@ -12,16 +12,19 @@ import hmac
 import secrets
 import string
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from gateway.simulators import structured
 from gateway.simulators.anthropic_rules import (
     NONCE_LEN,
     check,
     check_count,
     omitted_thinking_signature,
+    output_schema,
     redacted_data,
     thinking_signature,
     validate,
@@ -31,6 +34,7 @@ from gateway.simulators.base import (
     Rejection,
     Reply,
     SimulatorState,
+    ToolCallSpec,
     intake,
     json_response,
     reset_connection,
@@ -219,6 +223,36 @@ def _emits_thinking(body: dict, headers: Mapping[str, str]) -> bool:
     return not _continues_tool_loop(body)
 
 
+def _forced_tool(body: dict) -> dict | None:
+    """The tool a forcing tool_choice makes the model call when the script names none: the
+    named one, or for "any" the last declared (where a client puts its answer tool)."""
+    choice = body.get("tool_choice")
+    tools = body.get("tools") or []
+    if not isinstance(choice, dict) or not tools:
+        return None
+    if choice.get("type") == "tool":
+        return next((t for t in tools if t.get("name") == choice.get("name")), None)
+    return tools[-1] if choice.get("type") == "any" else None
+
+
+def _structured(body: dict, reply: Reply) -> Reply:
+    """The answer a constrained model gives: JSON valid for `output_config.format`, or a call of
+    the forced tool with input valid for its schema; a refusal says why, as text."""
+    if reply.refusal is not None:
+        return replace(reply, text=reply.refusal, tool_calls=[])
+    if reply.tool_calls:
+        return reply
+    forced = _forced_tool(body)
+    if forced is not None:
+        schema = forced.get("input_schema") or {"type": "object"}
+        call = ToolCallSpec(forced["name"], structured.answer(schema, reply))
+        return replace(reply, text="", tool_calls=[call])
+    schema = output_schema(body)
+    if schema is not None:
+        return replace(reply, text=structured.answer_text(schema, reply))
+    return reply
+
+
 def render_message(
     state: SimulatorState, body: dict, headers: Mapping[str, str], reply: Reply, raw_len: int
 ) -> dict:
@@ -243,6 +277,7 @@ def render_message(
                     "data": redacted_data(state, model, secrets.token_hex(NONCE_LEN // 2)),
                 }
             )
+    reply = _structured(body, reply)
     if reply.text:
         content.append({"type": "text", "text": reply.text})
         generated += len(reply.text)
@@ -253,6 +288,8 @@ def render_message(
         generated += len(orjson.dumps(call.arguments))
     if reply.stop == "length":
         stop_reason = "max_tokens"
+    elif reply.refusal is not None:
+        stop_reason = "refusal"
     else:
         stop_reason = "tool_use" if reply.tool_calls else "end_turn"
     return {
@@ -265,9 +302,12 @@ def render_message(
         "stop_sequence": None,
         "usage": {
             "input_tokens": max(1, raw_len // 4),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+            "cache_creation_input_tokens": reply.cache_write,
+            "cache_read_input_tokens": reply.cache_read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": reply.cache_write,
+                "ephemeral_1h_input_tokens": 0,
+            },
             "output_tokens": max(1, generated // 4),
             "service_tier": "standard",
         },
@@ -318,8 +358,8 @@ def stream_frames(message: dict, chunk_size: int) -> list[bytes]:
             "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
             "usage": {
                 "input_tokens": usage["input_tokens"],
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+                "cache_read_input_tokens": usage["cache_read_input_tokens"],
                 "output_tokens": usage["output_tokens"],
             },
         }

@@ -7,10 +7,12 @@ wording where no recording exists. Field and block shapes are checked first (`an
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from gateway.simulators.anthropic_shapes import Invalid, check_shape
 from gateway.simulators.base import Rejection, SimulatorState
+from gateway.simulators.structured import objects_closed
 
 THINKING_TYPES = frozenset(("thinking", "redacted_thinking"))
 MISSING_RESULTS = (
@@ -107,10 +109,57 @@ def check_count(state: SimulatorState, body: Any, model: str) -> tuple[Rejection
 
 def _check(state: SimulatorState, body: Any, model: str) -> int:
     thinking, messages, blocks = check_shape(body)
+    _check_output_format(body, model)
+    _check_cache_breakpoints(body, blocks)
     _check_alternation(messages)
     _check_tool_pairing(blocks)
     _check_thinking_placement(messages, blocks, thinking)
     return _verify_tokens(state, model, blocks)
+
+
+# models with JSON outputs (output_config.format): Claude 4.5 and later
+STRUCTURED_OUTPUT_MODELS = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9])(?:\D|$)")
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def output_schema(body: dict) -> dict | None:
+    """The JSON schema of a request's `output_config.format`, if it has one."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, dict) else None
+    return fmt.get("schema") if isinstance(fmt, dict) else None
+
+
+def _check_output_format(body: dict, model: str) -> None:
+    config = body.get("output_config")
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise Invalid("output_config: Input should be a valid dictionary or object to extract fields from")
+    fmt = config.get("format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        raise Invalid("output_config.format.type: Input should be 'json_schema'")
+    schema = fmt.get("schema")
+    if not isinstance(schema, dict):
+        raise Invalid("output_config.format.schema: Field required")
+    if not STRUCTURED_OUTPUT_MODELS.match(model):
+        raise Invalid(f"'{model}' does not support output_config.format.")  # unverified wording
+    problem = objects_closed(schema, "output_config.format.schema")
+    if problem:
+        raise Invalid(problem)
+
+
+def _check_cache_breakpoints(body: dict, blocks: list[list[dict]]) -> None:
+    system = body.get("system")
+    found = sum(isinstance(t, dict) and "cache_control" in t for t in body.get("tools") or ())
+    if isinstance(system, list):
+        found += sum(isinstance(b, dict) and "cache_control" in b for b in system)
+    found += sum("cache_control" in b for message in blocks for b in message)
+    if found > MAX_CACHE_BREAKPOINTS:
+        raise Invalid(
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+        )
 
 
 def _check_alternation(messages: list[dict]) -> None:

@@ -40,6 +40,12 @@ class Reply:
     redacted_reasoning: bool = False  # Anthropic: add a redacted_thinking block
     stop: str | None = None  # None: natural (tool calls or end of turn); "length": truncated
     chunk_size: int = 12  # characters per streamed text/reasoning delta
+    # the structured answer of a JSON-schema / JSON-mode request (None: one made from the schema)
+    data: Any = None
+    refusal: str | None = None  # the model declines with this text instead of answering
+    # prompt tokens the provider reports as read from / written to its prompt cache
+    cache_read: int = 0
+    cache_write: int = 0
 
 
 @dataclass

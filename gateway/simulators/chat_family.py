@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -20,6 +20,7 @@ from gateway.simulators.base import (
     Fault,
     RecordedRequest,
     Rejection,
+    Reply,
     SimulatorState,
     json_response,
     reset_connection,
@@ -27,6 +28,7 @@ from gateway.simulators.base import (
     stream_sse,
 )
 from gateway.simulators.chat_render import ChatRendering, ReplyRenderer
+from gateway.simulators.structured import answer_text, schema_in_instructions
 
 # -- body shape ------------------------------------------------------------------------------
 Path = tuple[str | int, ...]
@@ -358,6 +360,47 @@ def fault_errors(table: FaultTable) -> Callable[[int, Fault], Rejection]:
     return make
 
 
+# -- structured output ------------------------------------------------------------------------
+def response_format(body: dict) -> dict | None:
+    """The request's JSON response format (json_object / json_schema), if it asks for one."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+        return fmt
+    return None
+
+
+INSTRUCTING_ROLES = ("system", "developer", "user")
+
+
+def message_texts(messages: list[dict], roles: tuple[str, ...] = INSTRUCTING_ROLES) -> list[str]:
+    out = []
+    for message in messages:
+        if message.get("role") not in roles:
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out.extend(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return out
+
+
+def structured_reply(body: dict, reply: Reply) -> Reply:
+    """What the model answers a JSON-format request: JSON valid for its schema (a JSON-mode
+    request: the schema its instructions spell out). A turn that calls tools, or refuses, has no
+    JSON answer."""
+    fmt = response_format(body)
+    if fmt is None or reply.tool_calls:
+        return reply
+    if reply.refusal is not None:
+        return replace(reply, text="")
+    if fmt["type"] == "json_schema":
+        schema = fmt["json_schema"].get("schema") or {"type": "object"}
+    else:
+        schema = schema_in_instructions(message_texts(body["messages"]))
+    return replace(reply, text=answer_text(schema, reply))
+
+
 # -- serving ----------------------------------------------------------------------------------
 def error_response(
     dialect: ChatDialect, rejection: Rejection, headers: Mapping[str, str] | None = None
@@ -391,7 +434,7 @@ async def serve_fault(
         return await reset_connection(request)
     if fault.status is not None and fault.after_events is None:
         return error_response(dialect, dialect.fault_error(fault.status, fault), _retry_headers(fault))
-    reply = fault.reply or state.default_reply(body)
+    reply = structured_reply(body, fault.reply or state.default_reply(body))
     renderer = ReplyRenderer(
         dialect.rendering, dialect.reasons(body["model"], body), body, reply, prompt_chars
     )
@@ -433,6 +476,7 @@ def create_chat_app(state: SimulatorState, dialect: ChatDialect) -> web.Applicat
         item = state.next_item(body)
         if isinstance(item, Fault):
             return await serve_fault(request, state, dialect, body, item, len(raw))
+        item = structured_reply(body, item)
         renderer = ReplyRenderer(
             dialect.rendering, dialect.reasons(body["model"], body), body, item, len(raw)
         )

@@ -10,7 +10,7 @@ import random
 import string
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -30,6 +30,7 @@ class Usage:
     prompt: int
     completion: int
     reasoning: int
+    cached: int = 0  # of `prompt`, read from the provider's prompt cache
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class ChatRendering:
     role_merges_into_tool_delta: bool = False  # OpenAI: a call-only answer opens with role+call
     reasoning_delta: Callable[[str], dict] | None = None  # None: the provider never streams reasoning
     reasoning_close: dict | None = None  # delta that ends the reasoning (Mistral's empty thinking chunk)
+    refusals: bool = False  # a declining model answers in `refusal` (OpenAI); else it says so as text
 
 
 def reasoning_content_message(
@@ -92,6 +94,9 @@ class ReplyRenderer:
     def __init__(self, r: ChatRendering, thinking: bool, body: dict, reply: Reply, prompt_chars: int) -> None:
         self.r = r
         self.model = body["model"]
+        self.refusal = reply.refusal if r.refusals else None
+        if reply.refusal is not None and not r.refusals:
+            reply = replace(reply, text=reply.refusal)
         self.reply = reply
         self.thinking = thinking
         self.reasoning = reply.reasoning if self.thinking else ""
@@ -108,7 +113,10 @@ class ReplyRenderer:
         )
         reasoning_tokens = estimate_tokens(len(self.reasoning)) if self.reasoning else 0
         self.usage = Usage(
-            estimate_tokens(prompt_chars), estimate_tokens(generated) + reasoning_tokens, reasoning_tokens
+            estimate_tokens(prompt_chars) + reply.cache_read,
+            estimate_tokens(generated) + reasoning_tokens,
+            reasoning_tokens,
+            reply.cache_read,
         )
         self.include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self.id = r.completion_id()
@@ -120,9 +128,12 @@ class ReplyRenderer:
 
     def body(self) -> dict:
         r = self.r
+        message = r.message(self.reply.text, self.reasoning, self.calls, self.thinking)
+        if self.refusal is not None:
+            message["content"], message["refusal"] = None, self.refusal
         choice = {
             "index": 0,
-            "message": r.message(self.reply.text, self.reasoning, self.calls, self.thinking),
+            "message": message,
             **r.choice_extra,
             "finish_reason": self.finish_reason,
         }
@@ -171,6 +182,8 @@ class ReplyRenderer:
             r.content_delta(piece, self.thinking)
             for piece in split_text(self.reply.text, self.reply.chunk_size)
         ]
+        if self.refusal is not None:
+            deltas += [{"refusal": piece} for piece in split_text(self.refusal, self.reply.chunk_size)]
         finish = r.finish_delta(self.thinking)
         if r.tool_calls_whole and self.calls:
             # the calls ride on the finishing chunk, complete and without index

@@ -62,6 +62,14 @@ def reasoning_content(c: cf.Conversation) -> Rejection | None:
 TOOL_WITHOUT_CALL = "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'"
 
 
+def response_format(c: cf.Conversation) -> Rejection | None:
+    """DeepSeek has JSON mode only; a json_schema response format is refused."""
+    fmt = c.body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") not in ("text", "json_object"):
+        return _invalid("This response_format type is unavailable now")
+    return None
+
+
 def pairing(c: cf.Conversation) -> Rejection | None:
     return cf.check_tool_pairing(
         c.messages,
@@ -109,10 +117,10 @@ def usage(u: cr.Usage) -> dict:
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
         "total_tokens": u.prompt + u.completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": u.cached},
         "completion_tokens_details": {"reasoning_tokens": u.reasoning},
-        "prompt_cache_hit_tokens": 0,
-        "prompt_cache_miss_tokens": u.prompt,
+        "prompt_cache_hit_tokens": u.cached,
+        "prompt_cache_miss_tokens": u.prompt - u.cached,
     }
 
 
@@ -126,7 +134,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=None,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(reasoning_content, pairing),
+    rules=(reasoning_content, response_format, pairing),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,

@@ -11,12 +11,13 @@ import asyncio
 import base64
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from gateway.simulators import structured
 from gateway.simulators.base import (
     Fault,
     RecordedRequest,
@@ -153,7 +154,33 @@ def _check_fields(req: dict, model: str) -> Rejection | None:
                 rejection := _check_schema(declaration["parameters"], f"{path}.parameters")
             ):
                 return rejection
-    return _check_thinking(req, model)
+    return _check_response_format(req, model) or _check_thinking(req, model)
+
+
+# models that take a JSON response format together with function calling
+JSON_WITH_TOOLS_MODELS = ("gemini-3",)
+
+
+def response_json_schema(req: dict) -> Any:
+    """The schema a JSON answer must follow (None: the request asks for no JSON)."""
+    config = req.get("generationConfig") or {}
+    if config.get("responseMimeType") != "application/json":
+        return None
+    return config.get("responseJsonSchema") or config.get("responseSchema") or {"type": "object"}
+
+
+def _check_response_format(req: dict, model: str) -> Rejection | None:
+    config = req.get("generationConfig") or {}
+    json_out = config.get("responseMimeType") == "application/json"
+    if ("responseJsonSchema" in config or "responseSchema" in config) and not json_out:
+        # unverified wording
+        return _invalid("response_mime_type must be application/json when a response schema is set.")
+    if "responseJsonSchema" in config and "responseSchema" in config:
+        return _invalid("responseSchema and responseJsonSchema cannot both be set.")  # unverified wording
+    has_functions = any(tool.get("functionDeclarations") for tool in req.get("tools", []))
+    if json_out and has_functions and not any(m in model for m in JSON_WITH_TOOLS_MODELS):
+        return _invalid("Function calling with a response mime type: 'application/json' is unsupported")
+    return None
 
 
 def _check_schema(schema: dict, path: str) -> Rejection | None:
@@ -408,6 +435,9 @@ def create_app(state: SimulatorState) -> web.Application:
             if isinstance(item, Reply)
             else (fault.reply if fault and fault.reply else state.default_reply(body))
         )
+        schema = response_json_schema(req)
+        if schema is not None and not reply.tool_calls:
+            reply = replace(reply, text=structured.answer_text(schema, reply))
         renderer = ReplyRenderer(state, model, req, reply, len(raw))
         if action == "streamGenerateContent":
             sse = request.query.get("alt") == "sse"

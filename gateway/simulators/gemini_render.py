@@ -65,13 +65,15 @@ class ReplyRenderer:
             state.sign(*text_covers(model, reply.text)) if signs(model) and not self.calls else None
         )
         generated = len(reply.text) + sum(len(c["name"]) + len(canonical_args(c["args"])) for c in self.calls)
-        prompt, candidates = _tokens(prompt_chars), _tokens(generated)
+        prompt, candidates = _tokens(prompt_chars) + reply.cache_read, _tokens(generated)
         self.usage: dict[str, Any] = {
             "promptTokenCount": prompt,
             "candidatesTokenCount": candidates,
             "totalTokenCount": prompt + candidates,
             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
         }
+        if reply.cache_read:  # implicit caching: part of the prompt came from the cache
+            self.usage["cachedContentTokenCount"] = reply.cache_read
         if thinks and reply.reasoning:
             self.usage["thoughtsTokenCount"] = _tokens(len(reply.reasoning))
             self.usage["totalTokenCount"] += self.usage["thoughtsTokenCount"]

@@ -42,6 +42,25 @@ def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
     raise ValueError(f"unknown shape issue {issue.kind!r}")
 
 
+# models with JSON-schema output (K2.5 and later); the rest have JSON mode only
+JSON_SCHEMA_MODELS = re.compile(r"kimi-k(?:2\.[5-9]|[3-9])")
+
+
+def response_format(c: cf.Conversation) -> Rejection | None:
+    fmt = c.body.get("response_format")
+    if not isinstance(fmt, dict):
+        return None
+    kind = fmt.get("type")
+    if kind == "json_schema" and not JSON_SCHEMA_MODELS.match(c.model):
+        # unverified wording
+        return _invalid(f"Invalid request: response_format type json_schema is not supported by {c.model}")
+    if kind not in ("text", "json_object", "json_schema"):
+        return _invalid(
+            f"Invalid request: response_format.type must be one of text, json_object, got '{kind}'"
+        )
+    return None
+
+
 def reasoning_content(c: cf.Conversation) -> Rejection | None:
     if not thinking(c.model, c.body):
         return None
@@ -122,9 +141,9 @@ def usage(u: cr.Usage) -> dict:
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
         "total_tokens": u.prompt + u.completion,
-        "cached_tokens": 0,
+        "cached_tokens": u.cached,
         "completion_tokens_details": {"reasoning_tokens": u.reasoning},
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": u.cached},
     }
 
 
@@ -136,7 +155,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=None,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(reasoning_content, pairing, native_ids),
+    rules=(reasoning_content, response_format, pairing, native_ids),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,

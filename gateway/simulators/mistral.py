@@ -101,6 +101,18 @@ def message_properties(c: cf.Conversation) -> Rejection | None:
     return None
 
 
+def response_format(c: cf.Conversation) -> Rejection | None:
+    """Mistral's JSON schema format names its schema and carries it (pydantic validation)."""
+    fmt = c.body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema")
+    for key in ("name", "schema"):
+        if not isinstance(spec, dict) or key not in spec:
+            return _validation(("response_format", "json_schema", key), "missing", "Field required")
+    return None
+
+
 def thinking_chunks(c: cf.Conversation) -> Rejection | None:
     for i, message in enumerate(c.messages):
         content = message.get("content")
@@ -229,11 +241,14 @@ FAULTS: cf.FaultTable = {  # unverified types and codes
 
 
 def usage(u: cr.Usage) -> dict:
-    return {
+    out = {
         "prompt_tokens": u.prompt,
         "total_tokens": u.prompt + u.completion,
         "completion_tokens": u.completion,
     }
+    if u.cached:  # unverified: Mistral reports cache hits as OpenAI does
+        out["prompt_tokens_details"] = {"cached_tokens": u.cached}
+    return out
 
 
 def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking: bool) -> dict:
@@ -260,7 +275,14 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=False,
     shape_rejection=shape_rejection,
-    rules=(message_properties, thinking_chunks, tool_call_ids, empty_assistant, message_order),
+    rules=(
+        message_properties,
+        response_format,
+        thinking_chunks,
+        tool_call_ids,
+        empty_assistant,
+        message_order,
+    ),
     error_body=error_body,
     stream_error_body=stream_error_body,
     fault_error=cf.fault_errors(FAULTS),

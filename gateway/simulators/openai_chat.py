@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.simulators import chat_family as cf
 from gateway.simulators import chat_render as cr
+from gateway.simulators import structured as struct
 from gateway.simulators.base import Rejection, SimulatorState
 
 MAX_TOOL_CALL_ID = 40
@@ -167,6 +168,53 @@ def parameter_combinations(c: cf.Conversation) -> Rejection | None:
     return None
 
 
+FORMAT_TYPES = ("text", "json_object", "json_schema")
+
+
+def response_format(c: cf.Conversation) -> Rejection | None:
+    """`response_format`: its type, a named schema, OpenAI's strict-schema rules, and JSON mode's
+    demand that the messages mention JSON."""
+    fmt = c.body.get("response_format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict):
+        return _invalid(
+            "Invalid type for 'response_format': expected an object, but got "
+            f"{cf.json_type_name(fmt)} instead.",
+            "response_format",
+            "invalid_type",
+        )
+    kind = fmt.get("type")
+    if kind not in FORMAT_TYPES:
+        return _invalid(
+            f"Invalid value: '{kind}'. Supported values are: 'text', 'json_object', and 'json_schema'.",
+            "response_format.type",
+            "invalid_value",
+        )
+    if kind == "json_object" and not struct.mentions_json(cf.message_texts(c.messages)):
+        return _invalid(
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type "
+            "'json_object'.",
+            "messages",
+        )
+    if kind != "json_schema":
+        return None
+    spec = fmt.get("json_schema")
+    name = spec.get("name") if isinstance(spec, dict) else None
+    if not isinstance(name, str):
+        missing = "response_format.json_schema" + (".name" if isinstance(spec, dict) else "")
+        return _invalid(f"Missing required parameter: '{missing}'.", missing, "missing_required_parameter")
+    if spec.get("strict") is True:
+        problem = struct.strict_schema_problem(spec.get("schema") or {})
+        if problem:
+            return _invalid(
+                f"Invalid schema for response_format '{name}': {problem}",
+                "response_format",
+                "invalid_json_schema",
+            )
+    return None
+
+
 def pairing(c: cf.Conversation) -> Rejection | None:
     return cf.check_tool_pairing(
         c.messages,
@@ -238,7 +286,7 @@ def usage(u: cr.Usage) -> dict:
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
         "total_tokens": u.prompt + u.completion,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": u.cached, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": u.reasoning,
             "audio_tokens": 0,
@@ -274,7 +322,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(message_properties, id_lengths, function_names, parameter_combinations, pairing),
+    rules=(message_properties, id_lengths, function_names, parameter_combinations, response_format, pairing),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
@@ -298,6 +346,7 @@ DIALECT = cf.ChatDialect(
         body_extra={"service_tier": "default", "system_fingerprint": FINGERPRINT},
         null_usage_on_chunks=True,
         role_merges_into_tool_delta=True,
+        refusals=True,
     ),
 )
 

@@ -6,15 +6,22 @@ from __future__ import annotations
 import secrets
 import string
 import time
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
+from gateway.simulators import structured
 from gateway.simulators.base import Reply, SimulatorState, split_text, sse_frame
 from gateway.simulators.responses_rules import encrypted_content
 
 BASE62 = string.ascii_letters + string.digits
 ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
+# call item type -> (its input field, the prefix of its delta/done events)
+CALL_EVENTS = {
+    "function_call": ("arguments", "response.function_call_arguments"),
+    "custom_tool_call": ("input", "response.custom_tool_call_input"),
+}
 
 
 def _base62(n: int) -> str:
@@ -75,6 +82,22 @@ class Rendered:
         self.summary = summary
 
 
+def _structured(body: dict, reply: Reply) -> Reply:
+    """A `text.format` JSON request is answered with JSON valid for its schema (JSON mode: the
+    schema its instructions spell out)."""
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or reply.tool_calls or reply.refusal is not None:
+        return reply
+    if fmt.get("type") == "json_schema":
+        return replace(reply, text=structured.answer_text(fmt["schema"], reply))
+    if fmt.get("type") == "json_object":
+        texts = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
+        schema = structured.schema_in_instructions(texts)
+        return replace(reply, text=structured.answer_text(schema, reply))
+    return reply
+
+
 def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Rendered:
     model = body["model"]
     key = secrets.token_hex(20)  # every item id of this response shares it, like the API's ids
@@ -100,32 +123,42 @@ def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Ren
             preliminary = state.sign(model, reasoning_id, "in_progress")
         item["summary"] = [{"type": "summary_text", "text": text} for text in summary]
         output.append(item)
-    if reply.text:
+    reply = _structured(body, reply)
+    if reply.refusal is not None:
+        part: dict = {"type": "refusal", "refusal": reply.refusal}
+    else:
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": reply.text}
+    if reply.text or reply.refusal is not None:
         output.append(
             {
                 "id": f"msg_{key}",
                 "type": "message",
                 "status": "incomplete" if truncated else "completed",
-                "content": [{"type": "output_text", "annotations": [], "logprobs": [], "text": reply.text}],
+                "content": [part],
                 "role": "assistant",
             }
         )
     arguments_chars = 0
+    custom = {t.get("name") for t in body.get("tools") or () if t.get("type") == "custom"}
     for n, call in enumerate(reply.tool_calls):
-        arguments = orjson.dumps(call.arguments).decode()
+        if call.name in custom:
+            # a custom tool takes free text: the scripted call's "input" argument
+            prefix, field, arguments = "ctc", "input", str(call.arguments.get("input", ""))
+        else:
+            prefix, field, arguments = "fc", "arguments", orjson.dumps(call.arguments).decode()
         arguments_chars += len(arguments)
         output.append(
             {
                 # calls made after reasoning are bound to its item: fc_<key>_<n> needs rs_<key>
-                "id": f"fc_{key}_{n}" if reasoning else f"fc_{key}{n:02d}",
-                "type": "function_call",
+                "id": f"{prefix}_{key}_{n}" if reasoning else f"{prefix}_{key}{n:02d}",
+                "type": "custom_tool_call" if prefix == "ctc" else "function_call",
                 "status": "completed",
-                "arguments": arguments,
+                field: arguments,
                 "call_id": "call_" + _base62(24),
                 "name": call.name,
             }
         )
-    input_tokens = max(1, raw_len // 4)
+    input_tokens = max(1, raw_len // 4) + reply.cache_read
     reasoning_tokens = reasoning_chars // 4
     output_tokens = max(1, (reasoning_chars + len(reply.text) + arguments_chars) // 4)
     response = {
@@ -135,7 +168,7 @@ def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Ren
         "output": output,
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": reply.cache_read},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
             "total_tokens": input_tokens + output_tokens,
@@ -173,8 +206,11 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
             )
             events.append({"type": "response.reasoning_summary_part.done", **summary_ref, "part": part})
     elif kind == "message":
-        text = item["content"][0]["text"]
+        part = item["content"][0]
+        refused = part["type"] == "refusal"
+        text = part["refusal"] if refused else part["text"]
         part_ref = {**ref, "content_index": 0}
+        empty = {"type": "refusal", "refusal": ""} if refused else {**part, "text": ""}
         events = [
             {
                 "type": "response.output_item.added",
@@ -187,33 +223,35 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
                     "role": "assistant",
                 },
             },
-            {
-                "type": "response.content_part.added",
-                **part_ref,
-                "part": {"type": "output_text", "annotations": [], "logprobs": [], "text": ""},
-            },
+            {"type": "response.content_part.added", **part_ref, "part": empty},
         ]
-        events.extend(
-            {"type": "response.output_text.delta", **part_ref, "delta": delta, "logprobs": []}
-            for delta in split_text(text, chunk_size)
-        )
-        events.append({"type": "response.output_text.done", **part_ref, "text": text, "logprobs": []})
-        events.append({"type": "response.content_part.done", **part_ref, "part": item["content"][0]})
-    elif kind == "function_call":
+        if refused:
+            events.extend(
+                {"type": "response.refusal.delta", **part_ref, "delta": delta}
+                for delta in split_text(text, chunk_size)
+            )
+            events.append({"type": "response.refusal.done", **part_ref, "refusal": text})
+        else:
+            events.extend(
+                {"type": "response.output_text.delta", **part_ref, "delta": delta, "logprobs": []}
+                for delta in split_text(text, chunk_size)
+            )
+            events.append({"type": "response.output_text.done", **part_ref, "text": text, "logprobs": []})
+        events.append({"type": "response.content_part.done", **part_ref, "part": part})
+    elif kind in CALL_EVENTS:
+        field, prefix = CALL_EVENTS[kind]
         events = [
             {
                 "type": "response.output_item.added",
                 "output_index": index,
-                "item": {**item, "status": "in_progress", "arguments": ""},
+                "item": {**item, "status": "in_progress", field: ""},
             }
         ]
         events.extend(
-            {"type": "response.function_call_arguments.delta", **ref, "delta": delta}
-            for delta in split_text(item["arguments"], chunk_size)
+            {"type": f"{prefix}.delta", **ref, "delta": delta}
+            for delta in split_text(item[field], chunk_size)
         )
-        events.append(
-            {"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]}
-        )
+        events.append({"type": f"{prefix}.done", **ref, field: item[field]})
     else:
         raise ValueError(f"cannot stream a {kind!r} output item")
     events.append({"type": "response.output_item.done", "output_index": index, "item": item})

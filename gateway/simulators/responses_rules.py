@@ -12,6 +12,7 @@ from typing import Any
 
 from gateway.simulators.base import Rejection, SimulatorState
 from gateway.simulators.responses_shapes import (
+    OUTPUT_OF,
     Invalid,
     bad_value,
     check_item,
@@ -19,10 +20,12 @@ from gateway.simulators.responses_shapes import (
     no_unknown,
     type_error,
 )
+from gateway.simulators.structured import strict_schema_problem
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
-# function_call ids issued together with a reasoning item share its key: rs_<key> / fc_<key>_<n>
-BOUND_CALL_ID = re.compile(r"^fc_([0-9a-f]{40})_(\d+)$")
+# call ids issued together with a reasoning item share its key: rs_<key> / fc_<key>_<n> (ctc_ for
+# custom tool calls)
+BOUND_CALL_ID = re.compile(r"^(?:fc|ctc)_([0-9a-f]{40})_(\d+)$")
 
 TOP_LEVEL_KEYS = frozenset(
     (
@@ -65,6 +68,27 @@ INCLUDABLE = (
     "code_interpreter_call.outputs",
 )
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# tools the API runs itself, with the keys each takes (the simulator accepts them and never runs them)
+HOSTED_TOOL_KEYS = {
+    "web_search": frozenset(
+        (
+            "type",
+            "external_web_access",
+            "search_content_types",
+            "filters",
+            "user_location",
+            "search_context_size",
+        )
+    ),
+    "web_search_preview": frozenset(("type", "search_context_size", "user_location")),
+    "file_search": frozenset(("type", "vector_store_ids", "max_num_results", "filters", "ranking_options")),
+    "code_interpreter": frozenset(("type", "container")),
+    "tool_search": frozenset(("type", "execution", "description", "parameters")),
+    "image_generation": frozenset(("type", "quality", "size", "output_format", "background", "model")),
+}
+TOOL_TYPES = ("function", "custom", *HOSTED_TOOL_KEYS)
+OUTPUT_ITEMS = frozenset(OUTPUT_OF.values())
+GRAMMAR_SYNTAXES = ("lark", "regex")
 SUMMARIES = ("auto", "concise", "detailed")
 
 
@@ -142,7 +166,40 @@ def _check(state: SimulatorState, body: Any, model: str) -> int:
     return _check_sequence(state, model, items)
 
 
+def _check_text_format(text: Any) -> None:
+    if text is None:
+        return
+    if not isinstance(text, dict):
+        raise type_error("text", "an object", text)
+    fmt = text.get("format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict):
+        raise type_error("text.format", "an object", fmt)
+    kind = fmt.get("type")
+    if kind not in ("text", "json_object", "json_schema"):
+        raise bad_value("text.format.type", kind, ("text", "json_object", "json_schema"))
+    if kind != "json_schema":
+        return
+    for key in ("name", "schema"):
+        if key not in fmt:
+            raise Invalid(
+                f"Missing required parameter: 'text.format.{key}'.",
+                f"text.format.{key}",
+                "missing_required_parameter",
+            )
+    if fmt.get("strict") is True:
+        problem = strict_schema_problem(fmt["schema"])
+        if problem:
+            raise Invalid(
+                f"Invalid schema for response_format '{fmt['name']}': {problem}",
+                "text.format.schema",
+                "invalid_json_schema",
+            )
+
+
 def _check_options(body: dict) -> None:
+    _check_text_format(body.get("text"))
     if body.get("instructions") is not None and not isinstance(body["instructions"], str):
         raise type_error("instructions", "a string", body["instructions"])
     for key in ("stream", "parallel_tool_calls", "background"):
@@ -204,22 +261,30 @@ def _check_reasoning(reasoning: Any) -> bool:
     return effort != "none"
 
 
-def _check_tools(tools: Any) -> set[str]:
+def _check_tools(tools: Any) -> dict[str, str]:
+    """Name -> type ("function" | "custom") of the tools the model may call."""
     if tools is None:
-        return set()
+        return {}
     if not isinstance(tools, list):
         raise type_error("tools", "an array", tools)
-    names: set[str] = set()
+    names: dict[str, str] = {}
     for k, tool in enumerate(tools):
         path = f"tools[{k}]"
         if not isinstance(tool, dict):
             raise type_error(path, "an object", tool)
         if "type" not in tool:
             raise missing(f"{path}.type")
-        if tool["type"] != "function":
-            # the simulator implements function tools only (the API also has hosted tools)
-            raise bad_value(f"{path}.type", tool["type"], ("function",))
-        no_unknown(tool, frozenset(("type", "name", "description", "parameters", "strict")), path)
+        kind = tool["type"]
+        if kind not in TOOL_TYPES:
+            raise bad_value(f"{path}.type", kind, TOOL_TYPES)
+        if kind in HOSTED_TOOL_KEYS:
+            no_unknown(tool, HOSTED_TOOL_KEYS[kind], path)
+            continue
+        if kind == "custom":
+            no_unknown(tool, frozenset(("type", "name", "description", "format")), path)
+            _check_custom_format(tool.get("format"), f"{path}.format")
+        else:
+            no_unknown(tool, frozenset(("type", "name", "description", "parameters", "strict")), path)
         if "name" not in tool:
             raise missing(f"{path}.name")
         name = tool["name"]
@@ -239,31 +304,51 @@ def _check_tools(tools: Any) -> set[str]:
                 f"{path}.name",
                 "invalid_value",
             )
-        if "parameters" not in tool:
+        if name in names:  # unverified wording
+            raise Invalid(f"Duplicate tool name '{name}' in 'tools'.", f"{path}.name", "invalid_value")
+        if kind == "function" and "parameters" not in tool:
             raise missing(f"{path}.parameters")
-        if tool["parameters"] is not None and not isinstance(tool["parameters"], dict):
+        if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
             raise type_error(f"{path}.parameters", "an object", tool["parameters"])
         if tool.get("description") is not None and not isinstance(tool["description"], str):
             raise type_error(f"{path}.description", "a string", tool["description"])
         if tool.get("strict") is not None and not isinstance(tool["strict"], bool):
             raise type_error(f"{path}.strict", "a boolean", tool["strict"])
-        names.add(name)
+        names[name] = kind
     return names
 
 
-def _check_tool_choice(choice: Any, tool_names: set[str]) -> None:
+def _check_custom_format(fmt: Any, path: str) -> None:
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict):
+        raise type_error(path, "an object", fmt)
+    kind = fmt.get("type")
+    if kind == "text":
+        no_unknown(fmt, frozenset(("type",)), path)
+    elif kind == "grammar":
+        no_unknown(fmt, frozenset(("type", "syntax", "definition")), path)
+        if fmt.get("syntax") not in GRAMMAR_SYNTAXES:
+            raise bad_value(f"{path}.syntax", fmt.get("syntax"), GRAMMAR_SYNTAXES)
+        if not isinstance(fmt.get("definition"), str):
+            raise type_error(f"{path}.definition", "a string", fmt.get("definition"))
+    else:
+        raise bad_value(f"{path}.type", kind, ("text", "grammar"))
+
+
+def _check_tool_choice(choice: Any, tool_names: dict[str, str]) -> None:
     if choice is None or choice in ("none", "auto", "required"):
         return
     if isinstance(choice, str):
         raise bad_value("tool_choice", choice, ("none", "auto", "required"))
     if not isinstance(choice, dict):
         raise type_error("tool_choice", "a string or an object", choice)
-    if choice.get("type") != "function":
-        raise bad_value("tool_choice.type", choice.get("type"), ("function",))
+    if choice.get("type") not in ("function", "custom"):
+        raise bad_value("tool_choice.type", choice.get("type"), ("function", "custom"))
     no_unknown(choice, frozenset(("type", "name")), "tool_choice")
-    if choice.get("name") not in tool_names:
+    if tool_names.get(choice.get("name")) != choice["type"]:
         # unverified wording
-        raise Invalid("Tool choice 'function' not found in 'tools' parameter.", "tool_choice", None)
+        raise Invalid(f"Tool choice '{choice['type']}' not found in 'tools' parameter.", "tool_choice", None)
 
 
 def _follows_reasoning(item: dict | None) -> bool:
@@ -271,12 +356,12 @@ def _follows_reasoning(item: dict | None) -> bool:
     if item is None:
         return False
     kind = item.get("type", "message")
-    return kind == "function_call" or (kind == "message" and item.get("role") == "assistant")
+    return kind in OUTPUT_OF or (kind == "message" and item.get("role") == "assistant")
 
 
 def _check_sequence(state: SimulatorState, model: str, items: list[dict]) -> int:
     seen_ids: set[str] = set()
-    calls: dict[str, None] = {}  # call_id -> insertion order
+    calls: dict[str, str] = {}  # call_id -> its output item type, in insertion order
     answered: set[str] = set()
     reasoning_ids: set[str] = set()
     verified = 0
@@ -298,21 +383,24 @@ def _check_sequence(state: SimulatorState, model: str, items: list[dict]) -> int
                 )
             reasoning_ids.add(item_id)
             verified += 1
-        elif kind == "function_call":
+        elif kind in OUTPUT_OF:
             bound = BOUND_CALL_ID.match(item_id) if isinstance(item_id, str) else None
             if bound is not None and f"rs_{bound.group(1)}" not in reasoning_ids:
                 raise Invalid(
-                    f"Item '{item_id}' of type 'function_call' was provided without its required "
+                    f"Item '{item_id}' of type '{kind}' was provided without its required "
                     f"'reasoning' item: 'rs_{bound.group(1)}'."
                 )
-            calls[item["call_id"]] = None
-        elif kind == "function_call_output":
-            if item["call_id"] not in calls:
-                raise Invalid(f"No tool call found for function call output with call_id {item['call_id']}.")
+            calls[item["call_id"]] = OUTPUT_OF[kind]
+        elif kind in OUTPUT_ITEMS:
+            if calls.get(item["call_id"]) != kind:
+                what = kind.removesuffix("_output").replace("_", " ")
+                # the function call wording is recorded; the custom tool call one is unverified
+                raise Invalid(f"No tool call found for {what} output with call_id {item['call_id']}.")
             answered.add(item["call_id"])
-    for call_id in calls:
+    for call_id, output in calls.items():
         if call_id not in answered:
-            raise Invalid(f"No tool output found for function call {call_id}.")
+            what = "function call" if output == "function_call_output" else "custom tool call"
+            raise Invalid(f"No tool output found for {what} {call_id}.")
     return verified
 
 

@@ -13,14 +13,25 @@ MAX_CALL_ID = 64
 ROLES = ("user", "system", "developer", "assistant")
 INPUT_PARTS = ("input_text", "input_image", "input_file")
 OUTPUT_PARTS = ("output_text", "refusal")
-ITEM_TYPES = ("message", "reasoning", "function_call", "function_call_output")
+ITEM_TYPES = (
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+)
 ITEM_KEYS = {
     "message": frozenset(("type", "role", "content", "id", "status")),
     "reasoning": frozenset(("type", "id", "summary", "encrypted_content", "status", "content")),
     "function_call": frozenset(("type", "id", "call_id", "name", "arguments", "status")),
     "function_call_output": frozenset(("type", "id", "call_id", "output", "status")),
+    "custom_tool_call": frozenset(("type", "id", "call_id", "name", "input", "status")),
+    "custom_tool_call_output": frozenset(("type", "id", "call_id", "output", "status")),
 }
-ID_PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc"}
+ID_PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc", "custom_tool_call": "ctc"}
+# each call item type and the output item type that answers it
+OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 
 
 class Invalid(Exception):
@@ -136,7 +147,11 @@ def check_item(item: Any, n: int) -> None:
         _check_call_id(item, param)
         _required_str(item, "name", param)
         _required_str(item, "arguments", param)
-    elif kind == "function_call_output":
+    elif kind == "custom_tool_call":
+        _check_call_id(item, param)
+        _required_str(item, "name", param)
+        _required_str(item, "input", param)
+    elif kind in ("function_call_output", "custom_tool_call_output"):
         _check_call_id(item, param)
         if "output" not in item:
             raise missing(f"{param}.output")

@@ -36,12 +36,13 @@ class AssemblyError(ValueError):
 
 
 class _Open:
-    __slots__ = ("kind", "id", "name", "parts", "meta", "closed")
+    __slots__ = ("kind", "id", "name", "custom", "parts", "meta", "closed")
 
-    def __init__(self, kind: BlockKind, id: str, name: str) -> None:
+    def __init__(self, kind: BlockKind, id: str, name: str, custom: bool) -> None:
         self.kind = kind
         self.id = id
         self.name = name
+        self.custom = custom
         self.parts: list[str] = []
         self.meta: Continuity | None = None
         self.closed = False
@@ -68,7 +69,7 @@ class Assembler:
         elif t is BlockStart:
             if event.index in self._blocks:
                 raise AssemblyError(f"block {event.index} started twice")
-            self._blocks[event.index] = _Open(event.kind, event.id, event.name)
+            self._blocks[event.index] = _Open(event.kind, event.id, event.name, event.custom)
         elif t is BlockStop:
             block = self._blocks.get(event.index)
             if block is None or block.closed:
@@ -102,7 +103,12 @@ class Assembler:
             elif block.kind is BlockKind.REASONING:
                 blocks.append(Reasoning(text, block.meta))
             elif block.kind is BlockKind.TOOL_CALL:
-                blocks.append(ToolCall(block.id, block.name, text.strip() or "{}", block.meta))
+                if block.custom:  # free text input, kept exactly
+                    blocks.append(ToolCall(block.id, block.name, text, block.meta, custom=True))
+                else:
+                    blocks.append(ToolCall(block.id, block.name, text.strip() or "{}", block.meta))
+            elif block.kind is BlockKind.REFUSAL:
+                blocks.append(Text(text, block.meta, refusal=True))
             else:  # pragma: no cover - BlockKind is closed
                 raise AssemblyError(f"unknown block kind {block.kind}")
         stop = self.stop_reason

@@ -16,6 +16,7 @@ class BlockKind(str, enum.Enum):
     TEXT = "text"
     REASONING = "reasoning"
     TOOL_CALL = "tool_call"
+    REFUSAL = "refusal"  # the model's refusal text (folds into Text(refusal=True))
 
 
 @dataclass(slots=True)
@@ -29,9 +30,11 @@ class BlockStart:
     index: int
     kind: BlockKind
     # tool calls: the provider's own id as it appeared on the wire (mapped to a canonical id
-    # before a client sees it) and the function name
+    # before a client sees it) and the function name; reasoning: the provider's own item id, when
+    # its wire names reasoning items (clients of the same wire see it before the block's meta)
     id: str = ""
     name: str = ""
+    custom: bool = False  # a call of a custom (freeform) tool: its deltas are raw input text
 
 
 @dataclass(slots=True)

@@ -57,6 +57,9 @@ class Text:
     text: str
     meta: Continuity | None = None  # e.g. a Gemini thoughtSignature carried on a text part
     cache: CacheControl | None = None
+    # the model declined: this text says why (OpenAI `refusal`). Sent back in a later turn it is
+    # plain assistant text for every provider
+    refusal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

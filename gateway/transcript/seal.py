@@ -25,6 +25,8 @@ _MAC_BYTES = 16
 
 
 class Sealer:
+    PREFIX = _PREFIX  # every sealed blob starts with it
+
     def __init__(self, key: bytes | None = None) -> None:
         # without a configured secret, blobs are valid for this process only (the store still
         # restores continuity; stateless clients lose their tokens across restarts)

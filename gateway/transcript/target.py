@@ -3,12 +3,13 @@ capability flags of that provider's kind. Pure data, shared by routing, repair a
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.transcript.model import Continuity
+from gateway.transcript.model import Continuity, Request, ToolChoiceMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,49 @@ class ToolIdRule:
     max_len: int
     style: str  # "prefixed" (prefix + digest), "alnum9" (Mistral), "kimi" (functions.name:idx)
     prefix: str = ""
+
+
+class OutputMode(str, enum.Enum):
+    """How one request's structured output (Request.response_format) reaches a provider."""
+
+    SCHEMA = "schema"  # the API's own JSON-schema output (constrained decoding)
+    JSON_OBJECT = "json_object"  # the API's JSON mode; a schema, if any, goes in the instructions
+    FORCED_TOOL = "forced_tool"  # one tool whose input is the answer, and tool_choice forcing it
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutput:
+    """What a provider offers for structured output, by model. Patterns are matched with
+    `re.match` against the upstream model id; None matches no model."""
+
+    schema_models: str | None = ".*"  # models with native JSON-schema output
+    json_object: bool = True  # the API has a JSON-object mode
+    # how a request is honoured where the above cannot: JSON_OBJECT or FORCED_TOOL
+    fallback: OutputMode = OutputMode.JSON_OBJECT
+    # models that take a JSON response format together with function tools
+    with_tools_models: str | None = ".*"
+
+    def mode(self, model: str, schema: bool) -> OutputMode:
+        if schema and self.schema_models is not None and re.match(self.schema_models, model):
+            return OutputMode.SCHEMA
+        if not schema and self.json_object:
+            return OutputMode.JSON_OBJECT
+        return self.fallback
+
+    def with_tools(self, model: str) -> bool:
+        return self.with_tools_models is not None and re.match(self.with_tools_models, model) is not None
+
+
+def output_mode(request: Request, model: str, rule: StructuredOutput) -> OutputMode | None:
+    """How `request`'s structured output goes to `model`; None when it asks for none, or when the
+    client forces a tool call of its own this turn (the answer is that call, not the format)."""
+    fmt = request.response_format
+    if fmt is None:
+        return None
+    choice = request.tool_choice
+    if request.tools and choice is not None and choice.mode in (ToolChoiceMode.REQUIRED, ToolChoiceMode.TOOL):
+        return None
+    return rule.mode(model, fmt.schema is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +137,18 @@ class Capabilities:
     thinking_forbids_forced_tool_choice: bool = False
     # Anthropic: the smallest thinking budget; a max_tokens at or below it leaves no room to think
     min_thinking_budget: int | None = None
+    # OpenAI Responses: custom (freeform) tools and their calls travel natively; elsewhere repair
+    # maps them to function tools taking one string
+    custom_tools: bool = False
     # OpenAI Chat: an assistant message with `content: ""` and nothing else is valid; every other
     # family refuses it ("all messages must have non-empty content", "contents.parts must not be
     # empty", Mistral's "must have either content or tool_calls") or is not known to take it
     empty_assistant_turn_ok: bool = False
+    # structured output (Request.response_format): native schema, JSON mode, or a forced tool
+    structured_output: StructuredOutput = field(default_factory=StructuredOutput)
+    # Anthropic: at most this many cache_control breakpoints in one request (None: the provider
+    # caches implicitly and takes none)
+    max_cache_breakpoints: int | None = None
     # Anthropic: the `anthropic-beta` flags a client may pass through (features whose request and
     # answer shapes the adapter handles); the others are dropped for the target, and counted
     client_betas: frozenset[str] = frozenset()

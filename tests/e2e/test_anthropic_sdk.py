@@ -205,7 +205,7 @@ async def test_errors_come_in_anthropics_envelope(stack):
             messages=USER,
             tools=[{"type": "web_search_20250305", "name": "web_search"}],
         )
-    assert "web_search_20250305 tool runs only on anthropic targets" in caught.value.body["error"]["message"]
+    assert "hosted tool 'web_search_20250305' runs only on anthropic targets" in caught.value.body["error"]["message"]
 
 
 async def test_a_context_overflow_from_any_family_says_prompt_is_too_long(stack):

@@ -168,7 +168,7 @@ async def test_anthropic_only_options_reach_anthropic_where_valid_and_nobody_els
         # another family never sees them; the server tool makes it refuse, naming the tool
         status, _, payload = await post(stack, {**body, "model": "gemini"}, betas)
         assert status == 400
-        assert "web_search_20250305 tool runs only on anthropic targets" in orjson.loads(payload)["error"]["message"]
+        assert "hosted tool 'web_search_20250305' runs only on anthropic targets" in orjson.loads(payload)["error"]["message"]
         no_tool = {**body, "model": "gemini", "tools": body["tools"][:1]}
         status, headers, _ = await post(stack, no_tool, betas)
         assert status == 200

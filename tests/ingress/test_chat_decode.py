@@ -134,8 +134,6 @@ def test_json_depth_and_syntax_limits():
 @pytest.mark.parametrize(
     "field,value",
     [
-        ("response_format", {"type": "json_object"}),
-        ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
         ("logprobs", True),
         ("top_logprobs", 3),
         ("functions", [{"name": "f"}]),
@@ -275,3 +273,96 @@ def test_every_refusal_carries_a_code(body, code):
     with pytest.raises(ClientError) as info:
         decode(body)
     assert info.value.status == 400 and info.value.code == code
+
+
+def test_response_format_json_schema_and_json_object_decode_into_the_canonical_field():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "Answer", "schema": schema, "strict": True}}
+    request = decode({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": fmt})
+    rf = request.response_format
+    assert (rf.type, rf.name, dict(rf.schema), rf.strict) == ("json_schema", "Answer", schema, True)
+    request = decode(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "json"}],
+            "response_format": {"type": "json_object"},
+        }
+    )
+    assert request.response_format.type == "json_object" and request.response_format.schema is None
+    text = decode(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "text"}}
+    )
+    assert text.response_format is None
+
+
+@pytest.mark.parametrize(
+    "fmt,param",
+    [
+        ({"type": "json_schema"}, "response_format.json_schema"),
+        ({"type": "json_schema", "json_schema": {"name": "bad name!"}}, "response_format.json_schema.name"),
+        ({"type": "xml"}, "response_format"),
+    ],
+)
+def test_an_invalid_response_format_is_a_400_with_its_path(fmt, param):
+    with pytest.raises(ClientError) as info:
+        decode({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": fmt})
+    assert info.value.status == 400 and (info.value.param or "").startswith(param)
+
+
+def test_cache_control_on_parts_messages_and_tools_becomes_canonical_breakpoints():
+    eph = {"type": "ephemeral"}
+    body = {
+        "model": "m",
+        "messages": [
+            {
+                "role": "system",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "long rules",
+                        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                    },
+                    {"type": "text", "text": "today"},
+                ],
+            },
+            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": eph}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny", "cache_control": eph},
+            {"role": "user", "content": "more", "cache_control": eph},
+        ],
+        "tools": [{**TOOL, "cache_control": eph}],
+    }
+    request = decode(body)
+    assert [(b.text, b.cache.ttl if b.cache else None) for b in request.system] == [
+        ("long rules", "1h"),
+        ("today", None),
+    ]
+    assert request.messages[0].blocks[0].cache is not None
+    assert request.messages[2].blocks[0].cache is not None
+    assert request.messages[3].blocks[-1].cache is not None
+    assert request.tools[0].cache is not None
+    with pytest.raises(ClientError) as info:
+        decode({**body, "tools": [{**TOOL, "cache_control": {"type": "ephemeral", "ttl": "2d"}}]})
+    assert info.value.param.startswith("tools[0].cache_control")
+
+
+def test_an_assistant_refusal_sent_back_is_its_text():
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+            {"role": "user", "content": "ok"},
+        ],
+    }
+    assert decode(body).messages[1].blocks == (Text("I can't help with that."),)

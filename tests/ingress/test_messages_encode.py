@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from gateway.ingress.base import Inbound, Reply
-from gateway.ingress.errors import ClientError
-from gateway.ingress.messages.codec import CODEC, Context, anthropic_error
+from gateway.ingress.errors import ClientError, anthropic_error
+from gateway.ingress.messages.codec import CODEC, Context
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, fold, message_json
 from gateway.transcript.assembler import fold as fold_turn
 from gateway.transcript.events import (

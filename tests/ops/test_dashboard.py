@@ -46,6 +46,7 @@ def exported() -> dict[str, set[str]]:
             repairs=[("gemini", Repair("synthetic_tool_result"))],
             usage=Usage(10, 5, 2, 1, 3),
             ignored_tokens=1,
+            affinity_break="unhealthy",
         )
     )
     out: dict[str, set[str]] = {}

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -23,13 +24,16 @@ KEY = "serve-test-provider-key-01234"
 HANG_GUARD = 60  # seconds; only ever reached when something is broken
 
 
-def write_config(path: Path, hub: SimulatorHub, port: int, grace: float) -> None:
+def write_config(
+    path: Path, hub: SimulatorHub, port: int, grace: float, server: Mapping[str, object] | None = None
+) -> None:
     lines = [
         "[server]",
         'host = "127.0.0.1"',
         f"port = {port}",
         f"shutdown_grace_seconds = {grace}",
         'log_level = "info"',
+        *(f"{key} = {orjson.dumps(value).decode()}" for key, value in (server or {}).items()),
     ]
     for name, kind, model, _ in FAMILIES:
         lines += [
@@ -56,15 +60,30 @@ class Gateway:
 
 
 @asynccontextmanager
-async def gateway_process(tmp_path: Path, hub: SimulatorHub, grace: float) -> AsyncIterator[Gateway]:
+async def gateway_process(
+    tmp_path: Path,
+    hub: SimulatorHub,
+    grace: float,
+    *,
+    server: Mapping[str, object] | None = None,
+    file_limit: int | None = None,
+    key: str = KEY,
+) -> AsyncIterator[Gateway]:
+    """`server`: more [server] keys; `file_limit`: the process's open-file limit (soft and hard)."""
     port = free_port()
     config = tmp_path / "gateway.toml"
-    write_config(config, hub, port, grace)
+    write_config(config, hub, port, grace, server)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    env["SERVE_TEST_KEY"] = KEY
+    env["SERVE_TEST_KEY"] = key
+
+    def limit_files() -> None:  # in the child, before exec
+        if file_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (file_limit, file_limit))
+
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gateway", "serve", "--config", str(config),
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        preexec_fn=limit_files,
     )  # fmt: skip
     try:
         assert process.stdout is not None

@@ -140,7 +140,9 @@ def test_event_sequence_shape() -> None:
     assert type(events[0]) is MessageStart
     assert [type(e) for e in events[-2:]] == [UsageUpdate, Finish]
     assert [(e.index, e.kind.value, e.id) for e in events if type(e) is BlockStart] == [
-        (0, "reasoning", ""),
+        # a reasoning block names its item as soon as it is added (Responses clients need the id
+        # before the item is done)
+        (0, "reasoning", "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9"),
         (1, "tool_call", "call_AB6AaRZ1FYZB2RwS6A5vbdqn"),
     ]
     assert [e.index for e in events if type(e) is BlockStop] == [0, 1]

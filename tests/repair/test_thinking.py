@@ -98,3 +98,17 @@ def test_with_thinking_off_the_final_assistant_message_loses_its_thinking():
 def test_targets_without_the_thinking_switch_are_left_alone():
     messages = (user("q"), assistant("x", call("a")), tool(result("a")))
     assert switch(messages, caps=RESPONSES, strict=True) == (messages, None, [])
+
+
+def test_a_structured_output_through_a_forced_tool_turns_thinking_off_with_its_own_kind():
+    from gateway.transcript.model import ResponseFormat
+
+    older = replace(CLAUDE, model="claude-opus-4-1")
+    fmt = ResponseFormat("json_schema", "W", {"type": "object", "properties": {}})
+    messages = (user("q"),)
+    request = Request("group", messages, tools=TOOLS, response_format=fmt)
+    _, thinking, repairs = switch_thinking(messages, None, request, older, ANTHROPIC, False)
+    assert thinking is False and kinds(repairs) == ["thinking_off_for_forced_tool"]
+    # a model with native JSON outputs keeps thinking
+    native = replace(CLAUDE, model="claude-sonnet-4-5")
+    assert switch_thinking(messages, None, request, native, ANTHROPIC, False)[1] is True

@@ -3,7 +3,6 @@ app on the Anthropic SDKs (`ANTHROPIC_BASE_URL` at the gateway)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,20 +10,17 @@ from typing import Any
 import orjson
 
 from gateway.ingress.base import Inbound, Reply, SessionHint
-from gateway.ingress.errors import ClientError
+from gateway.ingress.echo_formats import anthropic_token
+from gateway.ingress.errors import ClientError, anthropic_error
 from gateway.ingress.messages import wire as w
 from gateway.ingress.messages.decode import Decoded, decode_request, validate
-from gateway.ingress.messages.encode import ERROR_TYPES, MessageEvents, MessagesStreamEncoder, message_json
-from gateway.transcript.events import CONTEXT_OVERFLOW
-from gateway.transcript.model import AssistantTurn
+from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, message_json
+from gateway.transcript.events import BlockKind
+from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
 
 # a client-chosen session key, then the one Claude Code sends on every request of a session
 SESSION_HEADERS = ("X-Session-Id", "X-Claude-Code-Session-Id")
-# Claude Code compacts the conversation only on this wording ("prompt is too long: N tokens > M
-# maximum", whose numbers it reads)
-PROMPT_TOO_LONG = "prompt is too long"
-_NUMBERS = re.compile(r"\d[\d,]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,39 +64,21 @@ class MessagesCodec:
     def error_body(self, error: ClientError) -> tuple[int, bytes]:
         return anthropic_error(error)
 
+    def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
+        # Anthropic's own thinking signature (or redacted data) as Anthropic issued it, so the
+        # history replays natively; every other token sealed, as the thinking blocks carry it
+        if kind is BlockKind.REASONING:
+            token = anthropic_token(meta)
+            if token is not None:
+                return token[1]
+        return sealer.seal(meta)
+
     def credential(self, headers: Mapping[str, str]) -> str:
         key = headers.get("x-api-key", "").strip()
         if key:
             return key
         scheme, _, value = headers.get("Authorization", "").partition(" ")
         return value.strip() if scheme.lower() == "bearer" else ""
-
-
-def anthropic_error(error: ClientError) -> tuple[int, bytes]:
-    """(status, body) in Anthropic's envelope `{"type": "error", "error": {"type", "message"}}`.
-    Every target overloaded is 529 `overloaded_error`; a context overflow from any provider is a
-    400 whose message says "prompt is too long"."""
-    status, message = error.status, error.message
-    if error.code == CONTEXT_OVERFLOW:
-        status, message = 400, prompt_too_long(message)
-    elif status == 503:
-        status = 529
-    kind = ERROR_TYPES.get(status, "api_error")
-    body = {"type": "error", "error": {"type": kind, "message": message}}
-    return status, orjson.dumps(body)
-
-
-def prompt_too_long(message: str) -> str:
-    """The wording Claude Code acts on, with the provider's own figures when it gave two (used,
-    then the limit, in every provider's phrasing but OpenAI's, which names the limit first)."""
-    if PROMPT_TOO_LONG in message.lower():
-        return message
-    numbers = [int(n.replace(",", "")) for n in _NUMBERS.findall(message)]
-    numbers = [n for n in numbers if n >= 100]  # drop message indexes, status codes
-    if len(numbers) >= 2:
-        used, limit = max(numbers[:2]), min(numbers[:2])
-        return f"{PROMPT_TOO_LONG}: {used} tokens > {limit} maximum ({message})"
-    return f"{PROMPT_TOO_LONG} ({message})"
 
 
 CODEC = MessagesCodec()

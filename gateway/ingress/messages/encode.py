@@ -48,18 +48,6 @@ STOP_REASONS = {
     StopReason.ERROR: "end_turn",
 }
 
-# status -> the Anthropic error type clients branch on
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
 # upstream failure category (in-stream errors) -> Anthropic error type
 CATEGORY_TYPES = {
     "rate_limit": "rate_limit_error",

@@ -1,0 +1,113 @@
+"""The OpenAI Responses dialect (`POST /v1/responses`, `POST /v1/responses/compact`) as an
+ingress codec: Codex CLI, the OpenAI Agents SDK, and the `openai` SDK's `responses` API.
+
+Stateless clients (Codex: `store: false`, the whole transcript every turn) carry continuity in
+`encrypted_content` (gateway/ingress/responses_tokens.py); stateful ones name an earlier answer
+with `previous_response_id`, which the exchange rebuilds from what it kept (`Inbound.keep`).
+A request whose input ends in a `compaction_trigger` item, or any request to
+/v1/responses/compact, is answered with exactly one `compaction` item: the routed model's
+summary of the input, sealed, which later requests put back in place of the compacted turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gateway.ingress.base import Inbound, Reply
+from gateway.ingress.chat import bearer_token
+from gateway.ingress.errors import ClientError
+from gateway.ingress.responses_decode import decode_request
+from gateway.ingress.responses_output import (
+    ERROR_FINISH,
+    Answering,
+    base_of,
+    compaction_item,
+    output_items,
+    response_json,
+    status_of,
+    usage_json,
+)
+from gateway.ingress.responses_stream import ResponsesStreamEncoder
+from gateway.ingress.responses_tokens import reasoning_token
+from gateway.transcript.events import BlockKind
+from gateway.transcript.model import AssistantTurn, Continuity, Text
+from gateway.transcript.seal import Sealer
+
+
+class ResponsesCodec:
+    ingress = "responses"
+
+    def __init__(self, compact: bool = False) -> None:
+        self.compact = compact  # the /v1/responses/compact endpoint
+
+    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+        decoded = decode_request(body, headers, sealer, compact=self.compact)
+        return Inbound(
+            decoded.request,
+            decoded.session,
+            decoded.ignored_tokens,
+            context=decoded.answering,
+            history=decoded.history,
+            keep=decoded.keep,
+        )
+
+    def answer_id(self, request_id: str) -> str:
+        return "resp_" + request_id
+
+    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> ResponsesStreamEncoder:
+        return ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer)
+
+    def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
+        answering: Answering = inbound.context
+        base = base_of(reply.id)
+        status, incomplete = status_of(turn.stop_reason)
+        if answering.compaction:
+            summary = "".join(b.text for b in turn.blocks if type(b) is Text)
+            output = [compaction_item(base, summary, sealer)]
+            if self.compact:
+                body = {
+                    "id": reply.id,
+                    "object": "response.compaction",
+                    "created_at": reply.created,
+                    "output": output,
+                    "usage": usage_json(turn.usage),
+                }
+                return orjson.dumps(body)
+        else:
+            message_status = "incomplete" if status == "incomplete" else "completed"
+            output = output_items(turn.blocks, base, answering, sealer, message_status)
+        error = ERROR_FINISH if status == "failed" else None
+        return orjson.dumps(
+            response_json(
+                answering,
+                reply.id,
+                reply.created,
+                status,
+                output,
+                turn.usage,
+                incomplete=incomplete,
+                error=error,
+            )
+        )
+
+    def error_body(self, error: ClientError) -> tuple[int, bytes]:
+        return error.status, error.to_json()
+
+    def credential(self, headers: Mapping[str, str]) -> str:
+        return bearer_token(headers)
+
+    def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
+        # a Responses client sends back OpenAI's own reasoning token as OpenAI issued it; every
+        # other token (and text/call continuity, carried in the turn's carrier) sealed
+        if kind is BlockKind.REASONING:
+            token = reasoning_token(meta, sealer)
+            if token is not None:
+                return token
+        return sealer.seal(meta)
+
+
+CODEC = ResponsesCodec()
+COMPACT_CODEC = ResponsesCodec(compact=True)

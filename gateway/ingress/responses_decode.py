@@ -1,0 +1,213 @@
+"""Decode an OpenAI Responses request (`POST /v1/responses`) into the canonical Request."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.ingress.base import HistoryRef, SessionHint
+from gateway.ingress.errors import invalid
+from gateway.ingress.responses_fields import (
+    array,
+    choice,
+    flag,
+    integer,
+    number,
+    obj,
+    optional_text,
+    text,
+)
+from gateway.ingress.responses_items import read_items
+from gateway.ingress.responses_output import Answering
+from gateway.ingress.responses_tools import Tools, tool_choice
+from gateway.session import valid_session_id
+from gateway.transcript.model import REASONING_EFFORTS, Message, Request, ResponseFormat, Role, Text
+from gateway.transcript.seal import Sealer
+
+ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
+SUMMARIES = ("auto", "concise", "detailed")
+# session keys a client names, in order of preference: the gateway's own header, Codex's
+SESSION_HEADERS = ("X-Session-Id", "session-id")
+
+# the instruction a compaction request ends with (the routed model writes the summary)
+COMPACTION_PROMPT = (
+    "The conversation above is about to be compacted: write the summary that replaces it. Another "
+    "model will continue the work from your summary alone, with the same tools. Cover the user's "
+    "goal and every requirement or constraint they stated, the decisions made and why, what was "
+    "done (files changed, commands run and their results), what is still open, and the next "
+    "steps. Keep names, paths, identifiers and numbers exact. Write the summary only."
+)
+
+# Parameters the gateway cannot honour on every provider: refused by name, never ignored.
+_REFUSED = {
+    "background": "background responses are not supported: the gateway answers while connected",
+    "conversation": "conversations are not supported: send the transcript, or previous_response_id",
+    "prompt": "stored prompt templates are not supported: send instructions and input",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    request: Request
+    answering: Answering
+    session: SessionHint | None
+    history: HistoryRef | None
+    keep: bool
+    ignored_tokens: int
+
+
+def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compact: bool = False) -> Decoded:
+    """`compact`: the body came to /v1/responses/compact (answered with a compaction item)."""
+    body = obj(body, "")
+    for name, message in _REFUSED.items():
+        if body.get(name) not in (None, False):
+            raise invalid(message, param=name, code="unsupported_parameter")
+    if (integer(body, "top_logprobs", 0) or 0) > 0:
+        raise invalid(
+            "log probabilities are not supported", param="top_logprobs", code="unsupported_parameter"
+        )
+    model = text(body, "model", "", empty=False)
+    stream = bool(flag(body, "stream")) and not compact
+
+    tools = Tools()
+    if not compact:
+        for n, tool in enumerate(array(body.get("tools") or [], "tools")):
+            tools.add(tool, f"tools[{n}]")
+    previous = optional_text(body, "previous_response_id", "")
+    if body.get("input") is None and previous is None:
+        raise invalid("is required", param="input", code="missing_required_parameter")
+    items = read_items(body.get("input") or [], sealer, tools)
+    tools.finish()
+    choice_ = None if compact else tool_choice(body.get("tool_choice"), tools)
+
+    system: list[Text] = []
+    instructions = optional_text(body, "instructions", "")
+    if instructions:
+        system.append(Text(instructions))
+    system.extend(items.system)
+    messages = items.messages
+    compaction = compact or items.compaction_trigger
+    if compaction:
+        messages = [*messages, Message(Role.USER, (Text(COMPACTION_PROMPT),))]
+
+    reasoning = obj(body.get("reasoning") or {}, "reasoning")
+    effort = choice(reasoning, "effort", "reasoning", REASONING_EFFORTS)
+    summary = choice(reasoning, "summary", "reasoning", SUMMARIES) or choice(
+        reasoning, "generate_summary", "reasoning", SUMMARIES
+    )
+    include = [
+        text({"v": v}, "v", f"include[{n}]")
+        for n, v in enumerate(array(body.get("include") or [], "include"))
+    ]
+    cache_key = optional_text(body, "prompt_cache_key", "")
+    store = flag(body, "store")
+
+    request = Request(
+        model=model,
+        messages=tuple(messages),
+        system=tuple(system),
+        tools=() if compaction else tuple(tools.specs),
+        tool_choice=None if compaction else choice_,
+        parallel_tool_calls=None if compaction else flag(body, "parallel_tool_calls"),
+        stream=stream,
+        max_tokens=integer(body, "max_output_tokens", 1),
+        temperature=number(body, "temperature", 0, 2),
+        top_p=number(body, "top_p", 0, 1),
+        reasoning_effort=effort,
+        reasoning_summary=summary,
+        response_format=_response_format(body.get("text")),
+        hosted_tools=() if compaction else tuple(tools.hosted),
+        cache_key=cache_key,
+    )
+    answering = Answering(
+        shell=_shell(body, model, store, instructions),
+        names=tools.names,
+        summaries=summary is not None,
+        encrypted=ENCRYPTED_INCLUDE in include,
+        compaction=compaction,
+    )
+    return Decoded(
+        request,
+        answering,
+        _session(headers, cache_key),
+        HistoryRef("previous_response_id", previous, "previous_response_not_found") if previous else None,
+        keep=store is not False and not compaction,
+        ignored_tokens=items.ignored_tokens,
+    )
+
+
+def _session(headers: Mapping[str, str], cache_key: str | None) -> SessionHint | None:
+    for header in SESSION_HEADERS:
+        value = headers.get(header)
+        if value:
+            return SessionHint(header, value)
+    if cache_key:
+        # a cache key names the conversation too; any string is a valid key, so one that is not
+        # a valid session id is hashed into one
+        value = (
+            cache_key
+            if valid_session_id(cache_key)
+            else "pck_" + hashlib.sha256(cache_key.encode()).hexdigest()[:32]
+        )
+        return SessionHint("prompt_cache_key", value)
+    return None
+
+
+def _response_format(raw: Any) -> ResponseFormat | None:
+    if raw is None:
+        return None
+    fmt = obj(raw, "text").get("format")
+    if fmt is None:
+        return None
+    fmt = obj(fmt, "text.format")
+    kind = text(fmt, "type", "text.format")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ResponseFormat("json_object")
+    if kind == "json_schema":
+        schema = obj(fmt.get("schema"), "text.format.schema")
+        return ResponseFormat(
+            "json_schema",
+            name=optional_text(fmt, "name", "text.format") or "response",
+            schema=schema,
+            strict=flag(fmt, "strict", "text.format"),
+            description=optional_text(fmt, "description", "text.format") or "",
+        )
+    raise invalid(
+        "must be 'text', 'json_object' or 'json_schema'", param="text.format.type", code="invalid_value"
+    )
+
+
+def _shell(body: dict[str, Any], model: str, store: bool | None, instructions: str | None) -> dict[str, Any]:
+    """The request's fields every Response object echoes, as the API echoes them."""
+    reasoning = body.get("reasoning") or {}
+    text_config = body.get("text") or {}
+    return {
+        "model": model,
+        "instructions": instructions,
+        "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": body.get("max_tool_calls"),
+        "metadata": body.get("metadata") or {},
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": body.get("previous_response_id"),
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+        "safety_identifier": body.get("safety_identifier"),
+        "service_tier": "default",
+        "store": store is not False,
+        "temperature": body.get("temperature", 1.0),
+        "text": {
+            "format": text_config.get("format") or {"type": "text"},
+            "verbosity": text_config.get("verbosity", "medium"),
+        },
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_logprobs": 0,
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation") or "disabled",
+        "user": body.get("user"),
+        "background": False,
+    }

@@ -1,0 +1,147 @@
+"""Requests in flight, and how they end when the gateway stops.
+
+Every request runs inside a cancel scope registered here. A dialect handler that has started a
+stream registers it (`register_stream`) with its dialect's error event. On shutdown `drain` waits
+up to the grace period for everything to finish; what is still running then is cancelled through
+its scope (which also closes its upstream), and each open stream is ended with its dialect's
+error event instead of a truncated body; a request whose answer had not started gets a 503 in its
+dialect's envelope. Nothing waits past the grace period plus `END_BOUND`.
+
+(aiohttp's own shutdown waits the grace period, then only fails the request's body stream and
+waits the grace period again before cancelling the handler: twice the grace, and streams cut
+without an ending.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from gateway.http_errors import error_response
+from gateway.ingress.errors import ClientError
+from gateway.transcript.events import ErrorCategory, UpstreamError
+
+log = logging.getLogger("gateway")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ErrorEvent = Callable[[UpstreamError], bytes]
+
+# after the grace period: how long cancelled requests get to unwind (close their upstream) and
+# their streams to take their final event; then the connections are closed whatever state they
+# are in
+END_BOUND = 1.0
+SHUTDOWN_MESSAGE = "the gateway is shutting down; retry the request"
+SHUTDOWN_ERROR = UpstreamError(ErrorCategory.OVERLOADED, SHUTDOWN_MESSAGE, status=503, code="shutting_down")
+
+
+def shutting_down() -> ClientError:
+    return ClientError(
+        503, SHUTDOWN_MESSAGE, type="server_error", code="shutting_down", headers={"Retry-After": "1"}
+    )
+
+
+@dataclass(slots=True)
+class _Open:
+    scope: asyncio.Timeout
+    response: web.StreamResponse | None = None
+    error_event: ErrorEvent | None = None
+
+
+class InFlight:
+    """The requests being handled, each with its cancel scope and, once it streams, how to end
+    its stream."""
+
+    __slots__ = ("_open", "_idle", "_end_by")
+
+    def __init__(self) -> None:
+        self._open: dict[int, _Open] = {}  # by id(request): aiohttp requests are not hashable
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._end_by = 0.0  # loop time: when ending the cancelled requests must be done
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    @property
+    def ending(self) -> bool:
+        """The grace period is over: what still runs is being cancelled."""
+        return self._end_by > 0.0
+
+    def register_stream(
+        self, request: web.BaseRequest, response: web.StreamResponse, error_event: ErrorEvent
+    ) -> None:
+        """`response` is a started stream; `error_event(error)` renders the dialect's final error
+        event (the stream ends right after it). The registration ends with the request."""
+        entry = self._open.get(id(request))
+        if entry is not None:
+            entry.response, entry.error_event = response, error_event
+
+    def unregister_stream(self, request: web.BaseRequest) -> None:
+        """The stream has ended by itself (optional: the end of the request does it too)."""
+        entry = self._open.get(id(request))
+        if entry is not None:
+            entry.response = entry.error_event = None
+
+    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+        @web.middleware
+        async def in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+            key = id(request)
+            entry = self._open[key] = _Open(asyncio.timeout(None))
+            self._idle.clear()
+            try:
+                async with entry.scope:
+                    return await handler(request)
+            except TimeoutError:
+                if not entry.scope.expired():
+                    raise  # the handler's own timeout, not the shutdown's
+                if entry.response is not None and entry.error_event is not None:
+                    await _end_stream(entry.response, entry.error_event, self._end_by)
+                    return entry.response
+                response = error_response(request.path, shutting_down())
+                response.force_close()
+                return response
+            finally:
+                del self._open[key]
+                if not self._open:
+                    self._idle.set()
+
+        return in_flight
+
+    async def drain(self, grace: float) -> None:
+        """Wait up to `grace` seconds for every request to finish, then end the rest (see the
+        module docstring); returns within `grace + END_BOUND`."""
+        loop = asyncio.get_running_loop()
+        if await self._wait_idle(grace):
+            return
+        log.warning("shutdown grace period over: ending %d request(s) still in flight", len(self._open))
+        now = loop.time()
+        self._end_by = now + END_BOUND
+        for entry in self._open.values():
+            entry.scope.reschedule(now)
+        if not await self._wait_idle(END_BOUND):
+            log.warning(
+                "%d request(s) did not end within %gs of the grace period", len(self._open), END_BOUND
+            )
+
+    async def _wait_idle(self, seconds: float) -> bool:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+
+async def _end_stream(response: web.StreamResponse, error_event: ErrorEvent, end_by: float) -> None:
+    """The stream's last words: its dialect's error event, then the end of the body. A client
+    that does not take them by `end_by` (loop time) loses its connection instead."""
+    try:
+        async with asyncio.timeout_at(end_by):
+            await response.write(error_event(SHUTDOWN_ERROR))
+            await response.write_eof()
+    except (TimeoutError, ConnectionError, RuntimeError):  # RuntimeError: it had already ended
+        pass
