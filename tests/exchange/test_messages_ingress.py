@@ -247,3 +247,30 @@ async def test_models_list_keeps_the_openai_shape_without_anthropic_version():
         _, _, payload = await stack.get("/v1/models", HEADERS)
         listing = orjson.loads(payload)
         assert listing["has_more"] is False and listing["data"][0]["type"] == "model"
+
+
+@pytest.mark.parametrize("family,kind", [("claude", "anthropic"), ("openai-chat", "openai_chat"), ("gemini", "gemini")])
+async def test_structured_output_config_is_answered_as_json_text(family, kind):
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    body = {
+        "model": family,
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": "Six times seven, as JSON."}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}},
+    }
+    async with running_stack() as stack:
+        stack.hub.states[kind].push(Reply(text='{"answer": 42}'))
+        status, _, payload = await post(stack, body)
+        assert status == 200, payload
+        message = orjson.loads(payload)
+        assert [b["type"] for b in message["content"]] == ["text"]
+        answer = orjson.loads(message["content"][0]["text"])  # the simulated model fills the schema
+        assert set(answer) == {"answer"} and type(answer["answer"]) is int
+        assert message["stop_reason"] == "end_turn"
+        assert stack.hub.states[kind].rejections == []
+        assert "answer" in orjson.dumps(stack.hub.states[kind].requests[-1].body).decode()

@@ -27,6 +27,7 @@ from gateway.transcript.model import (
     Message,
     Reasoning,
     Request,
+    ResponseFormat,
     Role,
     Text,
     ToolCall,
@@ -118,7 +119,9 @@ def decode_request(
     thinking, budget = _thinking(wire.thinking)
     if wire.thinking is not None and getattr(wire.thinking, "display", None) == "omitted":
         out.display_omitted = True
-    effort = wire.output_config.effort if wire.output_config is not None else None
+    output = wire.output_config
+    effort = output.effort if output is not None else None
+    fmt = output.format if output is not None else None
     return Request(
         model=wire.model,
         messages=tuple(messages),
@@ -133,6 +136,7 @@ def decode_request(
         top_k=wire.top_k,
         stop=tuple(wire.stop_sequences or ()),
         reasoning_effort=EFFORTS[effort] if effort else None,
+        response_format=ResponseFormat("json_schema", schema=fmt.schema_) if fmt is not None else None,
         thinking=thinking,
         thinking_budget=budget,
         hosted_tools=hosted,

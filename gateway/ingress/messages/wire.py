@@ -194,8 +194,16 @@ class ThinkingDisabled(_Wire):
 Thinking = Annotated[Union[ThinkingEnabled, ThinkingAdaptive, ThinkingDisabled], Field(discriminator="type")]
 
 
+class JsonSchemaFormat(_Wire):
+    """Structured outputs: the answer is JSON valid for `schema`."""
+
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
 class OutputConfig(_Wire):
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    format: JsonSchemaFormat | None = None
 
 
 class MessagesRequest(_Wire):
