@@ -11,14 +11,11 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from gateway.ingress.chat_wire import CacheControlWire  # Anthropic's own format, shared
+
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow")
-
-
-class CacheControlWire(_Wire):
-    type: Literal["ephemeral"] = "ephemeral"
-    ttl: Literal["5m", "1h"] | None = None
 
 
 class TextBlock(_Wire):
