@@ -94,15 +94,20 @@ def _line(obj: dict[str, Any]) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
 
 
-class _Block:
-    __slots__ = ("position", "kind", "line", "id", "name", "parts", "shown")
+# the `type` of a text-like block's lines
+_LINE_TYPES = {BlockKind.TEXT: "text", BlockKind.REASONING: "thinking", BlockKind.REFUSAL: "refusal"}
 
-    def __init__(self, position: int, kind: BlockKind, id: str, name: str) -> None:
+
+class _Block:
+    __slots__ = ("position", "kind", "line", "id", "name", "custom", "parts", "shown")
+
+    def __init__(self, position: int, kind: BlockKind, id: str, name: str, custom: bool) -> None:
         self.position = position
         self.kind = kind
-        self.line = "text" if kind is BlockKind.TEXT else "thinking"  # its delta lines' type
+        self.line = _LINE_TYPES.get(kind, "")  # its delta lines' type (tool calls have none)
         self.id = id
         self.name = name
+        self.custom = custom  # a custom (freeform) tool's call: its input is text, not JSON
         self.parts: list[str] = []  # a tool call's argument fragments, until it completes
         self.shown = False  # a line named the block
 
@@ -138,7 +143,9 @@ class NdjsonEncoder:
             block.shown = True
             return _line({"type": block.line, "index": block.position, "text": event.text})
         if t is BlockStart:
-            self._blocks[event.index] = _Block(len(self._blocks), event.kind, event.id, event.name)
+            self._blocks[event.index] = _Block(
+                len(self._blocks), event.kind, event.id, event.name, event.custom
+            )
             return None
         if t is BlockStop:
             block = self._blocks.get(event.index)
@@ -164,15 +171,19 @@ class NdjsonEncoder:
         return None
 
     def _tool_call(self, block: _Block) -> bytes:
-        raw = "".join(block.parts).strip() or "{}"
+        raw = "".join(block.parts)
         block.parts.clear()
+        self._calls += 1
+        if block.custom:  # free text, exactly as the model wrote it
+            line = {"type": "tool_call", "index": block.position, "id": block.id, "name": block.name}
+            return _line({**line, "input": raw})
+        raw = raw.strip() or "{}"
         try:
             arguments = orjson.loads(raw)
         except orjson.JSONDecodeError:
             arguments = None
         if type(arguments) is not dict:
             raise ToolArgumentsError(f"the arguments of tool call {block.name!r} are not a JSON object")
-        self._calls += 1
         return _line(
             {
                 "type": "tool_call",

@@ -60,8 +60,13 @@ def output_text(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [output_text(text)] if text or status == "completed" else []
+def refusal_part(text: str) -> dict[str, Any]:
+    return {"type": "refusal", "refusal": text}
+
+
+def message_item(item_id: str, text: str, status: str = "completed", refusal: bool = False) -> dict[str, Any]:
+    part = refusal_part(text) if refusal else output_text(text)
+    content = [part] if text or status == "completed" else []
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
 
@@ -131,7 +136,7 @@ def output_items(
             items.append(reasoning_item(block, item_id, answering, sealer))
         elif t is Text:
             if block.text:
-                items.append(message_item(message_id(base, len(items)), block.text, status))
+                items.append(message_item(message_id(base, len(items)), block.text, status, block.refusal))
         elif t is ToolCall:
             items.append(
                 call_item(block.id, block.name, block.arguments, block.custom, answering.names, "completed")

@@ -27,6 +27,7 @@ from gateway.ingress.responses_output import (
     output_text,
     reasoning_item,
     reasoning_item_id,
+    refusal_part,
     response_json,
     status_of,
 )
@@ -133,7 +134,7 @@ class ResponsesStreamEncoder:
         return None
 
     def _start(self, item: _Item) -> bytes | None:
-        if item.kind is BlockKind.TEXT:
+        if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
             return None  # opened by its first text
         if item.kind is BlockKind.REASONING:
             item.index = self._next_index
@@ -149,7 +150,8 @@ class ResponsesStreamEncoder:
     def _delta(self, item: _Item, text: str) -> bytes:
         item.parts.append(text)
         ref = {"item_id": item.id, "output_index": item.index}
-        if item.kind is BlockKind.TEXT:
+        if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
+            refusal = item.kind is BlockKind.REFUSAL
             out = b""
             if not item.opened:
                 item.opened = True
@@ -157,9 +159,10 @@ class ResponsesStreamEncoder:
                 item.id = message_id(self._base, item.index)
                 ref = {"item_id": item.id, "output_index": item.index}
                 _, out = self._open(message_item(item.id, "", "in_progress"))
-                out += self._event(
-                    "response.content_part.added", {**ref, "content_index": 0, "part": output_text("")}
-                )
+                part = refusal_part("") if refusal else output_text("")
+                out += self._event("response.content_part.added", {**ref, "content_index": 0, "part": part})
+            if refusal:
+                return out + self._event("response.refusal.delta", {**ref, "content_index": 0, "delta": text})
             return out + self._event(
                 "response.output_text.delta", {**ref, "content_index": 0, "delta": text, "logprobs": []}
             )
@@ -192,16 +195,21 @@ class ResponsesStreamEncoder:
     def _stop_block(self, item: _Item, event: BlockStop) -> bytes | None:
         text = "".join(item.parts)
         ref = {"item_id": item.id, "output_index": item.index}
-        if item.kind is BlockKind.TEXT:
+        if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
             if not item.opened:
                 return None  # no text: its continuity, if any, goes in the carrier
-            part = output_text(text)
-            return (
-                self._event(
+            if item.kind is BlockKind.REFUSAL:
+                part = refusal_part(text)
+                done = self._event("response.refusal.done", {**ref, "content_index": 0, "refusal": text})
+            else:
+                part = output_text(text)
+                done = self._event(
                     "response.output_text.done", {**ref, "content_index": 0, "text": text, "logprobs": []}
                 )
+            return (
+                done
                 + self._event("response.content_part.done", {**ref, "content_index": 0, "part": part})
-                + self._done(item.index, message_item(item.id, text))
+                + self._done(item.index, message_item(item.id, text, refusal=item.kind is BlockKind.REFUSAL))
             )
         if item.kind is BlockKind.REASONING:
             out = b""

@@ -316,3 +316,23 @@ async def test_a_dropped_hosted_tool_is_counted_and_its_reason_logged(hub, gatew
     assert "custom_tool_as_function=1" in raw.headers["x-gateway-repairs"]
     assert any("hosted_tool_dropped for claude: web_search" in r.getMessage() for r in caplog.records)
     assert gateway.sample("gateway_repairs_total", provider="claude", kind="hosted_tool_dropped") == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("name,kind", [("openai-chat", "openai_chat"), ("openai", "openai_responses")])
+async def test_a_refusal_is_a_refusal_part(hub, gateway, name, kind, stream):
+    """A model that declines answers with a message whose part is a `refusal`, not output text,
+    whichever provider produced it."""
+    hub.states[kind].push(Reply(refusal="I can't help with that."))
+    fmt = {"format": {"type": "json_schema", "name": "W", "schema": {"type": "object", "properties": {}}}}
+    if stream:
+        async with client(gateway).responses.stream(model=name, input="x", text=fmt) as events:
+            seen = [e.type async for e in events]
+            response = await events.get_final_response()
+        assert "response.refusal.delta" in seen and "response.refusal.done" in seen
+        assert "response.output_text.delta" not in seen
+    else:
+        response = await client(gateway).responses.create(model=name, input="x", text=fmt)
+    [message] = [item for item in response.output if item.type == "message"]
+    assert [(p.type, p.refusal) for p in message.content] == [("refusal", "I can't help with that.")]
+    assert response.status == "completed"
