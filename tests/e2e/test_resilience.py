@@ -219,11 +219,19 @@ async def test_all_targets_down(stack):
     )
 
 
+# for the 1,000-request counts, which inject no stall: a busy machine's scheduling delays at 16
+# requests in flight must not pass for a stalled target (the fast first-token timeout would move
+# the request elsewhere and change the counts)
+UNHURRIED = {"first_token_seconds": 30.0, "idle_seconds": 30.0}
+
+
 async def test_failover_hides_a_30_percent_failure_rate_over_1000_requests(hub):
     # the first target fails 30% of its attempts at random; its circuit is set to tolerate that
     # rate (it opens at 60%, or 10 in a row) so it keeps getting every first attempt
     tolerant = {"openai-chat": {"cooldown": {"consecutive_failures": 10, "failure_rate": 0.6}}}
-    async with gateway_stack(hub, {"pair": group("openai-chat", "claude")}, only=tolerant) as stack:
+    async with gateway_stack(
+        hub, {"pair": group("openai-chat", "claude")}, only=tolerant, timeouts=UNHURRIED
+    ) as stack:
         flaky, healthy = hub.states["openai_chat"], hub.states["anthropic"]
         flaky.fail_randomly(0.3, Fault(status=503), seed=2024)
         served, errors = await _fire(stack, "pair", 1000)
@@ -254,7 +262,7 @@ async def test_distribution_over_1000_requests(hub, strategy, weights, expected,
     models = {"spread": group("openai-chat", "claude", strategy=strategy)}
     for target, weight in zip(models["spread"]["targets"], weights, strict=True):
         target["weight"] = weight
-    async with gateway_stack(hub, models) as stack:
+    async with gateway_stack(hub, models, timeouts=UNHURRIED) as stack:
         stack.engine.router._rng.seed(20261121)  # a statistical check must not flake: fixed draws
         served, errors = await _fire(stack, "spread", 1000)
     assert errors == []
