@@ -1,0 +1,317 @@
+"""Each figure of the bench: how it is measured, against the interleaved direct baseline, and what
+it reports (milliseconds, requests per second, MiB; `added` is gateway minus direct)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from bench import load, rig, workloads
+from bench.load import Path
+
+T = TypeVar("T")
+PATHS = ("direct", "gateway")
+
+
+@dataclass(frozen=True)
+class Settings:
+    rounds: int = 5  # interleaved direct/gateway rounds per figure
+    c1_requests: int = 300  # per round and path
+    seconds: float = 2.0  # per throughput round and path
+    streams: int = 128
+    chunks: int = 64
+    interval_ms: int = 10
+    stream_rounds: int = 3
+    many_streams: int = 512
+    sweep: tuple[int, ...] = (10, 100, 1000, 5000)
+    sweep_budget: int = 20000  # messages sent per size and path (bounds the repetitions)
+    soak: int = 100_000
+    slow_ms: int = 20
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(
+            rounds=2,
+            c1_requests=40,
+            seconds=0.3,
+            streams=16,
+            chunks=8,
+            stream_rounds=1,
+            many_streams=32,
+            sweep=(10, 100),
+            sweep_budget=300,
+            soak=1500,
+        )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def _median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
+@dataclass
+class CpuTotals:
+    """CPU seconds of each part of the rig summed over a path's phases, and their wall time."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    wall: float = 0.0
+
+    def add(self, shares: dict[str, float], wall: float) -> None:
+        for name, share in shares.items():
+            self.seconds[name] = self.seconds.get(name, 0.0) + share * wall
+        self.wall += wall
+
+    def shares(self) -> dict[str, float]:
+        return {name: round(s / self.wall, 3) for name, s in self.seconds.items()} if self.wall else {}
+
+
+class Bench:
+    """Both paths to the same upstream stub, the rig's processes, and the measured figures."""
+
+    def __init__(
+        self, settings: Settings, direct: Path, gateway: Path, parts: dict[str, Callable[[], list[int]]]
+    ) -> None:
+        self.s = settings
+        self.paths = {"direct": direct, "gateway": gateway}
+        self.parts = parts  # rig part -> its current pids (the gateway's workers can change)
+        self.results: dict[str, Any] = {}
+
+    def meter(self) -> rig.CpuMeter:
+        return rig.CpuMeter({name: pids() for name, pids in self.parts.items()})
+
+    async def interleaved(
+        self, rounds: int, measure: Callable[[Path], Awaitable[T]]
+    ) -> tuple[dict[str, list[T]], dict[str, Any]]:
+        """`rounds` rounds of direct and gateway, alternating which goes first (ABBA...), so that a
+        change in the machine's load hits both alike. Returns the per-round results per path, and
+        the CPU shares and errors per path."""
+        out: dict[str, list[T]] = {name: [] for name in PATHS}
+        cpu = {name: CpuTotals() for name in PATHS}
+        errors_before = {name: self.paths[name].errors.count for name in PATHS}
+        for r in range(rounds):
+            for name in PATHS if r % 2 == 0 else PATHS[::-1]:
+                meter = self.meter()
+                start = time.monotonic()
+                out[name].append(await measure(self.paths[name]))
+                cpu[name].add(meter.shares(), time.monotonic() - start)
+        extra = {
+            "cpu": {name: cpu[name].shares() for name in PATHS},
+            "errors": {name: self.paths[name].errors.count - errors_before[name] for name in PATHS},
+        }
+        return out, extra
+
+    async def warm_up(self) -> None:
+        """Untimed: every connection pool filled to the concurrency the figures use (a stream
+        figure would otherwise time the gateway opening its upstream connections)."""
+        body = workloads.small_body("stub")
+        streamed = workloads.small_body(self._stream_model(), stream=True)
+        for path in self.paths.values():
+            await load.throughput(path, body, 64, 0.5)
+            await load.streams(path, streamed, self.s.many_streams, self.s.chunks)
+
+    # -- the figures ---------------------------------------------------------------------------
+    async def c1_latency(self) -> dict[str, Any]:
+        body = workloads.small_body("stub")
+        runs, extra = await self.interleaved(
+            self.s.rounds, lambda p: load.sequential(p, body, self.s.c1_requests)
+        )
+        pooled = {name: list(itertools.chain.from_iterable(runs[name])) for name in PATHS}
+        out: dict[str, Any] = {"requests": {n: len(v) for n, v in pooled.items()}}
+        for name in PATHS:
+            out[f"{name}_ms"] = {
+                "p50": ms(percentile(pooled[name], 50)),
+                "p99": ms(percentile(pooled[name], 99)),
+            }
+        out["added_ms"] = {q: round(out["gateway_ms"][q] - out["direct_ms"][q], 3) for q in ("p50", "p99")}
+        return {**out, **extra}
+
+    async def _rps(self, model: str, concurrency: int) -> tuple[dict[str, float], dict[str, Any]]:
+        body = workloads.small_body(model)
+
+        async def measure(path: Path) -> float:
+            done, elapsed = await load.throughput(path, body, concurrency, self.s.seconds)
+            return done / elapsed
+
+        runs, extra = await self.interleaved(self.s.rounds, measure)
+        return {name: round(_median(runs[name]), 1) for name in PATHS}, extra
+
+    async def c32_instant(self) -> dict[str, Any]:
+        rps, extra = await self._rps("stub", 32)
+        return {
+            "direct_rps": rps["direct"],
+            "gateway_rps": rps["gateway"],
+            "ratio": round(rps["gateway"] / rps["direct"], 3) if rps["direct"] else math.nan,
+            **extra,
+        }
+
+    async def c64_slow(self) -> dict[str, Any]:
+        rps, extra = await self._rps(f"stub-d{self.s.slow_ms}", 64)
+        # the no-queue bound: every one of the 64 in flight takes the upstream delay plus the direct
+        # c=1 round trip, and nothing waits in a queue
+        c1 = self.results.get("c1_latency", {}).get("direct_ms", {}).get("p50", 0.0)
+        bound = 64 / ((self.s.slow_ms + c1) / 1000)
+        return {
+            "direct_rps": rps["direct"],
+            "gateway_rps": rps["gateway"],
+            "bound_rps": round(bound, 1),
+            "direct_of_bound": round(rps["direct"] / bound, 3),
+            "gateway_of_bound": round(rps["gateway"] / bound, 3),
+            **extra,
+        }
+
+    def _stream_model(self) -> str:
+        return f"stub-n{self.s.chunks}-i{self.s.interval_ms}"
+
+    async def _streams(self, count: int, rounds: int) -> tuple[dict[str, load.StreamTimes], dict[str, Any]]:
+        body = workloads.small_body(self._stream_model(), stream=True)
+        runs, extra = await self.interleaved(rounds, lambda p: load.streams(p, body, count, self.s.chunks))
+        pooled = {}
+        for name in PATHS:
+            merged = load.StreamTimes()
+            for times in runs[name]:
+                merged.first += times.first
+                merged.gaps += times.gaps
+                merged.worst_gap = max(merged.worst_gap, times.worst_gap)
+                merged.chunks += times.chunks
+            pooled[name] = merged
+        return pooled, extra
+
+    async def streams(self) -> dict[str, Any]:
+        pooled, extra = await self._streams(self.s.streams, self.s.stream_rounds)
+        out: dict[str, Any] = {
+            "streams": self.s.streams,
+            "chunks": self.s.chunks,
+            "interval_ms": self.s.interval_ms,
+        }
+        for name in PATHS:
+            t = pooled[name]
+            out[name] = {
+                "first_chunk_ms": {"p50": ms(percentile(t.first, 50)), "p99": ms(percentile(t.first, 99))},
+                "gap_ms": {"p50": ms(percentile(t.gaps, 50)), "p99": ms(percentile(t.gaps, 99))},
+                "worst_gap_ms": ms(t.worst_gap),
+            }
+        d, g = out["direct"], out["gateway"]
+        out["added_first_chunk_ms"] = {
+            q: round(g["first_chunk_ms"][q] - d["first_chunk_ms"][q], 3) for q in ("p50", "p99")
+        }
+        out["added_gap_p99_ms"] = round(g["gap_ms"]["p99"] - d["gap_ms"]["p99"], 3)
+        return {**out, **extra}
+
+    async def many_streams(self) -> dict[str, Any]:
+        pooled, extra = await self._streams(self.s.many_streams, 1)
+        out: dict[str, Any] = {"streams": self.s.many_streams, "chunks": self.s.chunks}
+        for name in PATHS:
+            t = pooled[name]
+            out[name] = {
+                "worst_gap_ms": ms(t.worst_gap),
+                "first_chunk_p99_ms": ms(percentile(t.first, 99)),
+                "gap_p99_ms": ms(percentile(t.gaps, 99)),
+            }
+        return {**out, **extra}
+
+    async def sweep(self) -> dict[str, Any]:
+        """The agent transcript sweep, c=1, non-streamed: `cold` is a session's first request of
+        that length; `warm` is turn N+1 of a session whose turn N the same path just served."""
+        tool_defs = workloads.tools()
+        sizes: dict[str, Any] = {}
+        for size in self.s.sweep:
+            reps = max(3, min(30, self.s.sweep_budget // size))
+
+            async def measure(path: Path, size: int = size, reps: int = reps) -> dict[str, list[float]]:
+                cold, warm = [], []
+                async with load.client(1) as http:
+                    for rep in range(reps):
+                        seed = f"{path.name[0]}{size}x{rep}x{time.monotonic_ns() % 10**9}"
+                        messages = workloads.agent_messages(size, seed)
+                        first = workloads.agent_body("stub-tool", messages, tool_defs)
+                        took, answer = await load.agent_turn(path, http, first)
+                        if answer is None:
+                            continue
+                        cold.append(took)
+                        turn = workloads.next_turn(messages, answer, seed)
+                        took, answer = await load.agent_turn(
+                            path, http, workloads.agent_body("stub-tool", turn, tool_defs)
+                        )
+                        if answer is not None:
+                            warm.append(took)
+                return {"cold": cold, "warm": warm}
+
+            runs, extra = await self.interleaved(2, measure)
+            entry: dict[str, Any] = {"repetitions": reps * 2}
+            for kind in ("cold", "warm"):
+                p50 = {n: ms(_median([x for r in runs[n] for x in r[kind]])) for n in PATHS}
+                entry[kind] = {
+                    "direct_p50_ms": p50["direct"],
+                    "gateway_p50_ms": p50["gateway"],
+                    "added_p50_ms": round(p50["gateway"] - p50["direct"], 3),
+                    "added_us_per_message": round((p50["gateway"] - p50["direct"]) * 1000 / size, 2),
+                }
+            sizes[str(size)] = {**entry, **extra}
+        largest, base = max(self.s.sweep), 1000 if 1000 in self.s.sweep else min(self.s.sweep)
+        growth = {}
+        if largest != base:
+            for kind in ("cold", "warm"):
+                small = sizes[str(base)][kind]["added_p50_ms"]
+                growth[kind] = (
+                    round(sizes[str(largest)][kind]["added_p50_ms"] / small, 2) if small > 0 else None
+                )
+        return {"sizes": sizes, f"growth_{largest}_over_{base}": growth}
+
+    async def memory(self, gateway_pids: Callable[[], list[int]], idle_mib: float) -> dict[str, Any]:
+        """RSS of the gateway (every worker): idle before any request (measured by the caller),
+        the peak while the soak runs (c=32, small requests over 1,000 session ids), before the soak
+        proper (after a warm-up of a twentieth of it) and after it."""
+        path = self.paths["gateway"]
+        body = workloads.small_body("stub")
+        sessions = [{"X-Session-Id": f"soak-{i}"} for i in range(1000)]
+        warm = max(200, self.s.soak // 20)
+        errors_before = path.errors.count
+        peak = 0.0
+        sampling = True
+
+        async def sample() -> None:
+            nonlocal peak
+            while sampling:
+                peak = max(peak, rig.rss_mib(gateway_pids()))
+                await asyncio.sleep(0.2)
+
+        sampler = asyncio.create_task(sample())
+        meter = self.meter()
+        start = time.monotonic()
+        await load.count_requests(path, body, 32, warm, sessions)
+        await asyncio.sleep(0.5)
+        before = rig.rss_mib(gateway_pids())
+        elapsed = await load.count_requests(path, body, 32, self.s.soak - warm, sessions)
+        await asyncio.sleep(0.5)
+        after = rig.rss_mib(gateway_pids())
+        sampling = False
+        await sampler
+        shares = meter.shares()
+        return {
+            "soak_requests": self.s.soak,
+            "idle_mib": round(idle_mib, 1),
+            "under_load_mib": round(peak, 1),
+            "before_soak_mib": round(before, 1),
+            "after_soak_mib": round(after, 1),
+            "growth_pct": round((after / before - 1) * 100, 2) if before else math.nan,
+            "soak_rps": round((self.s.soak - warm) / elapsed, 1),
+            "cpu": {"gateway": shares, "wall_s": round(time.monotonic() - start, 1)},
+            "errors": {"gateway": path.errors.count - errors_before},
+        }
