@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -124,10 +125,13 @@ def create_app(
     config: GatewayConfig,
     env: Mapping[str, str] | None = None,
     metrics: Metrics | None = None,
+    continuity_key: bytes | None = None,
 ) -> web.Application:
+    """`continuity_key`: the key sealing continuity data when the config names no secret (workers
+    of one `gateway serve` share one, so a blob sealed by one verifies on every other)."""
     tokens = BearerTokens(resolve_auth_tokens(config, env))
     redactor = secrets_redactor(config, env)
-    continuity_secret = resolve_continuity_secret(config, env)
+    continuity_secret = resolve_continuity_secret(config, env) or continuity_key
     app = web.Application(client_max_size=config.server.max_body_bytes)
     app.middlewares.append(errors_middleware(redactor))
     app.middlewares.append(request_guard(tokens, config.server.max_body_bytes, _rejection_recorder(app)))
@@ -149,11 +153,14 @@ def create_app(
         recorder = Recorder(store)
         engine = Engine(config, session, env=env)
         metrics.watch_targets(engine.availability())
+        refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
         app[GatewayState.KEY] = GatewayState(config, metrics, engine, store, recorder, redactor, sealer)
         try:
             yield
         finally:
+            if refresher is not None:
+                refresher.cancel()
             await recorder.drain()  # turns answered before shutdown are still recorded
             await store.close()
             await session.close()

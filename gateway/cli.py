@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from gateway.config import ConfigError, describe, load_config
+from gateway.config import ConfigError, describe, load_config, worker_count
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,6 +18,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="config file (default: $GATEWAY_CONFIG, else config/gateway.toml)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes on the port (default: [server] workers, else one per CPU;"
+        " 1 with the memory store)",
+    )
     demo = sub.add_parser(
         "demo", help="run a scripted conversation through the gateway against embedded provider simulators"
     )
@@ -37,10 +43,16 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(config), end="")
             return 0
         if args.command == "serve":
-            config = load_config(args.config, host=args.host, port=args.port)
+            config = load_config(args.config, host=args.host, port=args.port, workers=args.workers)
+            workers = worker_count(config)
+            if workers > 1:
+                from gateway.workers import serve_workers
+
+                return serve_workers(config, workers)
+            from gateway.eventloop import run
             from gateway.serve import serve
 
-            asyncio.run(serve(config))
+            run(serve(config), config.server.event_loop)
             return 0
         if args.command == "demo":
             from gateway.demo import run_demo

@@ -4,6 +4,7 @@ lookup. This is the only module that reads the environment for configuration or 
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 import re
@@ -147,6 +148,12 @@ class ServerConfig(_Section):
     # env var holding the key that authenticates continuity data handed to clients
     # (reasoning_details); replicas behind one load balancer need the same value
     continuity_secret_env: EnvName | None = None
+    # -- processes and event loop (`gateway serve --workers`, the uvloop extra) --
+    # worker processes sharing the port (SO_REUSEPORT); unset: one per CPU the process may use,
+    # or 1 with the memory store (continuity kept in one process cannot be shared)
+    workers: int | None = Field(None, ge=1, le=512)
+    # "auto": uvloop when it is installed (pip install 'llm-transcript-gateway[uvloop]')
+    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
 
 
 class AuthConfig(_Section):
@@ -261,6 +268,7 @@ class GatewayConfig(_Section):
 def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
     if config.auth is None and not is_loopback_host(config.server.host):
         yield ("server", "host"), f"refusing to bind {config.server.host} without [auth] tokens"
+    yield from _process_issues(config.server, config.store)
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
         for index, target in enumerate(group.targets):
@@ -299,6 +307,30 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                 f"group {provider.continuity_group!r} joins kind {provider.kind} with {first[1]}"
                 f" ({key_path(('providers', first[0]))}); continuity is shared only within one kind",
             )
+
+
+def _process_issues(server: ServerConfig, store: StoreConfig) -> Iterator[tuple[Loc, str]]:
+    if server.workers is not None and server.workers > 1 and store.backend == "memory":
+        yield (
+            ("server", "workers"),
+            f"{server.workers} worker processes need a continuity store they can share:"
+            ' set [store] backend = "sqlite" or "redis" (the memory store lives inside one process)',
+        )
+    if server.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        yield (
+            ("server", "event_loop"),
+            "uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]'), or use \"auto\"",
+        )
+
+
+def worker_count(config: GatewayConfig) -> int:
+    """How many worker processes `gateway serve` runs: [server] workers, else one per CPU this
+    process may run on, except with the memory store (always one)."""
+    if config.server.workers is not None:
+        return config.server.workers
+    if config.store.backend == "memory":
+        return 1
+    return len(os.sched_getaffinity(0))
 
 
 def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:
@@ -362,11 +394,12 @@ def load_config(
     *,
     host: str | None = None,
     port: int | None = None,
+    workers: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> GatewayConfig:
     """Load the config file and layer the environment and command-line flags over it.
 
-    Precedence, highest first: host/port arguments > GATEWAY_HOST / GATEWAY_PORT /
+    Precedence, highest first: host/port/workers arguments > GATEWAY_HOST / GATEWAY_PORT /
     GATEWAY_LOG_LEVEL > the file > built-in defaults. The file is `path`, else $GATEWAY_CONFIG,
     else config/gateway.toml."""
     env = os.environ if env is None else env
@@ -388,6 +421,8 @@ def load_config(
         overrides.append(("host", host, "--host"))
     if port is not None:
         overrides.append(("port", port, "--port"))
+    if workers is not None:
+        overrides.append(("workers", workers, "--workers"))
 
     origins: dict[Loc, str] = {}
     server = data.get("server", {})

@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -56,14 +56,19 @@ class Gateway:
 
 
 @asynccontextmanager
-async def gateway_process(tmp_path: Path, hub: SimulatorHub, grace: float) -> AsyncIterator[Gateway]:
+async def gateway_process(
+    tmp_path: Path, hub: SimulatorHub, grace: float, extra_config: str = "", args: Sequence[str] = ()
+) -> AsyncIterator[Gateway]:
+    """`extra_config`: TOML appended to the config (e.g. a [store] table); `args`: more flags."""
     port = free_port()
     config = tmp_path / "gateway.toml"
     write_config(config, hub, port, grace)
+    with config.open("a") as f:
+        f.write(extra_config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env["SERVE_TEST_KEY"] = KEY
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "serve", "--config", str(config),
+        sys.executable, "-m", "gateway", "serve", "--config", str(config), *args,
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
