@@ -139,7 +139,7 @@ def table(results: dict[str, Any]) -> str:
         f" {meta['pinning']}",
         f"gateway: {meta['gateway_processes']} process(es), workers {meta['workers'] or 'default'},"
         f" store {meta['store']}, event loop {meta['event_loop']};"
-        f" load generator on {meta['load_generator_loop']}; {meta['seconds']} s"
+        f" stub and load generator on {meta['rig_loop']}; {meta['seconds']} s"
         + (" (quick)" if meta["quick"] else ""),
         "",
         _ROW.format("figure", "direct", "gateway", "added / ratio", "target"),

@@ -158,7 +158,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=4, help="streamed content chunks (default 4)")
     parser.add_argument("--interval", type=float, default=0, help="ms between chunks (default 0)")
     args = parser.parse_args()
-    asyncio.run(_serve(args.host, args.port, Stub(args.delay, args.chunks, args.interval)))
+    try:  # the rig is as fast as it can be
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(args.host, args.port, Stub(args.delay, args.chunks, args.interval)))
+    else:
+        uvloop.run(_serve(args.host, args.port, Stub(args.delay, args.chunks, args.interval)))
 
 
 if __name__ == "__main__":

@@ -7,18 +7,11 @@ import argparse
 import asyncio
 import signal
 
-from gateway.simulators.base import KINDS, Reply, SimulatorHub, ToolCallSpec
-
-BENCH_TEXT = "The quick brown fox jumps over the lazy dog. " * 20
+from gateway.simulators.base import KINDS, SimulatorHub
 
 
-async def _run(host: str, port: int, api_key: str, bench_reply: bool) -> None:
+async def _run(host: str, port: int, api_key: str) -> None:
     hub = SimulatorHub(host, port, api_key)
-    if bench_reply:  # bench/: every answer is the same streamed text plus one tool call
-        for state in hub.states.values():
-            state.default_reply = lambda body: Reply(
-                text=BENCH_TEXT, chunk_size=16, tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]
-            )
     await hub.start()
     for kind in KINDS:
         print(f"{kind:17} {hub.base_url(kind)}", flush=True)
@@ -35,9 +28,8 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8799)
     parser.add_argument("--api-key", default="sim", help="the key every simulator expects (default: sim)")
-    parser.add_argument("--bench-reply", action="store_true", help="answer every request like bench/ expects")
     args = parser.parse_args()
-    asyncio.run(_run(args.host, args.port, args.api_key, args.bench_reply))
+    asyncio.run(_run(args.host, args.port, args.api_key))
 
 
 main()
