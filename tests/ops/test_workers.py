@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 import pytest
 
+from bench.rig import children
 from gateway.cli import main
 from gateway.simulators.base import Fault, Reply, SimulatorHub, free_port
 from tests.ops.conftest import USER
@@ -42,19 +43,6 @@ async def workers(
         yield gateway
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
 def _socket_inode(server_port: int, client_port: int) -> int | None:
     """The inode of the server side of the loopback connection client_port -> server_port."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -77,7 +65,7 @@ def serving_process(supervisor: int, server_port: int, client_port: int) -> int:
     inode = _socket_inode(server_port, client_port)
     assert inode is not None, "the connection is not in /proc/net/tcp"
     target = f"socket:[{inode}]"
-    for pid in _children(supervisor):
+    for pid in children(supervisor):
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
