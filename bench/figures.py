@@ -97,11 +97,13 @@ class Bench:
         return rig.CpuMeter({name: pids() for name, pids in self.parts.items()})
 
     async def interleaved(
-        self, rounds: int, measure: Callable[[Path], Awaitable[T]]
+        self, rounds: int, measure: Callable[[Path], Awaitable[T]], units: Callable[[T], int]
     ) -> tuple[dict[str, list[T]], dict[str, Any]]:
         """`rounds` rounds of direct and gateway, alternating which goes first (ABBA...), so that a
         change in the machine's load hits both alike. Returns the per-round results per path, and
-        the CPU shares and errors per path."""
+        the CPU shares and errors per path, and the gateway's CPU time per unit of work (`units`
+        of a round's result: requests, or chunks), which other programs on the machine do not
+        change the way they change wall-clock figures."""
         out: dict[str, list[T]] = {name: [] for name in PATHS}
         cpu = {name: CpuTotals() for name in PATHS}
         errors_before = {name: self.paths[name].errors.count for name in PATHS}
@@ -111,8 +113,12 @@ class Bench:
                 start = time.monotonic()
                 out[name].append(await measure(self.paths[name]))
                 cpu[name].add(meter.shares(), time.monotonic() - start)
+        done = sum(units(result) for result in out["gateway"])
         extra = {
             "cpu": {name: cpu[name].shares() for name in PATHS},
+            "gateway_cpu_us_per_unit": round(cpu["gateway"].seconds.get("gateway", 0.0) / done * 1e6, 1)
+            if done
+            else math.nan,
             "errors": {name: self.paths[name].errors.count - errors_before[name] for name in PATHS},
         }
         return out, extra
@@ -130,7 +136,7 @@ class Bench:
     async def c1_latency(self) -> dict[str, Any]:
         body = workloads.small_body("stub")
         runs, extra = await self.interleaved(
-            self.s.rounds, lambda p: load.sequential(p, body, self.s.c1_requests)
+            self.s.rounds, lambda p: load.sequential(p, body, self.s.c1_requests), len
         )
         pooled = {name: list(itertools.chain.from_iterable(runs[name])) for name in PATHS}
         out: dict[str, Any] = {"requests": {n: len(v) for n, v in pooled.items()}}
@@ -145,12 +151,11 @@ class Bench:
     async def _rps(self, model: str, concurrency: int) -> tuple[dict[str, float], dict[str, Any]]:
         body = workloads.small_body(model)
 
-        async def measure(path: Path) -> float:
-            done, elapsed = await load.throughput(path, body, concurrency, self.s.seconds)
-            return done / elapsed
+        async def measure(path: Path) -> tuple[int, float]:
+            return await load.throughput(path, body, concurrency, self.s.seconds)
 
-        runs, extra = await self.interleaved(self.s.rounds, measure)
-        return {name: round(_median(runs[name]), 1) for name in PATHS}, extra
+        runs, extra = await self.interleaved(self.s.rounds, measure, lambda run: run[0])
+        return {name: round(_median([done / took for done, took in runs[name]]), 1) for name in PATHS}, extra
 
     async def c32_instant(self) -> dict[str, Any]:
         rps, extra = await self._rps("stub", 32)
@@ -181,7 +186,9 @@ class Bench:
 
     async def _streams(self, count: int, rounds: int) -> tuple[dict[str, load.StreamTimes], dict[str, Any]]:
         body = workloads.small_body(self._stream_model(), stream=True)
-        runs, extra = await self.interleaved(rounds, lambda p: load.streams(p, body, count, self.s.chunks))
+        runs, extra = await self.interleaved(
+            rounds, lambda p: load.streams(p, body, count, self.s.chunks), lambda times: times.chunks
+        )
         pooled = {}
         for name in PATHS:
             merged = load.StreamTimes()
@@ -253,7 +260,7 @@ class Bench:
                             warm.append(took)
                 return {"cold": cold, "warm": warm}
 
-            runs, extra = await self.interleaved(2, measure)
+            runs, extra = await self.interleaved(2, measure, lambda r: len(r["cold"]) + len(r["warm"]))
             entry: dict[str, Any] = {"repetitions": reps * 2}
             for kind in ("cold", "warm"):
                 p50 = {n: ms(_median([x for r in runs[n] for x in r[kind]])) for n in PATHS}
@@ -304,6 +311,7 @@ class Bench:
         sampling = False
         await sampler
         shares = meter.shares()
+        wall = time.monotonic() - start
         return {
             "soak_requests": self.s.soak,
             "idle_mib": round(idle_mib, 1),
@@ -312,6 +320,7 @@ class Bench:
             "after_soak_mib": round(after, 1),
             "growth_pct": round((after / before - 1) * 100, 2) if before else math.nan,
             "soak_rps": round((self.s.soak - warm) / elapsed, 1),
-            "cpu": {"gateway": shares, "wall_s": round(time.monotonic() - start, 1)},
+            "cpu": {"gateway": shares, "wall_s": round(wall, 1)},
+            "gateway_cpu_us_per_unit": round(shares["gateway"] * wall / self.s.soak * 1e6, 1),
             "errors": {"gateway": path.errors.count - errors_before},
         }

@@ -124,12 +124,20 @@ def _rows(f: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
-def _cpu_line(name: str, cpu: dict[str, Any]) -> str | None:
+_UNIT = {"streams": "chunk", "many_streams": "chunk"}
+
+
+def _cpu_line(name: str, figure: dict[str, Any]) -> str | None:
+    cpu = figure.get("cpu", {})
     shares = cpu.get("gateway") if isinstance(cpu, dict) else None
     if not shares:
         return None
     parts = ", ".join(f"{part} {share * 100:.0f}%" for part, share in shares.items() if part != "wall_s")
-    return f"  {name:<14} {parts}"
+    line = f"  {name:<14} {parts}"
+    if "gateway_cpu_us_per_unit" in figure:
+        unit = _UNIT.get(name, "request")
+        line += f"; gateway CPU {figure['gateway_cpu_us_per_unit']:,.0f} us/{unit}"
+    return line
 
 
 def table(results: dict[str, Any]) -> str:
@@ -153,13 +161,17 @@ def table(results: dict[str, Any]) -> str:
     for size, entry in figures.get("sweep", {}).get("sizes", {}).items():
         if any(entry["errors"].values()):
             errors[f"sweep {size}"] = entry["errors"]
-    lines += ["", "CPU while the gateway path was measured (share of one core; other = rest of the machine):"]
+    lines += [
+        "",
+        "CPU while the gateway path was measured (share of one core; other = rest of the machine),",
+        "and the gateway's CPU time per request or chunk (what other load on the machine changes least):",
+    ]
     for name, fig in figures.items():
-        line = _cpu_line(name, fig.get("cpu", {}))
+        line = _cpu_line(name, fig)
         if line:
             lines.append(line)
     for size, entry in figures.get("sweep", {}).get("sizes", {}).items():
-        line = _cpu_line(f"sweep {size}", entry.get("cpu", {}))
+        line = _cpu_line(f"sweep {size}", entry)
         if line:
             lines.append(line)
     if errors:
