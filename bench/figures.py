@@ -1,5 +1,7 @@
 """Each figure of the bench: how it is measured, against the interleaved direct baseline, and what
-it reports (milliseconds, requests per second, MiB; `added` is gateway minus direct)."""
+it reports (milliseconds, requests per second, MiB). Results are keyed by path: "direct" (to the
+stub) and one entry per gateway variant (usually one, "gateway"); `added` is a gateway variant
+minus direct."""
 
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ from bench import load, rig, workloads
 from bench.load import Path
 
 T = TypeVar("T")
-PATHS = ("direct", "gateway")
+DIRECT = "direct"
+Pids = Callable[[], list[int]]
 
 
 @dataclass(frozen=True)
 class Settings:
-    rounds: int = 5  # interleaved direct/gateway rounds per figure
+    rounds: int = 5  # interleaved rounds per figure (each path once per round)
     c1_requests: int = 300  # per round and path
     seconds: float = 2.0  # per throughput round and path
     streams: int = 128
@@ -66,9 +69,13 @@ def _median(values: Sequence[float]) -> float:
     return percentile(values, 50)
 
 
+def _quantiles(values: Sequence[float]) -> dict[str, float]:
+    return {"p50": ms(percentile(values, 50)), "p99": ms(percentile(values, 99))}
+
+
 @dataclass
 class CpuTotals:
-    """CPU seconds of each part of the rig summed over a path's phases, and their wall time."""
+    """CPU seconds of each part of the rig summed over a path's rounds, and their wall time."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     wall: float = 0.0
@@ -83,45 +90,64 @@ class CpuTotals:
 
 
 class Bench:
-    """Both paths to the same upstream stub, the rig's processes, and the measured figures."""
+    """The direct path and each gateway variant to the same upstream stub, the rig's processes,
+    and the measured figures."""
 
     def __init__(
-        self, settings: Settings, direct: Path, gateway: Path, parts: dict[str, Callable[[], list[int]]]
+        self,
+        settings: Settings,
+        paths: dict[str, Path],
+        gateways: dict[str, Pids],
+        rig_parts: dict[str, Pids],
     ) -> None:
         self.s = settings
-        self.paths = {"direct": direct, "gateway": gateway}
-        self.parts = parts  # rig part -> its current pids (the gateway's workers can change)
+        self.paths = paths  # "direct" first, then the gateway variants
+        self.names = list(paths)
+        self.variants = [name for name in self.names if name != DIRECT]
+        self.gateways = gateways  # variant -> its processes' pids (the workers can change)
+        self.rig_parts = rig_parts  # "stub", "load" -> pids
         self.results: dict[str, Any] = {}
 
-    def meter(self) -> rig.CpuMeter:
-        return rig.CpuMeter({name: pids() for name, pids in self.parts.items()})
+    def meter(self, path: str) -> rig.CpuMeter:
+        """The rig's CPU while `path` is measured: "gateway" is that variant's processes (the first
+        variant's during direct rounds, when it idles)."""
+        gateway = self.gateways[path if path != DIRECT else self.variants[0]]
+        return rig.CpuMeter({"gateway": gateway(), **{name: pids() for name, pids in self.rig_parts.items()}})
 
     async def interleaved(
         self, rounds: int, measure: Callable[[Path], Awaitable[T]], units: Callable[[T], int]
     ) -> tuple[dict[str, list[T]], dict[str, Any]]:
-        """`rounds` rounds of direct and gateway, alternating which goes first (ABBA...), so that a
-        change in the machine's load hits both alike. Returns the per-round results per path, and
-        the CPU shares and errors per path, and the gateway's CPU time per unit of work (`units`
-        of a round's result: requests, or chunks), which other programs on the machine do not
-        change the way they change wall-clock figures."""
-        out: dict[str, list[T]] = {name: [] for name in PATHS}
-        cpu = {name: CpuTotals() for name in PATHS}
-        errors_before = {name: self.paths[name].errors.count for name in PATHS}
+        """`rounds` rounds of every path, the order reversed every other round (ABBA...), so that a
+        change in the machine's load hits every path alike. Returns the per-round results per path,
+        and per path the CPU shares, the errors and (gateway variants) the gateway's CPU time per
+        unit of work (`units` of a round's result: requests, or chunks), which other programs on
+        the machine change less than they change wall-clock figures."""
+        out: dict[str, list[T]] = {name: [] for name in self.names}
+        cpu = {name: CpuTotals() for name in self.names}
+        errors_before = {name: path.errors.count for name, path in self.paths.items()}
         for r in range(rounds):
-            for name in PATHS if r % 2 == 0 else PATHS[::-1]:
-                meter = self.meter()
+            for name in self.names if r % 2 == 0 else self.names[::-1]:
+                meter = self.meter(name)
                 start = time.monotonic()
                 out[name].append(await measure(self.paths[name]))
                 cpu[name].add(meter.shares(), time.monotonic() - start)
-        done = sum(units(result) for result in out["gateway"])
+        per_unit = {}
+        for name in self.variants:
+            done = sum(units(result) for result in out[name])
+            used = cpu[name].seconds.get("gateway", 0.0)
+            per_unit[name] = round(used / done * 1e6, 1) if done else math.nan
         extra = {
-            "cpu": {name: cpu[name].shares() for name in PATHS},
-            "gateway_cpu_us_per_unit": round(cpu["gateway"].seconds.get("gateway", 0.0) / done * 1e6, 1)
-            if done
-            else math.nan,
-            "errors": {name: self.paths[name].errors.count - errors_before[name] for name in PATHS},
+            "cpu": {name: cpu[name].shares() for name in self.names},
+            "gateway_cpu_us_per_unit": per_unit,
+            "errors": {name: path.errors.count - errors_before[name] for name, path in self.paths.items()},
         }
         return out, extra
+
+    def _added(self, values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {
+            name: {q: round(values[name][q] - values[DIRECT][q], 3) for q in values[DIRECT]}
+            for name in self.variants
+        }
 
     async def warm_up(self) -> None:
         """Untimed: every connection pool filled to the concurrency the figures use (a stream
@@ -138,15 +164,14 @@ class Bench:
         runs, extra = await self.interleaved(
             self.s.rounds, lambda p: load.sequential(p, body, self.s.c1_requests), len
         )
-        pooled = {name: list(itertools.chain.from_iterable(runs[name])) for name in PATHS}
-        out: dict[str, Any] = {"requests": {n: len(v) for n, v in pooled.items()}}
-        for name in PATHS:
-            out[f"{name}_ms"] = {
-                "p50": ms(percentile(pooled[name], 50)),
-                "p99": ms(percentile(pooled[name], 99)),
-            }
-        out["added_ms"] = {q: round(out["gateway_ms"][q] - out["direct_ms"][q], 3) for q in ("p50", "p99")}
-        return {**out, **extra}
+        pooled = {name: list(itertools.chain.from_iterable(runs[name])) for name in self.names}
+        latency = {name: _quantiles(values) for name, values in pooled.items()}
+        return {
+            "requests": {name: len(values) for name, values in pooled.items()},
+            "latency_ms": latency,
+            "added_ms": self._added(latency),
+            **extra,
+        }
 
     async def _rps(self, model: str, concurrency: int) -> tuple[dict[str, float], dict[str, Any]]:
         body = workloads.small_body(model)
@@ -155,29 +180,26 @@ class Bench:
             return await load.throughput(path, body, concurrency, self.s.seconds)
 
         runs, extra = await self.interleaved(self.s.rounds, measure, lambda run: run[0])
-        return {name: round(_median([done / took for done, took in runs[name]]), 1) for name in PATHS}, extra
+        rps = {name: round(_median([done / took for done, took in runs[name]]), 1) for name in self.names}
+        return rps, extra
 
     async def c32_instant(self) -> dict[str, Any]:
         rps, extra = await self._rps("stub", 32)
-        return {
-            "direct_rps": rps["direct"],
-            "gateway_rps": rps["gateway"],
-            "ratio": round(rps["gateway"] / rps["direct"], 3) if rps["direct"] else math.nan,
-            **extra,
+        ratio = {
+            name: round(rps[name] / rps[DIRECT], 3) if rps[DIRECT] else math.nan for name in self.variants
         }
+        return {"rps": rps, "ratio": ratio, **extra}
 
     async def c64_slow(self) -> dict[str, Any]:
         rps, extra = await self._rps(f"stub-d{self.s.slow_ms}", 64)
         # the no-queue bound: every one of the 64 in flight takes the upstream delay plus the direct
         # c=1 round trip, and nothing waits in a queue
-        c1 = self.results.get("c1_latency", {}).get("direct_ms", {}).get("p50", 0.0)
+        c1 = self.results.get("c1_latency", {}).get("latency_ms", {}).get(DIRECT, {}).get("p50", 0.0)
         bound = 64 / ((self.s.slow_ms + c1) / 1000)
         return {
-            "direct_rps": rps["direct"],
-            "gateway_rps": rps["gateway"],
+            "rps": rps,
             "bound_rps": round(bound, 1),
-            "direct_of_bound": round(rps["direct"] / bound, 3),
-            "gateway_of_bound": round(rps["gateway"] / bound, 3),
+            "of_bound": {name: round(value / bound, 3) for name, value in rps.items()},
             **extra,
         }
 
@@ -190,7 +212,7 @@ class Bench:
             rounds, lambda p: load.streams(p, body, count, self.s.chunks), lambda times: times.chunks
         )
         pooled = {}
-        for name in PATHS:
+        for name in self.names:
             merged = load.StreamTimes()
             for times in runs[name]:
                 merged.first += times.first
@@ -202,36 +224,30 @@ class Bench:
 
     async def streams(self) -> dict[str, Any]:
         pooled, extra = await self._streams(self.s.streams, self.s.stream_rounds)
-        out: dict[str, Any] = {
+        first = {name: _quantiles(t.first) for name, t in pooled.items()}
+        gaps = {name: _quantiles(t.gaps) for name, t in pooled.items()}
+        return {
             "streams": self.s.streams,
             "chunks": self.s.chunks,
             "interval_ms": self.s.interval_ms,
+            "first_chunk_ms": first,
+            "gap_ms": gaps,
+            "worst_gap_ms": {name: ms(t.worst_gap) for name, t in pooled.items()},
+            "added_first_chunk_ms": self._added(first),
+            "added_gap_ms": self._added(gaps),
+            **extra,
         }
-        for name in PATHS:
-            t = pooled[name]
-            out[name] = {
-                "first_chunk_ms": {"p50": ms(percentile(t.first, 50)), "p99": ms(percentile(t.first, 99))},
-                "gap_ms": {"p50": ms(percentile(t.gaps, 50)), "p99": ms(percentile(t.gaps, 99))},
-                "worst_gap_ms": ms(t.worst_gap),
-            }
-        d, g = out["direct"], out["gateway"]
-        out["added_first_chunk_ms"] = {
-            q: round(g["first_chunk_ms"][q] - d["first_chunk_ms"][q], 3) for q in ("p50", "p99")
-        }
-        out["added_gap_p99_ms"] = round(g["gap_ms"]["p99"] - d["gap_ms"]["p99"], 3)
-        return {**out, **extra}
 
     async def many_streams(self) -> dict[str, Any]:
         pooled, extra = await self._streams(self.s.many_streams, 1)
-        out: dict[str, Any] = {"streams": self.s.many_streams, "chunks": self.s.chunks}
-        for name in PATHS:
-            t = pooled[name]
-            out[name] = {
-                "worst_gap_ms": ms(t.worst_gap),
-                "first_chunk_p99_ms": ms(percentile(t.first, 99)),
-                "gap_p99_ms": ms(percentile(t.gaps, 99)),
-            }
-        return {**out, **extra}
+        return {
+            "streams": self.s.many_streams,
+            "chunks": self.s.chunks,
+            "worst_gap_ms": {name: ms(t.worst_gap) for name, t in pooled.items()},
+            "first_chunk_p99_ms": {name: ms(percentile(t.first, 99)) for name, t in pooled.items()},
+            "gap_p99_ms": {name: ms(percentile(t.gaps, 99)) for name, t in pooled.items()},
+            **extra,
+        }
 
     async def sweep(self) -> dict[str, Any]:
         """The agent transcript sweep, c=1, non-streamed: `cold` is a session's first request of
@@ -245,7 +261,7 @@ class Bench:
                 cold, warm = [], []
                 async with load.client(1) as http:
                     for rep in range(reps):
-                        seed = f"{path.name[0]}{size}x{rep}x{time.monotonic_ns() % 10**9}"
+                        seed = f"{path.name[:3]}{size}x{rep}x{time.monotonic_ns() % 10**9}"
                         messages = workloads.agent_messages(size, seed)
                         first = workloads.agent_body("stub-tool", messages, tool_defs)
                         took, answer = await load.agent_turn(path, http, first)
@@ -263,29 +279,38 @@ class Bench:
             runs, extra = await self.interleaved(2, measure, lambda r: len(r["cold"]) + len(r["warm"]))
             entry: dict[str, Any] = {"repetitions": reps * 2}
             for kind in ("cold", "warm"):
-                p50 = {n: ms(_median([x for r in runs[n] for x in r[kind]])) for n in PATHS}
+                p50 = {n: ms(_median([x for r in runs[n] for x in r[kind]])) for n in self.names}
+                added = {n: round(p50[n] - p50[DIRECT], 3) for n in self.variants}
                 entry[kind] = {
-                    "direct_p50_ms": p50["direct"],
-                    "gateway_p50_ms": p50["gateway"],
-                    "added_p50_ms": round(p50["gateway"] - p50["direct"], 3),
-                    "added_us_per_message": round((p50["gateway"] - p50["direct"]) * 1000 / size, 2),
+                    "p50_ms": p50,
+                    "added_p50_ms": added,
+                    "added_us_per_message": {n: round(a * 1000 / size, 2) for n, a in added.items()},
                 }
             sizes[str(size)] = {**entry, **extra}
+        out: dict[str, Any] = {"sizes": sizes}
         largest, base = max(self.s.sweep), 1000 if 1000 in self.s.sweep else min(self.s.sweep)
-        growth = {}
         if largest != base:
-            for kind in ("cold", "warm"):
-                small = sizes[str(base)][kind]["added_p50_ms"]
-                growth[kind] = (
-                    round(sizes[str(largest)][kind]["added_p50_ms"] / small, 2) if small > 0 else None
-                )
-        return {"sizes": sizes, f"growth_{largest}_over_{base}": growth}
+            out["growth_of"] = [largest, base]  # added time at `largest` over added time at `base`
+            out["growth"] = {
+                name: {
+                    kind: round(sizes[str(largest)][kind]["added_p50_ms"][name] / small, 2)
+                    if small > 0
+                    else None
+                    for kind in ("cold", "warm")
+                    for small in [sizes[str(base)][kind]["added_p50_ms"][name]]
+                }
+                for name in self.variants
+            }
+        return out
 
-    async def memory(self, gateway_pids: Callable[[], list[int]], idle_mib: float) -> dict[str, Any]:
-        """RSS of the gateway (every worker): idle before any request (measured by the caller),
-        the peak while the soak runs (c=32, small requests over 1,000 session ids), before the soak
-        proper (after a warm-up of a twentieth of it) and after it."""
-        path = self.paths["gateway"]
+    async def memory(self, idle_mib: dict[str, float]) -> dict[str, Any]:
+        """RSS of each gateway variant (every worker): idle before any request (measured by the
+        caller), the peak while the soak runs (c=32, small requests over 1,000 session ids), before
+        the soak proper (after a warm-up of a twentieth of it) and after it."""
+        return {name: await self._soak(name, idle_mib[name]) for name in self.variants}
+
+    async def _soak(self, name: str, idle_mib: float) -> dict[str, Any]:
+        path, pids = self.paths[name], self.gateways[name]
         body = workloads.small_body("stub")
         sessions = [{"X-Session-Id": f"soak-{i}"} for i in range(1000)]
         warm = max(200, self.s.soak // 20)
@@ -296,18 +321,18 @@ class Bench:
         async def sample() -> None:
             nonlocal peak
             while sampling:
-                peak = max(peak, rig.rss_mib(gateway_pids()))
+                peak = max(peak, rig.rss_mib(pids()))
                 await asyncio.sleep(0.2)
 
         sampler = asyncio.create_task(sample())
-        meter = self.meter()
+        meter = self.meter(name)
         start = time.monotonic()
         await load.count_requests(path, body, 32, warm, sessions)
         await asyncio.sleep(0.5)
-        before = rig.rss_mib(gateway_pids())
+        before = rig.rss_mib(pids())
         elapsed = await load.count_requests(path, body, 32, self.s.soak - warm, sessions)
         await asyncio.sleep(0.5)
-        after = rig.rss_mib(gateway_pids())
+        after = rig.rss_mib(pids())
         sampling = False
         await sampler
         shares = meter.shares()
@@ -320,7 +345,7 @@ class Bench:
             "after_soak_mib": round(after, 1),
             "growth_pct": round((after / before - 1) * 100, 2) if before else math.nan,
             "soak_rps": round((self.s.soak - warm) / elapsed, 1),
-            "cpu": {"gateway": shares, "wall_s": round(wall, 1)},
+            "cpu": shares,
             "gateway_cpu_us_per_unit": round(shares["gateway"] * wall / self.s.soak * 1e6, 1),
-            "errors": {"gateway": path.errors.count - errors_before},
+            "errors": path.errors.count - errors_before,
         }

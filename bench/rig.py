@@ -21,36 +21,35 @@ def available_cpus() -> list[int]:
 
 @dataclass(frozen=True)
 class Pinning:
-    """Which CPUs each part of the rig may run on (None: not pinned)."""
+    """Which CPUs a one-process gateway gets to itself, and which the stub and the load generator
+    share (None: not pinned)."""
 
     gateway: frozenset[int] | None
-    rig: frozenset[int] | None  # the upstream stub and the load generator
+    rig: frozenset[int] | None
 
     @classmethod
-    def plan(cls, workers: int, pin: bool) -> Pinning:
-        """One gateway process gets a core of its own, the stub and the load generator share the
-        rest. With several workers (or a single CPU) nothing is pinned: the CPU shares in the
-        report account for who used what."""
+    def plan(cls, pin: bool) -> Pinning:
         cpus = available_cpus()
-        if not pin or workers > 1 or len(cpus) < 2:
+        if not pin or len(cpus) < 2:
             return cls(None, None)
         return cls(frozenset(cpus[:1]), frozenset(cpus[1:]))
 
-    def describe(self) -> str:
-        if self.gateway is None:
-            return "not pinned"
-        return f"gateway on CPU {_cpus(self.gateway)}, stub and load generator on CPU {_cpus(self.rig)}"
 
-
-def _cpus(cpus: Iterable[int] | None) -> str:
-    return ",".join(map(str, sorted(cpus or ())))
+def describe_cpus(cpus: Iterable[int] | None) -> str:
+    return f"pinned to CPU {','.join(map(str, sorted(cpus)))}" if cpus is not None else "not pinned"
 
 
 class Child:
     """A child process that prints one line once it is ready."""
 
     def __init__(
-        self, name: str, args: Sequence[str], env: dict[str, str], cpus: frozenset[int] | None, log: Path
+        self,
+        name: str,
+        args: Sequence[str],
+        env: dict[str, str],
+        cpus: frozenset[int] | None,
+        log: Path,
+        cwd: Path = ROOT,
     ) -> None:
         self.name = name
         self.log = log  # stderr goes to a file: a pipe nobody reads would block the child
@@ -61,7 +60,7 @@ class Child:
 
         with log.open("w") as err:
             self.proc = subprocess.Popen(
-                args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=pin
+                args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=pin
             )
 
     def wait_ready(self, marker: str, timeout: float = 60) -> str:

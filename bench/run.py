@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `gatewa
 import orjson  # noqa: E402
 
 from bench import load, report, rig  # noqa: E402
-from bench.figures import Bench, Settings  # noqa: E402
+from bench.figures import DIRECT, Bench, Settings  # noqa: E402
 from gateway import eventloop  # noqa: E402
 from gateway.simulators.base import free_port  # noqa: E402
 
@@ -77,6 +78,87 @@ def _loop_name() -> str:
     return type(asyncio.get_running_loop()).__module__.split(".")[0]
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One gateway under test: how it is started (`--variant NAME[:key=value,...]`)."""
+
+    name: str
+    workers: int | None = None  # `serve --workers`; None: the gateway's default
+    loop: str | None = None  # [server] event_loop; None: not written (the gateway's default)
+    store: str | None = None  # memory | sqlite; None: memory, sqlite with several workers
+    tree: str | None = None  # run the gateway of another checkout (e.g. the main branch)
+
+    @classmethod
+    def parse(cls, spec: str) -> Variant:
+        name, _, options = spec.partition(":")
+        values: dict[str, Any] = {}
+        for option in filter(None, options.split(",")):
+            key, _, value = option.partition("=")
+            if key not in ("workers", "loop", "store", "tree") or not value:
+                raise argparse.ArgumentTypeError(f"{spec}: unknown option {option!r}")
+            values[key] = int(value) if key == "workers" else value
+        if not name or name == DIRECT:
+            raise argparse.ArgumentTypeError(f"{spec}: a variant needs a name other than {DIRECT!r}")
+        return cls(name, **values)
+
+    @property
+    def backend(self) -> str:
+        return self.store or ("memory" if (self.workers or 1) == 1 else "sqlite")
+
+    def processes(self) -> int:
+        """Worker processes it will run (what decides whether it can be pinned to one CPU)."""
+        if self.workers is not None:
+            return self.workers
+        return 1 if self.backend == "memory" else len(rig.available_cpus())
+
+
+class Gateway:
+    def __init__(self, variant: Variant, stub_port: int, settings: Settings, tmp: Path, env: dict[str, str]):
+        self.variant = variant
+        self.port = free_port()
+        models = [
+            "stub",
+            f"stub-d{settings.slow_ms}",
+            f"stub-n{settings.chunks}-i{settings.interval_ms}",
+            "stub-tool",
+        ]
+        home = tmp / variant.name
+        home.mkdir()
+        self.config = home / "bench.toml"
+        self.config.write_text(
+            gateway_config(self.port, stub_port, models, variant.backend, home, variant.loop)
+        )
+        self.home = home
+        self.env = env
+        self.cpus: frozenset[int] | None = None
+        self.child: rig.Child | None = None
+
+    def start(self) -> None:
+        args = ["-m", "gateway", "serve", "--config", str(self.config)]
+        if self.variant.workers is not None:
+            args += ["--workers", str(self.variant.workers)]
+        cwd = Path(self.variant.tree).resolve() if self.variant.tree else rig.ROOT
+        self.child = rig.Child(
+            self.variant.name, rig.python(*args), self.env, self.cpus, self.home / "gateway.log", cwd=cwd
+        )
+
+    def pids(self) -> list[int]:
+        return self.child.pids() if self.child else []
+
+    def describe(self) -> dict[str, Any]:
+        v = self.variant
+        auto = f"auto ({'uvloop' if eventloop.loop_factory('auto') else 'asyncio'})"
+        return {
+            "name": v.name,
+            "workers": v.workers,
+            "processes": len(self.pids()),
+            "store": v.backend,
+            "event_loop": v.loop or (auto if not v.tree else "default"),
+            "pinning": rig.describe_cpus(self.cpus),
+            "tree": v.tree,
+        }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings.quick() if args.quick else Settings()
     if args.soak is not None:
@@ -84,52 +166,53 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.sweep is not None:
         settings = Settings(**{**settings.__dict__, "sweep": tuple(args.sweep)})
     wanted = args.only or list(FIGURES)
+    variants = args.variant or [Variant("gateway", args.workers, args.event_loop, args.store)]
+    if len({v.name for v in variants}) != len(variants):
+        raise SystemExit("bench: every --variant needs a name of its own")
     cpus = rig.available_cpus()
-    pinning = rig.Pinning.plan(args.workers or 1, not args.no_pin)
-    if pinning.rig is not None:
-        os.sched_setaffinity(0, pinning.rig)  # the load generator
-    store = args.store or ("memory" if (args.workers or 1) == 1 else "sqlite")
-    models = [
-        "stub",
-        f"stub-d{settings.slow_ms}",
-        f"stub-n{settings.chunks}-i{settings.interval_ms}",
-        "stub-tool",
-    ]
+    plan = rig.Pinning.plan(not args.no_pin)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env.update({KEY_ENV: KEY, "PYTHONUNBUFFERED": "1"})
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        stub_port, gw_port = free_port(), free_port()
-        config = tmp / "bench.toml"
-        config.write_text(gateway_config(gw_port, stub_port, models, store, tmp, args.event_loop))
+        stub_port = free_port()
+        gateways = [Gateway(v, stub_port, settings, tmp, env) for v in variants]
+        for gw in gateways:  # a one-process gateway gets a CPU to itself; several workers need all
+            gw.cpus = plan.gateway if gw.variant.processes() == 1 else None
+        rig_cpus = plan.rig if any(gw.cpus is not None for gw in gateways) else None
+        if rig_cpus is not None:
+            os.sched_setaffinity(0, rig_cpus)  # the load generator
         stub = rig.Child(
-            "stub", rig.python("bench/stub.py", "--port", str(stub_port)), env, pinning.rig, tmp / "stub.log"
+            "stub", rig.python("bench/stub.py", "--port", str(stub_port)), env, rig_cpus, tmp / "stub.log"
         )
-        serve = ["-m", "gateway", "serve", "--config", str(config)]
-        if args.workers is not None:
-            serve += ["--workers", str(args.workers)]
-        gateway = rig.Child("gateway", rig.python(*serve), env, pinning.gateway, tmp / "gateway.log")
+        for gw in gateways:
+            gw.start()
         try:
             stub.wait_ready("stub listening")
-            gateway.wait_ready("gateway listening")
+            for gw in gateways:
+                assert gw.child is not None
+                gw.child.wait_ready("gateway listening")
             await asyncio.sleep(1.0)  # let every worker settle before the idle RSS
-            idle = rig.rss_mib(gateway.pids())
-            direct = load.Path(
-                "direct",
-                f"http://127.0.0.1:{stub_port}/v1/chat/completions",
-                {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-            )
-            through = load.Path(
-                "gateway",
-                f"http://127.0.0.1:{gw_port}/v1/chat/completions",
-                {"Content-Type": "application/json"},
-            )
+            idle = {gw.variant.name: rig.rss_mib(gw.pids()) for gw in gateways}
+            paths = {
+                DIRECT: load.Path(
+                    DIRECT,
+                    f"http://127.0.0.1:{stub_port}/v1/chat/completions",
+                    {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+                )
+            }
+            for gw in gateways:
+                paths[gw.variant.name] = load.Path(
+                    gw.variant.name,
+                    f"http://127.0.0.1:{gw.port}/v1/chat/completions",
+                    {"Content-Type": "application/json"},
+                )
             bench = Bench(
                 settings,
-                direct,
-                through,
-                {"gateway": gateway.pids, "stub": lambda: [stub.pid], "load": lambda: [os.getpid()]},
+                paths,
+                {gw.variant.name: gw.pids for gw in gateways},
+                {"stub": lambda: [stub.pid], "load": lambda: [os.getpid()]},
             )
             await bench.warm_up()
             warm_up_errors = {name: path.errors.count for name, path in bench.paths.items()}
@@ -138,27 +221,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 print(f"measuring {name} ...", file=sys.stderr, flush=True)
                 if name == "memory":
-                    bench.results[name] = await bench.memory(gateway.pids, idle)
+                    bench.results[name] = await bench.memory(idle)
                 else:
                     bench.results[name] = await getattr(bench, name)()
-            processes = len(gateway.pids())
+            described = [gw.describe() for gw in gateways]
         finally:
-            code = gateway.stop()
+            codes = {gw.variant.name: gw.child.stop() for gw in gateways if gw.child}
             stub.stop()
-        if code != 0:
-            raise RuntimeError(f"the gateway exited with {code}:\n{gateway.stderr_text()}")
+        failed = {name: code for name, code in codes.items() if code != 0}
+        if failed:
+            logs = "\n".join(
+                gw.child.stderr_text() for gw in gateways if gw.child and gw.variant.name in failed
+            )
+            raise RuntimeError(f"gateway exit codes {failed}:\n{logs}")
     meta = {
         "commit": _git_commit(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "python": platform.python_version(),
         "cpus": cpus,
-        "pinning": pinning.describe(),
-        "workers": args.workers,
-        "gateway_processes": processes,
-        "store": store,
-        "event_loop": args.event_loop
-        or f"auto ({'uvloop' if eventloop.loop_factory('auto') else 'asyncio'})",
+        "rig_pinning": rig.describe_cpus(rig_cpus),
         "rig_loop": _loop_name(),
+        "variants": described,
         "warm_up_errors": warm_up_errors,
         "quick": args.quick,
         "settings": settings.__dict__,
@@ -176,6 +259,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--event-loop", choices=("asyncio", "uvloop"), help="the gateway's [server] event_loop"
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        type=Variant.parse,
+        metavar="NAME[:workers=N,loop=asyncio|uvloop,store=memory|sqlite,tree=PATH]",
+        help="a gateway to measure, interleaved with the others (repeatable; replaces --workers,"
+        " --event-loop, --store); tree= runs another checkout's gateway, e.g. the main branch",
     )
     parser.add_argument("--soak", type=int, help="requests in the RSS soak (default 100000, --quick 1500)")
     parser.add_argument("--sweep", type=int, nargs="+", help="transcript sizes (default 10 100 1000 5000)")

@@ -34,7 +34,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.config import ConfigError, GatewayConfig, resolve_continuity_secret
 from gateway.eventloop import run
@@ -59,6 +59,7 @@ class Worker:
     # the supervisor reads its end closing as the worker's exit
     ready_fd: int
     supervisor_pid: int
+    _watcher: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     def metrics(self) -> Metrics:
         return Metrics(multiprocess_dir=self.metrics_dir)
@@ -66,7 +67,7 @@ class Worker:
     def ready(self) -> None:
         """Called once the worker accepts connections (from its running event loop)."""
         os.write(self.ready_fd, b"r")
-        asyncio.get_running_loop().create_task(self._watch_supervisor())
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_supervisor())
 
     async def _watch_supervisor(self) -> None:
         # polling: nothing signals a parent's death portably (prctl PDEATHSIG is Linux only)

@@ -32,43 +32,72 @@ def _numbers(value: object) -> list[float]:
     return []
 
 
-def test_quick_run_produces_every_figure(tmp_path):
+def run_bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
     out = tmp_path / "bench.json"
     run = subprocess.run(
-        [sys.executable, "bench/run.py", "--quick", "--soak", "400", "--json", str(out)],
+        [sys.executable, "bench/run.py", "--quick", "--json", str(out), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    results = orjson.loads(out.read_bytes())
+    return orjson.loads(out.read_bytes()), run.stdout
+
+
+def test_quick_run_produces_every_figure(tmp_path):
+    results, table = run_bench(tmp_path, "--soak", "400")
     figures = results["figures"]
     assert list(figures) == list(FIGURES)
+    paths = {"direct": 0, "gateway": 0}
     quick = Settings.quick()
     assert set(figures["sweep"]["sizes"]) == {str(n) for n in quick.sweep}
     for name, figure in figures.items():
         numbers = _numbers(figure)
         assert numbers and all(math.isfinite(n) for n in numbers), name
     for name in ("c1_latency", "c32_instant", "c64_slow", "streams", "many_streams"):
-        assert figures[name]["errors"] == {"direct": 0, "gateway": 0}, name
+        assert figures[name]["errors"] == paths, name
         assert figures[name]["cpu"]["gateway"]["gateway"] > 0, name  # the gateway did the work
+        assert figures[name]["gateway_cpu_us_per_unit"]["gateway"] > 0, name
     for entry in figures["sweep"]["sizes"].values():
-        assert entry["errors"] == {"direct": 0, "gateway": 0}
-    assert figures["memory"]["errors"] == {"gateway": 0}
-    assert figures["memory"]["idle_mib"] > 0 and figures["memory"]["soak_requests"] == 400
-    assert figures["c1_latency"]["requests"] == {
-        "direct": 2 * quick.c1_requests,
-        "gateway": 2 * quick.c1_requests,
-    }
+        assert entry["errors"] == paths
+        assert set(entry["cold"]["p50_ms"]) == set(entry["warm"]["p50_ms"]) == set(paths)
+    memory = figures["memory"]["gateway"]
+    assert memory["errors"] == 0 and memory["idle_mib"] > 0 and memory["soak_requests"] == 400
+    assert figures["c1_latency"]["requests"] == {name: 2 * quick.c1_requests for name in paths}
     assert figures["streams"]["streams"] == quick.streams
     meta = results["meta"]
-    assert meta["warm_up_errors"] == {"direct": 0, "gateway": 0}
-    assert meta["gateway_processes"] >= 1 and meta["quick"] is True
+    assert meta["warm_up_errors"] == paths and meta["quick"] is True
+    (variant,) = meta["variants"]
+    assert variant["name"] == "gateway" and variant["processes"] == 1 and variant["store"] == "memory"
     for label in ("c=1 latency", "c=32 instant upstream", "20 ms upstream", "first chunk", "worst stall"):
-        assert label in run.stdout
-    assert "transcript 100 msgs, warm" in run.stdout and "soak" in run.stdout
-    assert "FAILED REQUESTS" not in run.stdout
+        assert label in table
+    assert "transcript 100 msgs, warm" in table and "soak" in table
+    assert "FAILED REQUESTS" not in table
+
+
+def test_variants_are_measured_side_by_side(tmp_path):
+    """Two gateways interleaved in one run (here one process and two worker processes)."""
+    results, table = run_bench(
+        tmp_path,
+        "--soak",
+        "300",
+        "--only",
+        "c1_latency",
+        "memory",
+        "--variant",
+        "one",
+        "--variant",
+        "two:workers=2",
+    )
+    one, two = results["meta"]["variants"]
+    assert (one["name"], one["processes"], one["store"]) == ("one", 1, "memory")
+    assert (two["name"], two["processes"], two["store"]) == ("two", 3, "sqlite")  # a supervisor, 2 workers
+    assert two["pinning"] == "not pinned"
+    c1 = results["figures"]["c1_latency"]
+    assert set(c1["added_ms"]) == {"one", "two"} and c1["errors"] == {"direct": 0, "one": 0, "two": 0}
+    assert set(results["figures"]["memory"]) == {"one", "two"}
+    assert "c1_latency [two]" in table
 
 
 def test_workloads_have_the_shape_they_claim():
