@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -239,3 +240,19 @@ def test_several_workers_with_the_memory_store_are_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "server.workers: 2 worker processes need a continuity store they can share" in err
     assert 'backend = "sqlite" or "redis"' in err and "(from --workers)" in err
+
+
+def test_workers_refuse_a_port_another_process_listens_on(tmp_path, capsys):
+    """SO_REUSEPORT would let the workers join another listener (an older gateway) silently."""
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        f'[store]\nbackend = "sqlite"\npath = "{tmp_path / "c.db"}"\n[providers.p]\nkind = "openai_chat"\n'
+        'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "P_KEY"\n'
+    )
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert main(["serve", "--config", str(config), "--workers", "2", "--port", str(port)]) == 1
+    assert "Address already in use" in capsys.readouterr().err
