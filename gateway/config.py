@@ -152,8 +152,8 @@ class ServerConfig(_Section):
     # worker processes sharing the port (SO_REUSEPORT); unset: one per CPU the process may use,
     # or 1 with the memory store (continuity kept in one process cannot be shared)
     workers: int | None = Field(None, ge=1, le=512)
-    # "auto": uvloop when it is installed (pip install 'llm-transcript-gateway[uvloop]')
-    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
+    # "uvloop" needs the extra (pip install 'llm-transcript-gateway[uvloop]'); see gateway/eventloop.py
+    event_loop: Literal["asyncio", "uvloop"] = "asyncio"
 
 
 class AuthConfig(_Section):
@@ -319,7 +319,7 @@ def _process_issues(server: ServerConfig, store: StoreConfig) -> Iterator[tuple[
     if server.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         yield (
             ("server", "event_loop"),
-            "uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]'), or use \"auto\"",
+            "uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]')",
         )
 
 

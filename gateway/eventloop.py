@@ -1,6 +1,9 @@
-"""The event loop the gateway runs on: uvloop when it is installed (the optional `uvloop` extra)
-and the config does not say otherwise, else asyncio's own. bench/README.md has the figures that
-justify it."""
+"""The event loop the gateway runs on: asyncio's own, or uvloop (the optional `uvloop` extra) when
+`[server] event_loop = "uvloop"`. uvloop is opt-in because the bench shows no consistent gain: the
+gateway's cost per request is Python work (decoding, repairing and encoding transcripts), not the
+I/O that uvloop speeds up, and aiohttp already parses HTTP in C. Measure again with
+`python bench/run.py --variant asyncio:loop=asyncio --variant uvloop:loop=uvloop` when that
+changes (bench/README.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
-EventLoopChoice = Literal["auto", "asyncio", "uvloop"]
+EventLoopChoice = Literal["asyncio", "uvloop"]
 
 
 def loop_factory(choice: EventLoopChoice) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -18,15 +21,9 @@ def loop_factory(choice: EventLoopChoice) -> Callable[[], asyncio.AbstractEventL
     not installed raises ImportError (config validation refuses that config first)."""
     if choice == "asyncio":
         return None
-    try:
-        uvloop = importlib.import_module("uvloop")
-    except ImportError:
-        if choice == "uvloop":
-            raise
-        return None
-    return uvloop.new_event_loop
+    return importlib.import_module("uvloop").new_event_loop
 
 
-def run(main: Coroutine[Any, Any, T], choice: EventLoopChoice = "auto") -> T:
+def run(main: Coroutine[Any, Any, T], choice: EventLoopChoice = "asyncio") -> T:
     with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
         return runner.run(main)

@@ -30,14 +30,11 @@ def test_asyncio_is_asyncio_whatever_is_installed():
     assert loop_module("asyncio") == "asyncio"
 
 
-def test_auto_falls_back_to_asyncio_without_uvloop(without_uvloop):
-    assert eventloop.loop_factory("auto") is None
-    assert loop_module("auto") == "asyncio"
+def test_uvloop_without_the_extra_is_an_import_error(without_uvloop):
     with pytest.raises(ImportError):
         eventloop.loop_factory("uvloop")
 
 
 @pytest.mark.skipif(not HAVE_UVLOOP, reason="the uvloop extra is not installed")
-@pytest.mark.parametrize("choice", ["auto", "uvloop"])
-def test_uvloop_when_installed(choice):
-    assert loop_module(choice) == "uvloop"
+def test_uvloop_when_installed():
+    assert loop_module("uvloop") == "uvloop"
