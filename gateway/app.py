@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -142,10 +143,13 @@ def create_app(
     config: GatewayConfig,
     env: Mapping[str, str] | None = None,
     metrics: Metrics | None = None,
+    continuity_key: bytes | None = None,
 ) -> web.Application:
+    """`continuity_key`: the key sealing continuity data when the config names no secret (workers
+    of one `gateway serve` share one, so a blob sealed by one verifies on every other)."""
     tokens = BearerTokens(resolve_auth_tokens(config, env))
     redactor = secrets_redactor(config, env)
-    continuity_secret = resolve_continuity_secret(config, env)
+    continuity_secret = resolve_continuity_secret(config, env) or continuity_key
     server = config.server
     limits = BodyLimits(
         server.max_body_bytes, server.body_timeout_seconds, server.linger_seconds, server.linger_max_bytes
@@ -175,6 +179,7 @@ def create_app(
         recorder = Recorder(store)
         engine = Engine(config, session, env=env)
         metrics.watch_targets(engine.availability())
+        refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
         app[GatewayState.KEY] = GatewayState(
             config, metrics, engine, store, recorder, redactor, sealer, in_flight=in_flight
@@ -182,6 +187,8 @@ def create_app(
         try:
             yield
         finally:
+            if refresher is not None:
+                refresher.cancel()
             await recorder.drain()  # turns answered before shutdown are still recorded
             await store.close()
             await session.close()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
+import io
 import sys
 
-from gateway.config import ConfigError, describe, load_config
+from gateway.config import ConfigError, describe, load_config, worker_count
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,6 +20,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="config file (default: $GATEWAY_CONFIG, else config/gateway.toml)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes on the port (default: [server] workers, else one per CPU;"
+        " 1 with the memory store)",
+    )
     demo = sub.add_parser(
         "demo", help="run a scripted conversation through the gateway against embedded provider simulators"
     )
@@ -30,6 +37,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _enable_faulthandler() -> None:
+    """A fatal signal (a SIGBUS from a memory-mapped SQLite file that another program made
+    unwritable or truncated) then leaves a traceback on stderr instead of nothing. An stderr
+    without a file descriptor (an embedding that captures it) cannot take one: nothing to do."""
+    try:
+        faulthandler.enable()
+    except (io.UnsupportedOperation, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -38,13 +55,17 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(config), end="")
             return 0
         if args.command == "serve":
-            config = load_config(args.config, host=args.host, port=args.port)
-            # a fatal signal (a SIGBUS from a memory-mapped SQLite file that another program made
-            # unwritable or truncated) then leaves a traceback on stderr instead of nothing
-            faulthandler.enable()
+            config = load_config(args.config, host=args.host, port=args.port, workers=args.workers)
+            _enable_faulthandler()
+            workers = worker_count(config)
+            if workers > 1:
+                from gateway.workers import serve_workers
+
+                return serve_workers(config, workers)
+            from gateway.eventloop import run
             from gateway.serve import serve
 
-            asyncio.run(serve(config))
+            run(serve(config), config.server.event_loop)
             return 0
         if args.command == "demo":
             from gateway.demo import run_demo

@@ -4,6 +4,7 @@ lookup. This is the only module that reads the environment for configuration or 
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 import re
@@ -171,6 +172,12 @@ class ServerConfig(_Section):
     # and this many bytes so the client can read the answer, then close
     linger_seconds: float = Field(5.0, ge=0, allow_inf_nan=False)
     linger_max_bytes: int = Field(67108864, ge=0)
+    # -- processes and event loop (`gateway serve --workers`, the uvloop extra) --
+    # worker processes sharing the port (SO_REUSEPORT); unset: one per CPU the process may use,
+    # or 1 with the memory store (continuity kept in one process cannot be shared)
+    workers: int | None = Field(None, ge=1, le=512)
+    # "uvloop" needs the extra (pip install 'llm-transcript-gateway[uvloop]'); see gateway/eventloop.py
+    event_loop: Literal["asyncio", "uvloop"] = "asyncio"
 
 
 class AuthConfig(_Section):
@@ -313,6 +320,7 @@ class GatewayConfig(_Section):
 def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
     if config.auth is None and not is_loopback_host(config.server.host):
         yield ("server", "host"), f"refusing to bind {config.server.host} without [auth] tokens"
+    yield from _process_issues(config.server, config.store)
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
         for index, target in enumerate(group.targets):
@@ -357,6 +365,30 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                 f"group {provider.continuity_group!r} joins kind {provider.kind} with {first[1]}"
                 f" ({key_path(('providers', first[0]))}); continuity is shared only within one kind",
             )
+
+
+def _process_issues(server: ServerConfig, store: StoreConfig) -> Iterator[tuple[Loc, str]]:
+    if server.workers is not None and server.workers > 1 and store.backend == "memory":
+        yield (
+            ("server", "workers"),
+            f"{server.workers} worker processes need a continuity store they can share:"
+            ' set [store] backend = "sqlite" or "redis" (the memory store lives inside one process)',
+        )
+    if server.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        yield (
+            ("server", "event_loop"),
+            "uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]')",
+        )
+
+
+def worker_count(config: GatewayConfig) -> int:
+    """How many worker processes `gateway serve` runs: [server] workers, else one per CPU this
+    process may run on, except with the memory store (always one)."""
+    if config.server.workers is not None:
+        return config.server.workers
+    if config.store.backend == "memory":
+        return 1
+    return len(os.sched_getaffinity(0))
 
 
 def _model_name_problem(kind: str, model: str) -> str | None:
@@ -428,11 +460,12 @@ def load_config(
     *,
     host: str | None = None,
     port: int | None = None,
+    workers: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> GatewayConfig:
     """Load the config file and layer the environment and command-line flags over it.
 
-    Precedence, highest first: host/port arguments > GATEWAY_HOST / GATEWAY_PORT /
+    Precedence, highest first: host/port/workers arguments > GATEWAY_HOST / GATEWAY_PORT /
     GATEWAY_LOG_LEVEL / GATEWAY_SIMULATORS_URL > the file > built-in defaults. The file is
     `path`, else $GATEWAY_CONFIG, else config/gateway.toml."""
     env = os.environ if env is None else env
@@ -456,6 +489,8 @@ def load_config(
         overrides.append(("host", host, "--host"))
     if port is not None:
         overrides.append(("port", port, "--port"))
+    if workers is not None:
+        overrides.append(("workers", workers, "--workers"))
 
     origins: dict[Loc, str] = {}
     server = data.get("server", {})

@@ -4,11 +4,14 @@ values come from config names only (`bind`), so cardinality stays bounded whatev
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from gateway.repair.report import Repair
 from gateway.transcript.model import Usage
@@ -50,9 +53,28 @@ class RequestRecord:
     affinity_break: str | None = None  # why the session left its target (routing.sessions)
 
 
+# How often a worker writes its targets' availability for the others to read (see watch_targets).
+TARGETS_REFRESH_SECONDS = 1.0
+
+
+def enable_multiprocess(directory: str) -> None:
+    """Make this process's metrics part of a multi-process aggregate (`gateway serve --workers`).
+    Each worker writes its values to files in `directory` and a scrape of any worker reads them
+    all. Call in the worker before any Metrics is built: prometheus-client reads the directory
+    from this variable, and picks its value class from it when first imported (redone here, so
+    the order of imports does not matter)."""
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    values.ValueClass = values.get_value_class()
+
+
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, multiprocess_dir: str | None = None
+    ) -> None:
         r = self.registry = registry or CollectorRegistry()
+        # set: this process is one of several workers, and a scrape reports all of them
+        self.multiprocess_dir = multiprocess_dir
+        self._target_probes: list[tuple[Any, Callable[[], float]]] = []
         # label values accepted for model / provider; None until `bind` (then anything else
         # collapses to UNKNOWN_MODEL / NO_PROVIDER)
         self._models: frozenset[str] | None = None
@@ -102,9 +124,18 @@ class Metrics:
             registry=r,
         )
         self._store_children: dict[tuple[str, str, str], Any] = {}
-        self.inflight = Gauge("gateway_inflight_requests", "Requests in flight", registry=r)
+        # with several workers: the sum over the live workers
+        self.inflight = Gauge(
+            "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
+        )
+        # with several workers (each has its own circuit breakers): 1 while any live worker sends
+        # the target traffic, as the dashboard's max() across replicas reads it
         self.target_available = Gauge(
-            "gateway_target_available", "1 when a target can take traffic", ["model", "provider"], registry=r
+            "gateway_target_available",
+            "1 when a target can take traffic",
+            ["model", "provider"],
+            registry=r,
+            multiprocess_mode="livemax",
         )
         self.affinity_breaks = Counter(
             "gateway_affinity_breaks_total",
@@ -144,7 +175,24 @@ class Metrics:
         """`gateway_target_available{model, provider}` for every target, read at scrape time from
         routing's probes (1.0 while the target takes traffic, 0.0 while its circuit is open)."""
         for model, provider, probe in probes:
-            self.target_available.labels(self._model(model), self._provider(provider)).set_function(probe)
+            child = self.target_available.labels(self._model(model), self._provider(provider))
+            if self.multiprocess_dir is None:
+                child.set_function(probe)
+            else:  # values live in files that other workers read: they are written, not computed
+                self._target_probes.append((child, probe))
+        self.refresh_targets()
+
+    def refresh_targets(self) -> None:
+        """Write every target's availability now (multi-process mode; a no-op otherwise)."""
+        for child, probe in self._target_probes:
+            child.set(probe())
+
+    async def keep_targets_fresh(self, interval: float = TARGETS_REFRESH_SECONDS) -> None:
+        """Multi-process mode: a circuit's state changes with time (a cooldown ends), not only on a
+        request, so each worker rewrites its targets' availability every `interval` seconds."""
+        while True:
+            await asyncio.sleep(interval)
+            self.refresh_targets()
 
     def record(self, rec: RequestRecord) -> None:
         model, provider = self._model(rec.model), self._provider(rec.provider)
@@ -182,4 +230,9 @@ class Metrics:
             self.affinity_breaks.labels(model, rec.affinity_break).inc()
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        self.refresh_targets()
+        every_worker = CollectorRegistry()
+        MultiProcessCollector(every_worker, self.multiprocess_dir)
+        return generate_latest(every_worker)

@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -22,6 +23,9 @@ from gateway.config import GatewayConfig
 from gateway.lifecycle import END_BOUND
 from gateway.redaction import secrets_redactor
 from gateway.server import ConnectionLimits, GatewayRunner, raise_open_file_limit
+
+if TYPE_CHECKING:
+    from gateway.workers import Worker
 
 log = logging.getLogger("gateway")
 
@@ -33,8 +37,9 @@ def connection_limits(config: GatewayConfig) -> ConnectionLimits:
     )
 
 
-async def start(app: web.Application, config: GatewayConfig) -> GatewayRunner:
-    """The app served on the configured host and port, with the gateway's connection limits."""
+async def start(app: web.Application, config: GatewayConfig, reuse_port: bool = False) -> GatewayRunner:
+    """The app served on the configured host and port, with the gateway's connection limits.
+    `reuse_port`: one of several worker processes on the port (SO_REUSEPORT)."""
     # handler_cancellation: a client that disconnects cancels its handler, and with it the
     # upstream request, instead of letting the provider generate for nobody
     runner = GatewayRunner(
@@ -47,7 +52,7 @@ async def start(app: web.Application, config: GatewayConfig) -> GatewayRunner:
         shutdown_timeout=END_BOUND / 2,
     )
     await runner.setup()
-    site = web.TCPSite(runner, config.server.host, config.server.port)
+    site = web.TCPSite(runner, config.server.host, config.server.port, reuse_port=reuse_port)
     try:
         await site.start()
     except BaseException:
@@ -68,23 +73,37 @@ async def stop(runner: GatewayRunner, grace: float) -> None:
     await runner.cleanup()
 
 
-async def serve(config: GatewayConfig, env: Mapping[str, str] | None = None) -> None:
+async def serve(
+    config: GatewayConfig, env: Mapping[str, str] | None = None, worker: Worker | None = None
+) -> None:
+    """`worker`: this process is one of several on the port (gateway/workers.py); the supervisor
+    prints the listening and stopping lines once for all of them."""
     configure_logging(config.server.log_level, secrets_redactor(config, env))
     raise_open_file_limit()
-    runner = await start(create_app(config, env), config)
+    if worker is None:
+        app = create_app(config, env)
+    else:
+        app = create_app(config, env, worker.metrics(), continuity_key=worker.continuity_key)
+    runner = await start(app, config, reuse_port=worker is not None)
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop_requested.set)  # a second signal during the drain changes nothing
     host, port = config.server.host, config.server.port
-    print(f"gateway listening on http://{host}:{port}", flush=True)
+    if worker is None:
+        print(f"gateway listening on http://{host}:{port}", flush=True)
+    else:
+        worker.ready()
     try:
         await stop_requested.wait()
     finally:
         grace = config.server.shutdown_grace_seconds
-        print(
-            f"gateway stopping: draining in-flight requests (up to {grace:g}s)", file=sys.stderr, flush=True
-        )
+        if worker is None:
+            print(
+                f"gateway stopping: draining in-flight requests (up to {grace:g}s)",
+                file=sys.stderr,
+                flush=True,
+            )
         await stop(runner, grace)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

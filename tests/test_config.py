@@ -22,6 +22,7 @@ from gateway.config import (
     model_names,
     resolve_api_key,
     resolve_auth_tokens,
+    worker_count,
 )
 from gateway.simulators.base import BASE_PATHS
 
@@ -842,3 +843,50 @@ def test_simulators_url_points_every_provider_at_the_hub_and_the_environment_ove
         f"{path}: server.simulators_url: must be an http:// or https:// URL with a host"
         " (from GATEWAY_SIMULATORS_URL)"
     ]
+
+
+# --- worker processes and the event loop -------------------------------------------------------
+
+
+def test_several_workers_need_a_shared_store() -> None:
+    assert error_lines(minimal(server={"workers": 2})) == [
+        "cfg.toml: server.workers: 2 worker processes need a continuity store they can share:"
+        ' set [store] backend = "sqlite" or "redis" (the memory store lives inside one process)'
+    ]
+    for backend in ("sqlite", "redis"):
+        assert (
+            config_from_dict(minimal(server={"workers": 2}, store={"backend": backend})).server.workers == 2
+        )
+    assert config_from_dict(minimal(server={"workers": 1})).server.workers == 1  # memory, one process
+
+
+def test_workers_flag_is_layered_and_named(tmp_path: Path) -> None:
+    path = write(tmp_path / "g.toml", PROVIDERS_TOML)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={}, workers=3)
+    assert str(info.value).endswith("(the memory store lives inside one process) (from --workers)")
+    sqlite = write(
+        tmp_path / "s.toml", '[server]\nworkers = 4\n[store]\nbackend = "sqlite"\n' + PROVIDERS_TOML
+    )
+    assert load_config(sqlite, env={}).server.workers == 4
+    assert load_config(sqlite, env={}, workers=2).server.workers == 2
+    with pytest.raises(ConfigError, match="server.workers: Input should be greater than or equal to 1"):
+        load_config(sqlite, env={}, workers=0)
+
+
+def test_worker_count_defaults_to_the_cpus_unless_the_store_is_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gateway.config.os.sched_getaffinity", lambda pid: {0, 1, 2})
+    assert worker_count(config_from_dict(minimal())) == 1
+    assert worker_count(config_from_dict(minimal(store={"backend": "redis"}))) == 3
+    assert worker_count(config_from_dict(minimal(server={"workers": 2}, store={"backend": "redis"}))) == 2
+
+
+def test_uvloop_event_loop_needs_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config_from_dict(minimal()).server.event_loop == "asyncio"
+    monkeypatch.setattr("gateway.config.importlib.util.find_spec", lambda name: None)
+    assert error_lines(minimal(server={"event_loop": "uvloop"})) == [
+        "cfg.toml: server.event_loop: uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]')"
+    ]
+    assert config_from_dict(minimal(server={"event_loop": "asyncio"})).server.event_loop == "asyncio"

@@ -15,6 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gateway"
 LAYERS = {
     "cli": 7,
     "serve": 7,
+    "workers": 7,
+    "eventloop": 7,
     "demo": 7,
     "app": 6,
     "server": 6,

@@ -10,21 +10,13 @@ import asyncio
 import signal
 import sys
 
-from gateway.simulators.base import KINDS, Reply, SimulatorHub, ToolCallSpec
+from gateway.simulators.base import KINDS, SimulatorHub
 from gateway.simulators.script import ScriptError, install, load_script
 
-BENCH_TEXT = "The quick brown fox jumps over the lazy dog. " * 20
 
-
-async def _run(host: str, port: int, api_key: str, bench_reply: bool, script_path: str | None) -> None:
+async def _run(host: str, port: int, api_key: str, script_path: str | None) -> None:
     hub = SimulatorHub(host, port, api_key)
-    if bench_reply:  # bench/: every answer is the same streamed text plus one tool call
-        for state in hub.states.values():
-            state.default_reply = lambda body: Reply(
-                text=BENCH_TEXT, chunk_size=16, tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]
-            )
-    else:
-        install(hub, load_script(script_path) if script_path else [])
+    install(hub, load_script(script_path) if script_path else [])
     await hub.start()
     for kind in KINDS:
         print(f"{kind:17} {hub.base_url(kind)}", flush=True)
@@ -44,10 +36,9 @@ def main() -> None:
     parser.add_argument(
         "--script", metavar="FILE", help="JSON or TOML file of replies to give first (then tool-then-answer)"
     )
-    parser.add_argument("--bench-reply", action="store_true", help="answer every request like bench/ expects")
     args = parser.parse_args()
     try:
-        asyncio.run(_run(args.host, args.port, args.api_key, args.bench_reply, args.script))
+        asyncio.run(_run(args.host, args.port, args.api_key, args.script))
     except (ScriptError, OSError) as exc:
         print(f"python -m gateway.simulators: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -29,7 +29,9 @@ class Stack:
         )
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(base_url=self.url, api_key="client-key-never-forwarded", max_retries=0)
+        return anthropic.AsyncAnthropic(
+            base_url=self.url, api_key="client-key-never-forwarded", max_retries=0
+        )
 
 
 @pytest.fixture

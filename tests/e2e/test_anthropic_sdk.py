@@ -105,7 +105,10 @@ async def test_tool_loop_non_streaming_with_thinking_replayed(stack, name, kind)
         Reply(
             text="Checking both.",
             reasoning="Two cities, two calls.",
-            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"}), ToolCallSpec("get_weather", {"city": "Tokyo"})],
+            tool_calls=[
+                ToolCallSpec("get_weather", {"city": "Paris"}),
+                ToolCallSpec("get_weather", {"city": "Tokyo"}),
+            ],
         ),
         Reply(text="Sunny in Paris, rain in Tokyo.", reasoning="Both answered."),
     )
@@ -147,7 +150,9 @@ async def test_tool_loop_non_streaming_with_thinking_replayed(stack, name, kind)
 @pytest.mark.parametrize("name,kind", FAMILY)
 async def test_streamed_tool_call_events(stack, name, kind):
     stack.hub.states[kind].push(
-        Reply(tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})], reasoning="One call.", chunk_size=4)
+        Reply(
+            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})], reasoning="One call.", chunk_size=4
+        )
     )
     client = stack.anthropic()
     async with client.messages.stream(model=name, max_tokens=4096, messages=USER, tools=TOOLS) as stream:
@@ -205,12 +210,18 @@ async def test_errors_come_in_anthropics_envelope(stack):
             messages=USER,
             tools=[{"type": "web_search_20250305", "name": "web_search"}],
         )
-    assert "hosted tool 'web_search_20250305' runs only on anthropic targets" in caught.value.body["error"]["message"]
+    assert (
+        "hosted tool 'web_search_20250305' runs only on anthropic targets"
+        in caught.value.body["error"]["message"]
+    )
 
 
 async def test_a_context_overflow_from_any_family_says_prompt_is_too_long(stack):
     stack.hub.states["gemini"].push(
-        Fault(status=400, message="The input token count (250000) exceeds the maximum number of tokens allowed (200000).")
+        Fault(
+            status=400,
+            message="The input token count (250000) exceeds the maximum number of tokens allowed (200000).",
+        )
     )
     with pytest.raises(anthropic.BadRequestError) as caught:
         await stack.anthropic().messages.create(model="gemini", max_tokens=10, messages=USER)
@@ -233,7 +244,11 @@ async def test_every_target_overloaded_is_529(stack):
 
 @pytest.mark.parametrize(
     "name,kind,source",
-    [("claude", "anthropic", "provider"), ("gemini", "gemini", "provider"), ("openai", "openai_responses", "estimate")],
+    [
+        ("claude", "anthropic", "provider"),
+        ("gemini", "gemini", "provider"),
+        ("openai", "openai_responses", "estimate"),
+    ],
 )
 async def test_count_tokens(stack, name, kind, source):
     client = stack.anthropic()
@@ -241,7 +256,13 @@ async def test_count_tokens(stack, name, kind, source):
         "model": name,
         "system": "Be brief.",
         "messages": [
-            {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}, {"type": "text", "text": "What is this?"}]}
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+                    {"type": "text", "text": "What is this?"},
+                ],
+            }
         ],
         "tools": TOOLS,
         "thinking": THINKING,
@@ -272,11 +293,17 @@ async def test_models_list_in_anthropics_shape(stack):
 async def test_redacted_thinking_round_trips_to_anthropic(stack):
     state = stack.hub.states["anthropic"]
     state.push(
-        Reply(reasoning="Visible part.", redacted_reasoning=True, tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]),
+        Reply(
+            reasoning="Visible part.",
+            redacted_reasoning=True,
+            tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})],
+        ),
         Reply(text="Sunny."),
     )
     client = stack.anthropic()
-    first = await client.messages.create(model="claude", max_tokens=4096, messages=USER, tools=TOOLS, thinking=THINKING)
+    first = await client.messages.create(
+        model="claude", max_tokens=4096, messages=USER, tools=TOOLS, thinking=THINKING
+    )
     assert [b.type for b in first.content] == ["thinking", "redacted_thinking", "tool_use"]
     assert not first.content[1].data.startswith("gw1."), "Anthropic's own data, as issued"
     call = first.content[2]
@@ -285,7 +312,9 @@ async def test_redacted_thinking_round_trips_to_anthropic(stack):
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]},
     ]
-    second = await client.messages.create(model="claude", max_tokens=4096, messages=history, tools=TOOLS, thinking=THINKING)
+    second = await client.messages.create(
+        model="claude", max_tokens=4096, messages=history, tools=TOOLS, thinking=THINKING
+    )
     assert second.content[-1].text == "Sunny."
     replayed = state.requests[-1].body["messages"][1]["content"]
     assert [b["type"] for b in replayed] == ["thinking", "redacted_thinking", "tool_use"]

@@ -46,7 +46,10 @@ def bash_task(stack: Stack, family: str, n: int) -> str:
             tool_calls=[
                 ToolCallSpec(
                     "Bash",
-                    {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt", "description": "Write the file"},
+                    {
+                        "command": f"echo hi{n} > out{n}.txt && cat out{n}.txt",
+                        "description": "Write the file",
+                    },
                 )
             ],
         ),
@@ -181,7 +184,9 @@ async def test_a_stream_broken_after_the_first_token_ends_with_an_error_event(cl
         mistral = stack.hub.states["mistral"]
         tool_turn = mistral.script.popleft()
         mistral.script.appendleft(tool_turn)
-        mistral.script.appendleft(Fault(after_events=2, reply=Reply(text="Let me think about this at length.")))
+        mistral.script.appendleft(
+            Fault(after_events=2, reply=Reply(text="Let me think about this at length."))
+        )
         finished = await run(cli, prompt, work, model="mistral")
         assert_done(finished, work, 0)
         streamed = [bool(r.body.get("stream")) for r in mistral.requests]
@@ -207,14 +212,21 @@ async def test_the_shipped_claude_code_config_routes_its_model_names(clients, tm
         try:
             work = tmp_path / "work"
             work.mkdir()
-            cli = ClaudeCode(clients, tmp_path / "home", f"http://{config.server.host}:{config.server.port}", "x")
-            routes = (("claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"), ("gemini", "gemini", "gemini-3-pro"))
+            cli = ClaudeCode(
+                clients, tmp_path / "home", f"http://{config.server.host}:{config.server.port}", "x"
+            )
+            routes = (
+                ("claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"),
+                ("gemini", "gemini", "gemini-3-pro"),
+            )
             for n, (model, kind, upstream) in enumerate(routes):
                 state = hub.states[kind]
                 state.push(
                     Reply(
                         reasoning="Shell.",
-                        tool_calls=[ToolCallSpec("Bash", {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt"})],
+                        tool_calls=[
+                            ToolCallSpec("Bash", {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt"})
+                        ],
                     ),
                     Reply(text=f"The file out{n}.txt now contains: hi{n}"),
                 )

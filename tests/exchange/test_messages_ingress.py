@@ -35,14 +35,17 @@ async def test_one_transcript_through_chat_and_messages_counts_the_same_repairs(
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    for i, n, a in calls
                 ],
             },
             {"role": "tool", "tool_call_id": "call_A", "content": "sunny"},
             {"role": "tool", "tool_call_id": "call_Z", "content": "stale"},
             {"role": "user", "content": "And?"},
         ],
-        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+        "tools": [
+            {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+        ],
     }
     messages = {
         "model": family,
@@ -52,7 +55,9 @@ async def test_one_transcript_through_chat_and_messages_counts_the_same_repairs(
             {"role": "user", "content": "Weather in Paris and Tokyo?"},
             {
                 "role": "assistant",
-                "content": [{"type": "tool_use", "id": i, "name": n, "input": orjson.loads(a)} for i, n, a in calls],
+                "content": [
+                    {"type": "tool_use", "id": i, "name": n, "input": orjson.loads(a)} for i, n, a in calls
+                ],
             },
             {
                 "role": "user",
@@ -98,7 +103,9 @@ async def test_requests_are_counted_by_ingress_and_the_token_comes_from_either_h
         assert (await post(stack, body, {"x-api-key": "tok"}))[0] == 200
         assert (await post(stack, body, {"Authorization": "Bearer tok"}))[0] == 200
         # the chat ingress takes the token from x-api-key too, and keeps its own envelope
-        status, _, payload = await stack.chat({"model": "openai-chat", "messages": [{"role": "user", "content": "x"}]})
+        status, _, payload = await stack.chat(
+            {"model": "openai-chat", "messages": [{"role": "user", "content": "x"}]}
+        )
         assert status == 401 and orjson.loads(payload)["error"]["code"] == "invalid_api_key"
         requests = stack.metrics.requests
         assert requests.labels("anthropic_messages", "openai-chat", "openai-chat", "ok")._value.get() == 2
@@ -113,10 +120,17 @@ async def test_a_long_silence_is_bridged_with_pings(monkeypatch):
         stack.hub.states["openai_chat"].push(
             Fault(after_events=3, mid_stream="stall", stall_seconds=0.5, reply=Reply(text="thinking slowly"))
         )
-        body = {"model": "openai-chat", "max_tokens": 10, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+        body = {
+            "model": "openai-chat",
+            "max_tokens": 10,
+            "stream": True,
+            "messages": [{"role": "user", "content": "x"}],
+        }
         status, _, payload = await post(stack, body)
     assert status == 200
-    names = [line.removeprefix("event: ") for line in payload.decode().splitlines() if line.startswith("event: ")]
+    names = [
+        line.removeprefix("event: ") for line in payload.decode().splitlines() if line.startswith("event: ")
+    ]
     assert names[0] == "message_start" and "ping" in names
     assert names.index("ping") > names.index("content_block_start")
 
@@ -128,7 +142,13 @@ async def test_a_forged_signature_is_dropped_and_counted():
         "max_tokens": 10,
         "messages": [
             {"role": "user", "content": "q"},
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": forged}, {"type": "text", "text": "a"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t", "signature": forged},
+                    {"type": "text", "text": "a"},
+                ],
+            },
             {"role": "user", "content": "more"},
         ],
     }
@@ -162,13 +182,19 @@ async def test_anthropic_only_options_reach_anthropic_where_valid_and_nobody_els
         assert sent.body["thinking"] == {"type": "enabled", "budget_tokens": 2048, "display": "omitted"}
         assert sent.body["tools"][1] == {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
         assert "top_k" not in sent.body, "refused with thinking on"
-        assert sent.headers["anthropic-beta"].split(",") == ["context-management-2025-06-27", "interleaved-thinking-2025-05-14"]
+        assert sent.headers["anthropic-beta"].split(",") == [
+            "context-management-2025-06-27",
+            "interleaved-thinking-2025-05-14",
+        ]
         assert "provider_option_dropped=1" in headers["X-Gateway-Repairs"]  # the tool-search beta
 
         # another family never sees them; the server tool makes it refuse, naming the tool
         status, _, payload = await post(stack, {**body, "model": "gemini"}, betas)
         assert status == 400
-        assert "hosted tool 'web_search_20250305' runs only on anthropic targets" in orjson.loads(payload)["error"]["message"]
+        assert (
+            "hosted tool 'web_search_20250305' runs only on anthropic targets"
+            in orjson.loads(payload)["error"]["message"]
+        )
         no_tool = {**body, "model": "gemini", "tools": body["tools"][:1]}
         status, headers, _ = await post(stack, no_tool, betas)
         assert status == 200
@@ -182,9 +208,28 @@ async def test_anthropic_only_options_reach_anthropic_where_valid_and_nobody_els
 @pytest.mark.parametrize(
     "family,kind,expected",
     [
-        ("claude", "anthropic", {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}, "title": "report"}),
-        ("openai-chat", "openai_chat", {"type": "file", "file": {"filename": "report", "file_data": "data:application/pdf;base64,JVBERi0="}}),
-        ("openai", "openai_responses", {"type": "input_file", "filename": "report", "file_data": "data:application/pdf;base64,JVBERi0="}),
+        (
+            "claude",
+            "anthropic",
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+                "title": "report",
+            },
+        ),
+        (
+            "openai-chat",
+            "openai_chat",
+            {
+                "type": "file",
+                "file": {"filename": "report", "file_data": "data:application/pdf;base64,JVBERi0="},
+            },
+        ),
+        (
+            "openai",
+            "openai_responses",
+            {"type": "input_file", "filename": "report", "file_data": "data:application/pdf;base64,JVBERi0="},
+        ),
         ("gemini", "gemini", {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}}),
         ("kimi", "kimi", None),
         ("mistral", "mistral", None),
@@ -210,7 +255,9 @@ async def test_documents_reach_each_family_in_its_form_or_a_clear_400(family, ki
             assert stack.hub.states[kind].requests == []
             return
         assert status == 200, payload
-        assert orjson.dumps(expected).decode() in orjson.dumps(stack.hub.states[kind].requests[-1].body).decode()
+        assert (
+            orjson.dumps(expected).decode() in orjson.dumps(stack.hub.states[kind].requests[-1].body).decode()
+        )
         assert stack.hub.states[kind].rejections == []
 
 
@@ -230,7 +277,14 @@ async def test_sealed_reasoning_comes_back_without_the_store():
         assert status == 200
         answer = orjson.loads(payload)["content"]
     assert answer[0]["type"] == "thinking" and answer[0]["signature"].startswith("gw1.")
-    follow = {**ask, "messages": [*ask["messages"], {"role": "assistant", "content": answer}, {"role": "user", "content": "more"}]}
+    follow = {
+        **ask,
+        "messages": [
+            *ask["messages"],
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "more"},
+        ],
+    }
     async with running_stack(with_secret, env=secret_env) as second:
         assert (await post(second, follow))[0] == 200
         sent = second.hub.states["openai_responses"].requests[-1].body
@@ -249,7 +303,9 @@ async def test_models_list_keeps_the_openai_shape_without_anthropic_version():
         assert listing["has_more"] is False and listing["data"][0]["type"] == "model"
 
 
-@pytest.mark.parametrize("family,kind", [("claude", "anthropic"), ("openai-chat", "openai_chat"), ("gemini", "gemini")])
+@pytest.mark.parametrize(
+    "family,kind", [("claude", "anthropic"), ("openai-chat", "openai_chat"), ("gemini", "gemini")]
+)
 async def test_structured_output_config_is_answered_as_json_text(family, kind):
     schema = {
         "type": "object",

@@ -27,7 +27,9 @@ from gateway.transcript.model import (
 from gateway.transcript.seal import Sealer
 
 SEALER = Sealer(b"k" * 32)
-FOREIGN = Continuity("openai", "openai", "openai_responses", "gpt-5.1", {"id": "rs_1", "encrypted_content": "x"})
+FOREIGN = Continuity(
+    "openai", "openai", "openai_responses", "gpt-5.1", {"id": "rs_1", "encrypted_content": "x"}
+)
 
 
 def body(**overrides):
@@ -59,7 +61,10 @@ def test_a_system_message_inside_messages_stays_at_its_place():
     messages = [
         {"role": "system", "content": "opening instructions"},
         {"role": "user", "content": "hi"},
-        {"role": "system", "content": [{"type": "text", "text": "# Environment", "cache_control": {"type": "ephemeral"}}]},
+        {
+            "role": "system",
+            "content": [{"type": "text", "text": "# Environment", "cache_control": {"type": "ephemeral"}}],
+        },
     ]
     request = decode(body(messages=messages)).request
     assert request.system == (Text("opening instructions"),)
@@ -75,7 +80,12 @@ def test_user_content_splits_into_tool_results_and_the_users_own_blocks():
             "role": "assistant",
             "content": [
                 {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
-                {"type": "tool_use", "id": "toolu_2", "name": "ToolSearch", "input": {"query": "select:WebFetch"}},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_2",
+                    "name": "ToolSearch",
+                    "input": {"query": "select:WebFetch"},
+                },
             ],
         },
         {
@@ -88,7 +98,10 @@ def test_user_content_splits_into_tool_results_and_the_users_own_blocks():
                     "content": [
                         {"type": "tool_reference", "tool_name": "WebFetch"},
                         {"type": "text", "text": "see"},
-                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": png},
+                        },
                     ],
                     "cache_control": {"type": "ephemeral"},
                 },
@@ -105,14 +118,22 @@ def test_user_content_splits_into_tool_results_and_the_users_own_blocks():
     first, second = request.messages[2].blocks
     assert first == ToolResult("toolu_1", "a\nb", True)
     assert second == ToolResult(
-        "toolu_2", "Tool WebFetch loaded.\nsee", False, (Image(f"data:image/png;base64,{png}"),), CacheControl()
+        "toolu_2",
+        "Tool WebFetch loaded.\nsee",
+        False,
+        (Image(f"data:image/png;base64,{png}"),),
+        CacheControl(),
     )
     assert request.messages[3].blocks == (Text("and now?"),)
 
 
 def test_documents_base64_text_and_url():
     content = [
-        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}, "title": "r"},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
+            "title": "r",
+        },
         {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "plain words"}},
         {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
     ]
@@ -124,7 +145,9 @@ def test_documents_base64_text_and_url():
     )
     file_source = [{"type": "document", "source": {"type": "file", "file_id": "file_1"}}]
     error = refused(body(messages=[{"role": "user", "content": file_source}]))
-    assert error.message.startswith("messages.0.content.0.source: document source type 'file' is not supported")
+    assert error.message.startswith(
+        "messages.0.content.0.source: document source type 'file' is not supported"
+    )
 
 
 def test_thinking_signatures_sealed_raw_forged_and_redacted():
@@ -137,7 +160,9 @@ def test_thinking_signatures_sealed_raw_forged_and_redacted():
         {"type": "redacted_thinking", "data": "RAW-REDACTED"},
         {"type": "text", "text": "answer"},
     ]
-    inbound = decode(body(messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": assistant}]))
+    inbound = decode(
+        body(messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": assistant}])
+    )
     blocks = inbound.request.messages[1].blocks
     echoed = Continuity("client", ANY_ISSUER, "anthropic", ANY_ISSUER, {"signature": "RAW-ANTHROPIC-SIG"})
     assert blocks[0] == Reasoning("mine", echoed)
@@ -171,20 +196,34 @@ def test_tools_tool_choice_and_server_tools():
     ).request
     assert [t.name for t in request.tools] == ["Bash"]
     assert request.hosted_tools == (
-        HostedTool("anthropic", "web_search_20250305", {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}, True),
+        HostedTool(
+            "anthropic",
+            "web_search_20250305",
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+            True,
+        ),
     )
     assert request.tool_choice == ToolChoice(ToolChoiceMode.REQUIRED)
     assert request.parallel_tool_calls is False
     named = decode(body(tools=tools[:1], tool_choice={"type": "tool", "name": "Bash"})).request
     assert named.tool_choice == ToolChoice(ToolChoiceMode.TOOL, "Bash")
-    assert refused(body(tools=tools[:1], tool_choice={"type": "tool", "name": "Nope"})).param == "tool_choice.name"
+    assert (
+        refused(body(tools=tools[:1], tool_choice={"type": "tool", "name": "Nope"})).param
+        == "tool_choice.name"
+    )
     assert refused(body(tools=[tools[0], tools[0]])).message == "tools: Tool names must be unique."
 
 
 def test_anthropic_only_options_and_beta_headers():
     headers = CIMultiDict([("anthropic-beta", "a-1, b-2"), ("anthropic-beta", "c-3,a-1")])
     request = decode(
-        body(metadata={"user_id": "u"}, context_management={"edits": []}, service_tier="auto", top_k=5, stop_sequences=["X"]),
+        body(
+            metadata={"user_id": "u"},
+            context_management={"edits": []},
+            service_tier="auto",
+            top_k=5,
+            stop_sequences=["X"],
+        ),
         headers,
     ).request
     assert request.provider_options == {
@@ -210,15 +249,56 @@ def test_session_key_headers():
     [
         (body(max_tokens=None), "max_tokens: Input should be a valid integer"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}]}, "max_tokens: Field required"),
-        (body(messages=[{"role": "user", "content": [{"type": "video"}]}]), "messages.0.content.0.type: 'video' blocks are not allowed in user messages"),
-        (body(messages=[{"role": "user", "content": [{"type": "thinking", "thinking": "x"}]}]), "messages.0.content.0.type: 'thinking' blocks are not allowed in user messages"),
-        (body(messages=[{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "n", "input": []}]}]), "messages.0.content.0.input: Input should be a valid dictionary"),
-        (body(messages=[{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}]), "messages.0.content.0.source.media_type: Field required"),
-        (body(tools=[{"name": "x", "input_schema": {"type": "array"}}]), "tools.0.input_schema.type: Input should be 'object'"),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "video"}]}]),
+            "messages.0.content.0.type: 'video' blocks are not allowed in user messages",
+        ),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "thinking", "thinking": "x"}]}]),
+            "messages.0.content.0.type: 'thinking' blocks are not allowed in user messages",
+        ),
+        (
+            body(
+                messages=[
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t", "name": "n", "input": []}],
+                    }
+                ]
+            ),
+            "messages.0.content.0.input: Input should be a valid dictionary",
+        ),
+        (
+            body(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}],
+                    }
+                ]
+            ),
+            "messages.0.content.0.source.media_type: Field required",
+        ),
+        (
+            body(tools=[{"name": "x", "input_schema": {"type": "array"}}]),
+            "tools.0.input_schema.type: Input should be 'object'",
+        ),
         (body(temperature=1.5), "temperature: Input should be less than or equal to 1"),
         ([1, 2], "request body must be a JSON object"),
-        (body(messages=[{"role": "user", "content": []}]), "messages.0: all messages must have non-empty content except for the optional final assistant message"),
-        (body(messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "r"}]), "messages.1: all messages must have non-empty content except for the optional final assistant message"),
+        (
+            body(messages=[{"role": "user", "content": []}]),
+            "messages.0: all messages must have non-empty content except for the optional final assistant message",
+        ),
+        (
+            body(
+                messages=[
+                    {"role": "user", "content": "q"},
+                    {"role": "assistant", "content": ""},
+                    {"role": "user", "content": "r"},
+                ]
+            ),
+            "messages.1: all messages must have non-empty content except for the optional final assistant message",
+        ),
     ],
 )
 def test_invalid_requests_name_the_json_path(payload, message):

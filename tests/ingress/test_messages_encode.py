@@ -143,7 +143,14 @@ def test_stop_reason_follows_what_was_emitted(finish, tool, expected):
 
 
 def test_message_start_carries_early_usage_else_an_estimate():
-    early = stream([UsageUpdate(Usage(input_tokens=1234, cache_read_tokens=1000)), BlockStart(0, BlockKind.TEXT), BlockDelta(0, "x"), BlockStop(0)])
+    early = stream(
+        [
+            UsageUpdate(Usage(input_tokens=1234, cache_read_tokens=1000)),
+            BlockStart(0, BlockKind.TEXT),
+            BlockDelta(0, "x"),
+            BlockStop(0),
+        ]
+    )
     assert early[0]["message"]["usage"] == {
         "input_tokens": 234,
         "cache_creation_input_tokens": 0,
@@ -164,10 +171,15 @@ def test_keepalive_and_errors_open_the_message_first():
     encoder = MessagesStreamEncoder(events())
     assert encoder.start() == b""
     ping = encoder.keepalive().decode()
-    assert ping.startswith("event: message_start\n") and ping.endswith('event: ping\ndata: {"type":"ping"}\n\n')
+    assert ping.startswith("event: message_start\n") and ping.endswith(
+        'event: ping\ndata: {"type":"ping"}\n\n'
+    )
     assert encoder.keepalive() == b'event: ping\ndata: {"type":"ping"}\n\n'
     error = encoder.error(UpstreamError(ErrorCategory.OVERLOADED, "Overloaded")).decode()
-    assert error == 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    assert (
+        error
+        == 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    )
 
 
 def test_the_whole_message_is_the_fold_of_the_stream():
@@ -200,7 +212,9 @@ def test_the_whole_message_is_the_fold_of_the_stream():
         "output_tokens": 9,
     }
     inbound = Inbound(REQUEST, context=Context(False))
-    assert orjson.loads(CODEC.answer(inbound, Reply("msg_1", "smart", 0), fold_turn(canonical), SEALER)) == whole
+    assert (
+        orjson.loads(CODEC.answer(inbound, Reply("msg_1", "smart", 0), fold_turn(canonical), SEALER)) == whole
+    )
 
 
 @pytest.mark.parametrize(
@@ -216,13 +230,19 @@ def test_the_whole_message_is_the_fold_of_the_stream():
         (ClientError(504, "late"), 504, "timeout_error", "late"),
         (ClientError(500, "ours"), 500, "api_error", "ours"),
         (
-            ClientError(413, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130500 tokens.", code="context_length_exceeded"),
+            ClientError(
+                413,
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 130500 tokens.",
+                code="context_length_exceeded",
+            ),
             400,
             "invalid_request_error",
             "prompt is too long: 130500 tokens > 128000 maximum (This model's maximum context length is 128000 tokens. However, your messages resulted in 130500 tokens.)",
         ),
         (
-            ClientError(400, "prompt is too long: 250000 tokens > 200000 maximum", code="context_length_exceeded"),
+            ClientError(
+                400, "prompt is too long: 250000 tokens > 200000 maximum", code="context_length_exceeded"
+            ),
             400,
             "invalid_request_error",
             "prompt is too long: 250000 tokens > 200000 maximum",

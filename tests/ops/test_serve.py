@@ -8,7 +8,7 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -64,15 +64,20 @@ async def gateway_process(
     tmp_path: Path,
     hub: SimulatorHub,
     grace: float,
+    extra_config: str = "",
+    args: Sequence[str] = (),
     *,
     server: Mapping[str, object] | None = None,
     file_limit: int | None = None,
     key: str = KEY,
 ) -> AsyncIterator[Gateway]:
-    """`server`: more [server] keys; `file_limit`: the process's open-file limit (soft and hard)."""
+    """`extra_config`: TOML appended to the config (e.g. a [store] table); `args`: more flags;
+    `server`: more [server] keys; `file_limit`: the process's open-file limit (soft and hard)."""
     port = free_port()
     config = tmp_path / "gateway.toml"
     write_config(config, hub, port, grace, server)
+    with config.open("a") as f:
+        f.write(extra_config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env["SERVE_TEST_KEY"] = key
 
@@ -81,7 +86,7 @@ async def gateway_process(
             resource.setrlimit(resource.RLIMIT_NOFILE, (file_limit, file_limit))
 
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "serve", "--config", str(config),
+        sys.executable, "-m", "gateway", "serve", "--config", str(config), *args,
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         preexec_fn=limit_files,
     )  # fmt: skip

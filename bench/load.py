@@ -1,0 +1,172 @@
+"""The load generator's measurements, one path (direct or through the gateway) at a time. Every
+request must answer 200; anything else is counted in `errors` and never timed as a success."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+
+@dataclass
+class Errors:
+    count: int = 0
+    first: str = ""
+
+    def add(self, what: str) -> None:
+        self.count += 1
+        if not self.first:
+            self.first = what[:300]
+
+
+@dataclass
+class Path:
+    """Where requests go and how they are addressed: the same body shape, its own model name."""
+
+    name: str  # "direct" | "gateway"
+    url: str
+    headers: Mapping[str, str]
+    errors: Errors = field(default_factory=Errors)
+
+    async def post(self, http: aiohttp.ClientSession, body: bytes, headers: Mapping[str, str] | None = None):
+        """The answer's body, or None (counted) when it is not a 200."""
+        try:
+            async with http.post(self.url, data=body, headers={**self.headers, **(headers or {})}) as resp:
+                data = await resp.read()
+                if resp.status == 200:
+                    return data
+                self.errors.add(f"{resp.status} {data[:200]!r}")
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            self.errors.add(repr(exc))
+        return None
+
+
+def client(concurrency: int) -> aiohttp.ClientSession:
+    # keep-alive connections, at most one per concurrent request; no cookies, no proxies
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=concurrency, force_close=False),
+        cookie_jar=aiohttp.DummyCookieJar(),
+        timeout=aiohttp.ClientTimeout(total=300),
+    )
+
+
+async def sequential(path: Path, body: bytes, count: int) -> list[float]:
+    """c=1: one request after another on one connection; each one's latency in seconds."""
+    out = []
+    async with client(1) as http:
+        for _ in range(count):
+            start = time.perf_counter()
+            if await path.post(http, body) is not None:
+                out.append(time.perf_counter() - start)
+    return out
+
+
+async def throughput(
+    path: Path, body: bytes, concurrency: int, seconds: float, headers: list[Mapping[str, str]] | None = None
+) -> tuple[int, float]:
+    """`concurrency` requests always in flight for `seconds`: (answered with 200, elapsed).
+    `headers`, if given, are cycled through request by request (e.g. session ids)."""
+    done = 0
+    sent = 0
+    async with client(concurrency) as http:
+        start = time.perf_counter()
+        deadline = start + seconds
+
+        async def worker() -> None:
+            nonlocal done, sent
+            while time.perf_counter() < deadline:
+                extra = headers[sent % len(headers)] if headers else None
+                sent += 1
+                if await path.post(http, body, extra) is not None:
+                    done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return done, time.perf_counter() - start
+
+
+async def count_requests(path: Path, body: bytes, concurrency: int, total: int, headers=None) -> float:
+    """Send exactly `total` requests with `concurrency` in flight; the elapsed seconds."""
+    sent = 0
+    async with client(concurrency) as http:
+        start = time.perf_counter()
+
+        async def worker() -> None:
+            nonlocal sent
+            while sent < total:
+                extra = headers[sent % len(headers)] if headers else None
+                sent += 1
+                await path.post(http, body, extra)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - start
+
+
+@dataclass
+class StreamTimes:
+    first: list[float] = field(default_factory=list)  # request sent -> first content chunk, per stream
+    gaps: list[float] = field(default_factory=list)  # between consecutive chunks, every stream
+    worst_gap: float = 0.0  # the longest gap in any stream (a stall)
+    chunks: int = 0
+
+
+async def streams(path: Path, body: bytes, count: int, expect_chunks: int) -> StreamTimes:
+    """`count` streamed requests at once. A chunk is an SSE `data:` event carrying content; its
+    time is when the read that completed it returned (events read together are 0 apart)."""
+    times = StreamTimes()
+    marker = b'"content":"tok'  # the stub's content chunks, as the gateway re-encodes them too
+    start_line = asyncio.Event()
+
+    async def one(http: aiohttp.ClientSession) -> None:
+        await start_line.wait()
+        start = time.perf_counter()
+        last = 0.0
+        seen = 0
+        try:
+            async with http.post(path.url, data=body, headers=path.headers) as resp:
+                if resp.status != 200:
+                    path.errors.add(f"{resp.status} {(await resp.read())[:200]!r}")
+                    return
+                async for data in resp.content.iter_any():
+                    now = time.perf_counter()
+                    n = data.count(marker)
+                    if not n:
+                        continue
+                    if not seen:
+                        times.first.append(now - start)
+                    else:
+                        gap = now - last
+                        times.gaps.append(gap)
+                        times.worst_gap = max(times.worst_gap, gap)
+                    times.gaps.extend([0.0] * (n - 1))
+                    seen += n
+                    last = now
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            path.errors.add(repr(exc))
+            return
+        times.chunks += seen
+        if seen != expect_chunks:
+            path.errors.add(f"stream had {seen} content chunks, expected {expect_chunks}")
+
+    async with client(count) as http:
+        tasks = [asyncio.create_task(one(http)) for _ in range(count)]
+        await asyncio.sleep(0)
+        start_line.set()
+        await asyncio.gather(*tasks)
+    return times
+
+
+async def agent_turn(
+    path: Path, http: aiohttp.ClientSession, body: bytes
+) -> tuple[float, dict[str, Any] | None]:
+    """One non-streamed agent request: (latency, the assistant message answered)."""
+    start = time.perf_counter()
+    data = await path.post(http, body)
+    elapsed = time.perf_counter() - start
+    if data is None:
+        return elapsed, None
+    return elapsed, orjson.loads(data)["choices"][0]["message"]

@@ -1,0 +1,183 @@
+"""The results as a table: one line per figure (direct, then each gateway variant with what it
+adds, then the issue's target), then the CPU shares of the rig while each variant was measured
+and the gateway's CPU time per request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.figures import DIRECT
+
+Cell = Callable[[str], str]  # path name -> the text of its cell
+_LABEL, _CELL, _TARGET = 46, 17, 14
+
+
+def _pair(values: dict[str, float], signed: bool = False) -> str:
+    fmt = "{:+.2f} / {:+.2f}" if signed else "{:.2f} / {:.2f}"
+    return fmt.format(values["p50"], values["p99"])
+
+
+class Table:
+    def __init__(self, variants: list[str]) -> None:
+        self.variants = variants
+        self.lines: list[str] = []
+
+    def header(self) -> None:
+        cells = [f"{'direct':>{_CELL}}"]
+        for name in self.variants:
+            cells += [f"{name:>{_CELL}}", f"{'added':>{_CELL + 6}}"]
+        self.lines.append(f"{'figure':<{_LABEL}}" + "".join(cells) + f"{'target':>{_TARGET}}")
+
+    def row(self, label: str, value: Cell, added: Cell, target: str = "", direct: str | None = None) -> None:
+        cells = [f"{value(DIRECT) if direct is None else direct:>{_CELL}}"]
+        for name in self.variants:
+            cells += [f"{value(name):>{_CELL}}", f"{added(name):>{_CELL + 6}}"]
+        self.lines.append(f"{label:<{_LABEL}}" + "".join(cells) + f"{target:>{_TARGET}}")
+
+
+def _rows(t: Table, f: dict[str, Any]) -> None:
+    if c1 := f.get("c1_latency"):
+        t.row(
+            "c=1 latency p50 / p99, small request (ms)",
+            lambda n: _pair(c1["latency_ms"][n]),
+            lambda n: _pair(c1["added_ms"][n], signed=True),
+            "+0.4 / +1.0",
+        )
+    if c32 := f.get("c32_instant"):
+        t.row(
+            "c=32 instant upstream (RPS)",
+            lambda n: f"{c32['rps'][n]:,.0f}",
+            lambda n: f"x{c32['ratio'][n]:.2f}",
+        )
+    if c64 := f.get("c64_slow"):
+        t.row(
+            f"c=64, 20 ms upstream (RPS; bound {c64['bound_rps']:,.0f})",
+            lambda n: f"{c64['rps'][n]:,.0f} ({c64['of_bound'][n]:.2f})",
+            lambda n: f"{c64['of_bound'][n]:.2f} of bound",
+            ">= 0.8",
+        )
+    if s := f.get("streams"):
+        label = f"{s['streams']} streams x {s['chunks']} @{s['interval_ms']} ms"
+        t.row(
+            f"{label}: first chunk p50/p99 (ms)",
+            lambda n: _pair(s["first_chunk_ms"][n]),
+            lambda n: _pair(s["added_first_chunk_ms"][n], signed=True),
+            "p99 +3",
+        )
+        t.row(
+            f"{label}: chunk gap p99 (ms)",
+            lambda n: f"{s['gap_ms'][n]['p99']:.2f}",
+            lambda n: f"{s['added_gap_ms'][n]['p99']:+.2f}",
+            "+0.5",
+        )
+    if m := f.get("many_streams"):
+        t.row(
+            f"{m['streams']} streams: worst stall (ms)",
+            lambda n: f"{m['worst_gap_ms'][n]:.1f}",
+            lambda n: "",
+            "<= 200",
+        )
+    if sw := f.get("sweep"):
+        for size, entry in sw["sizes"].items():
+            for kind in ("cold", "warm"):
+                e = entry[kind]
+                t.row(
+                    f"transcript {int(size):,} msgs, {kind}, p50 (ms)",
+                    lambda n, e=e: f"{e['p50_ms'][n]:.2f}",
+                    lambda n, e=e: f"{e['added_p50_ms'][n]:+.2f} ({e['added_us_per_message'][n]:.1f} us/msg)",
+                    {("1000", "warm"): "+3", ("1000", "cold"): "+8"}.get((size, kind), ""),
+                )
+        if "growth" in sw:
+            largest, base = sw["growth_of"]
+            t.row(
+                f"transcript added, {largest:,} over {base:,} msgs",
+                lambda n: "",
+                lambda n: " / ".join(f"{k} x{v}" for k, v in sw["growth"][n].items()),
+                "<= x6",
+            )
+    if mem := f.get("memory"):
+        t.row(
+            "gateway RSS idle / under load (MiB)",
+            lambda n: f"{mem[n]['idle_mib']:.0f} / {mem[n]['under_load_mib']:.0f}",
+            lambda n: "",
+            "idle <= 80",
+            direct="",
+        )
+        soak = next(iter(mem.values()))["soak_requests"]
+        t.row(
+            f"RSS before / after a {soak:,}-request soak",
+            lambda n: f"{mem[n]['before_soak_mib']:.0f} / {mem[n]['after_soak_mib']:.0f}",
+            lambda n: f"{mem[n]['growth_pct']:+.1f}%",
+            "<= +5%",
+            direct="",
+        )
+
+
+_UNIT = {"streams": "chunk", "many_streams": "chunk"}
+
+
+def _cpu_lines(name: str, figure: dict[str, Any], variants: list[str]) -> list[str]:
+    lines = []
+    for variant in variants:
+        if name == "memory":
+            shares, per_unit = figure[variant]["cpu"], figure[variant]["gateway_cpu_us_per_unit"]
+        else:
+            shares, per_unit = figure["cpu"][variant], figure["gateway_cpu_us_per_unit"][variant]
+        parts = ", ".join(f"{part} {share * 100:.0f}%" for part, share in shares.items())
+        who = f" [{variant}]" if len(variants) > 1 else ""
+        unit = _UNIT.get(name, "request")
+        lines.append(f"  {name + who:<24} {parts}; gateway CPU {per_unit:,.0f} us/{unit}")
+    return lines
+
+
+def _errors(figures: dict[str, Any], variants: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name, fig in figures.items():
+        if name == "memory":
+            counts = {v: fig[v]["errors"] for v in variants}
+        elif name == "sweep":
+            for size, entry in fig["sizes"].items():
+                if any(entry["errors"].values()):
+                    found[f"sweep {size}"] = entry["errors"]
+            continue
+        else:
+            counts = fig["errors"]
+        if any(counts.values()):
+            found[name] = counts
+    return found
+
+
+def table(results: dict[str, Any]) -> str:
+    meta, figures = results["meta"], results["figures"]
+    variants = [v["name"] for v in meta["variants"]]
+    lines = [
+        f"gateway bench: commit {meta['commit']}, python {meta['python']}, CPUs {meta['cpus']};"
+        f" stub and load generator on {meta['rig_loop']}, {meta['rig_pinning']};"
+        f" {meta['seconds']} s" + (" (quick)" if meta["quick"] else ""),
+    ]
+    for v in meta["variants"]:
+        lines.append(
+            f"  {v['name']}: {v['processes']} process(es), workers {v['workers'] or 'default'},"
+            f" store {v['store']}, event loop {v['event_loop']}, {v['pinning']}"
+            + (f", tree {v['tree']}" if v["tree"] else "")
+        )
+    t = Table(variants)
+    t.header()
+    _rows(t, figures)
+    lines += ["", *t.lines]
+    lines += [
+        "",
+        "CPU while each gateway was measured (share of one core; other = rest of the machine),",
+        "and the gateway's CPU time per request or chunk (what other load on the machine changes least):",
+    ]
+    for name, fig in figures.items():
+        if name == "sweep":
+            for size, entry in fig["sizes"].items():
+                lines += _cpu_lines(f"sweep {size}", entry, variants)
+        else:
+            lines += _cpu_lines(name, fig, variants)
+    errors = _errors(figures, variants)
+    if errors:
+        lines += ["", f"FAILED REQUESTS (not timed): {errors}"]
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""`gateway serve --workers N`: N worker processes serving one port, and the supervisor that runs
+them.
+
+Each worker is a whole gateway (its own event loop, upstream connection pool, routing state and
+circuit breakers) bound to the port with SO_REUSEPORT, so the kernel spreads incoming connections
+over them. What must agree across workers is shared:
+
+- continuity: the store (sqlite or redis; config validation refuses the memory store), and the
+  key that seals continuity data handed to clients (the configured secret, else one random key
+  the supervisor gives every worker);
+- metrics: prometheus-client's multi-process mode, so a scrape answered by any worker reports
+  every worker's counts (`gateway_inflight_requests` is summed over the live workers,
+  `gateway_target_available` is 1 while any live worker sends the target traffic).
+
+Circuit breakers, retry budgets and round-robin positions stay per worker, by choice: sharing
+them would put a cross-process lock or a store round trip on every request, and each worker
+learns a failing target from its own share of the traffic (with N workers a dead target sees up
+to N times `consecutive_failures` failed requests before every worker has opened its circuit).
+
+The supervisor prints `gateway listening on http://H:P` once every worker accepts connections.
+On SIGTERM or SIGINT it passes SIGTERM to every worker, each drains its in-flight requests as a
+single-process gateway does, and the supervisor exits 0 once all have. A worker that dies on its
+own stops the others too (exit 1): the process manager restarts the whole gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import secrets
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from gateway.config import ConfigError, GatewayConfig, resolve_continuity_secret
+from gateway.eventloop import run
+from gateway.metrics import Metrics, enable_multiprocess
+
+# How often a worker checks that its supervisor is still there (a supervisor killed with
+# SIGKILL cannot pass the signal on; its workers then stop themselves).
+PARENT_CHECK_SECONDS = 1.0
+# A worker is started as a fresh interpreter (no event loop, lock or socket inherited) that
+# reads its config and Worker from stdin.
+_WORKER_COMMAND = "from gateway.workers import worker_main; worker_main()"
+
+
+@dataclass
+class Worker:
+    """What a worker process gets from the supervisor (pickled to its stdin)."""
+
+    index: int
+    metrics_dir: str
+    continuity_key: bytes
+    # the write end of a pipe to the supervisor: one byte once the worker accepts connections;
+    # the supervisor reads its end closing as the worker's exit
+    ready_fd: int
+    supervisor_pid: int
+    _watcher: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+
+    def metrics(self) -> Metrics:
+        return Metrics(multiprocess_dir=self.metrics_dir)
+
+    def ready(self) -> None:
+        """Called once the worker accepts connections (from its running event loop)."""
+        os.write(self.ready_fd, b"r")
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_supervisor())
+
+    async def _watch_supervisor(self) -> None:
+        # polling: nothing signals a parent's death portably (prctl PDEATHSIG is Linux only)
+        while os.getppid() == self.supervisor_pid:  # noqa: ASYNC110
+            await asyncio.sleep(PARENT_CHECK_SECONDS)
+        signal.raise_signal(signal.SIGTERM)  # the worker's own drain, as if the supervisor had sent it
+
+
+def worker_main() -> None:
+    """The worker process: its config and Worker come pickled on stdin."""
+    config, worker = pickle.load(sys.stdin.buffer)
+    assert isinstance(config, GatewayConfig) and isinstance(worker, Worker)
+    enable_multiprocess(worker.metrics_dir)  # before any metric exists in this process
+    from gateway.serve import serve  # late: serve imports this module
+
+    try:
+        run(serve(config, worker=worker), config.server.event_loop)
+    except (ConfigError, OSError) as exc:
+        print(f"gateway worker {worker.index}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C before the worker's own signal handlers were installed
+        pass
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise OSError when something already listens on host:port. Workers bind with
+    SO_REUSEPORT, which would silently share the port with another process doing the same
+    (an older gateway still running); a plain bind fails against any listener."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the workers' own bind
+            probe.bind(address)
+
+
+class Supervisor:
+    def __init__(self, config: GatewayConfig, count: int, metrics_dir: str, key: bytes) -> None:
+        self.config = config
+        self.count = count
+        self.metrics_dir = metrics_dir
+        self.key = key
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.stopping = False
+        self.failed = False
+
+    def _stop(self, signum: int | None = None, frame: object = None) -> None:
+        if signum is not None and not self.stopping:
+            grace = self.config.server.shutdown_grace_seconds
+            print(
+                f"gateway stopping: draining in-flight requests (up to {grace:g}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.stopping = True
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+
+    def run(self) -> int:
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            with selectors.DefaultSelector() as selector:
+                self._start(selector)
+                self._watch(selector)
+        finally:
+            self._stop()
+            for process in self.processes:
+                process.wait()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.failed or any(process.returncode != 0 for process in self.processes):
+            return 1
+        return 0
+
+    def _start(self, selector: selectors.BaseSelector) -> None:
+        for index in range(self.count):
+            if self.stopping:
+                return
+            read_end, write_end = os.pipe()
+            worker = Worker(index, self.metrics_dir, self.key, write_end, os.getpid())
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-c", _WORKER_COMMAND], stdin=subprocess.PIPE, pass_fds=(write_end,)
+                )
+            finally:
+                os.close(write_end)
+            self.processes.append(process)
+            selector.register(read_end, selectors.EVENT_READ, index)
+            assert process.stdin is not None
+            with process.stdin:
+                pickle.dump((self.config, worker), process.stdin)
+
+    def _watch(self, selector: selectors.BaseSelector) -> None:
+        """Until every worker has exited: announce once all are ready, stop all when one exits on
+        its own."""
+        ready: set[int] = set()
+        while selector.get_map():
+            for key, _ in selector.select():
+                index = key.data
+                if os.read(key.fd, 16):
+                    ready.add(index)
+                    if len(ready) == self.count and not self.stopping:
+                        host, port = self.config.server.host, self.config.server.port
+                        print(f"gateway listening on http://{host}:{port}", flush=True)
+                    continue
+                selector.unregister(key.fd)  # the worker exited
+                os.close(key.fd)
+                if not self.stopping:
+                    process = self.processes[index]
+                    print(
+                        f"gateway: worker {index} (pid {process.pid}) exited with code {process.wait()};"
+                        " stopping the other workers",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    self.failed = True
+                    self._stop()
+
+
+def serve_workers(config: GatewayConfig, count: int) -> int:
+    """Run `count` workers until SIGINT/SIGTERM; the process exit code."""
+    check_port_free(config.server.host, config.server.port)
+    key = resolve_continuity_secret(config) or secrets.token_bytes(32)
+    with tempfile.TemporaryDirectory(prefix="gateway-metrics-") as metrics_dir:
+        return Supervisor(config, count, metrics_dir, key).run()
