@@ -20,6 +20,7 @@ from gateway.http_errors import error_response, method_not_allowed, not_found
 from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
 from gateway.lifecycle import InFlight
@@ -182,7 +183,15 @@ def create_app(
         refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
         app[GatewayState.KEY] = GatewayState(
-            config, metrics, engine, store, recorder, redactor, sealer, in_flight=in_flight
+            config,
+            metrics,
+            engine,
+            store,
+            recorder,
+            redactor,
+            sealer,
+            in_flight=in_flight,
+            memo=DecodeMemo(server.transcript_memo_mib << 20),
         )
         try:
             yield

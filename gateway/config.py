@@ -154,6 +154,9 @@ class ServerConfig(_Section):
     max_messages: int = Field(20000, gt=0)
     max_tools: int = Field(2000, gt=0)
     max_blocks: int = Field(200000, gt=0)
+    # memory for the transcript items already decoded, kept under the bytes the client sent
+    # (gateway/ingress/memo.py): an agent's next turn decodes only what is new. 0 turns it off
+    transcript_memo_mib: int = Field(32, ge=0)
     # a simulator hub (`python -m gateway.simulators`): every provider's base_url becomes this URL
     # plus the hub's path for its kind, so any config runs against the simulators unchanged
     # (GATEWAY_SIMULATORS_URL overrides)

@@ -18,7 +18,9 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from aiohttp import web
 
@@ -28,6 +30,7 @@ from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
@@ -46,6 +49,7 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
+from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
 
@@ -142,10 +146,9 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
-    body = parse_json_body(await http.read(), state.config.server.max_json_depth)
-    inbound = codec.decode(body, http.headers, state.sealer)
-    exchange.ignored_tokens = inbound.ignored_tokens
     exchange.tenant = tenant_of(state, codec, http)
+    inbound = codec.decode(*_decode_args(state, exchange, await http.read(), http))
+    exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
     if inbound.history is not None:
         request = await _continue(state, exchange, inbound.history, request)
@@ -175,6 +178,23 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     if request.stream:
         return await _stream(state, exchange, inbound, request, answer, reply, headers, http)
     return await _whole(state, exchange, inbound, request, answer, reply, headers)
+
+
+def _decode_args(
+    state: GatewayState, exchange: Exchange, raw: bytes, http: web.Request
+) -> tuple[Any, Mapping[str, str], Sealer, Items[Any] | None]:
+    """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
+    the depth check walks only what is new."""
+    codec = exchange.codec
+    field = codec.transcript_field
+    limit = state.config.server.max_json_depth
+    body = parse_json_body(raw, limit, field)
+    items = None
+    if field is not None and type(body) is dict:
+        values = body.get(field)
+        if type(values) is list:
+            items = state.memo.items(f"{codec.ingress}\0{exchange.tenant}", values, limit)
+    return body, http.headers, state.sealer, items
 
 
 # upstream failure category -> the status the client sees; the rest (auth, permission, not found,

@@ -14,6 +14,7 @@ from gateway.config import GatewayConfig
 from gateway.continuity.recorder import Recorder
 from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import DecodeMemo
 from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics, RequestRecord
 from gateway.redaction import Redactor
@@ -38,6 +39,8 @@ class GatewayState:
     # requests being handled; a handler that starts a stream registers it here, so that a
     # shutdown can end it with the dialect's error event (gateway/lifecycle.py)
     in_flight: InFlight = field(default_factory=InFlight)
+    # transcript items decoded once per their bytes (gateway/ingress/memo.py)
+    memo: DecodeMemo = field(default_factory=lambda: DecodeMemo(0))
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import orjson
+from cachetools import LRUCache
 
 from gateway.continuity.codec import decode_turn
 from gateway.continuity.keys import lookup_key, normalize_text
@@ -51,6 +52,22 @@ def visible(blocks: tuple[Block, ...]) -> tuple[str, tuple[tuple[str, str, str],
     return text, calls
 
 
+# records decoded, by their bytes: an agent's every request restores its whole history, whose
+# records are the same from turn to turn (bounded by the records' bytes; a pure function's cache)
+_TURNS: LRUCache[bytes, tuple[int, tuple[Block, ...] | None]] = LRUCache(
+    maxsize=16 << 20, getsizeof=lambda entry: entry[0]
+)
+
+
+def _decoded(raw: bytes) -> tuple[Block, ...] | None:
+    entry = _TURNS.get(raw)
+    if entry is None:
+        # the record, and its decoded blocks holding about as much again
+        entry = (2 * len(raw) + 256, decode_turn(raw))
+        _TURNS[raw] = entry
+    return entry[1]
+
+
 def restore(
     request: Request,
     records: Mapping[str, bytes | None],
@@ -70,7 +87,7 @@ def restore(
             position += 1
             key = keys[position]
             raw = records.get(key) if key is not None else None
-            stored = decode_turn(raw) if raw else None
+            stored = _decoded(raw) if raw else None
             if stored is not None and stored != message.blocks and visible(stored) == visible(message.blocks):
                 messages.append(Message(Role.ASSISTANT, stored))
                 repairs.append(Repair("continuity_restored"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import Items
 from gateway.transcript.events import BlockKind, Event, UpstreamError
 from gateway.transcript.model import AssistantTurn, Continuity, Request
 from gateway.transcript.seal import Sealer
@@ -83,9 +84,16 @@ class StreamEncoder(Protocol):
 
 class IngressCodec(Protocol):
     ingress: str  # the `ingress` label of the metrics
+    # the top-level field holding the transcript's items, when the codec decodes each through
+    # `Items` (gateway/ingress/memo.py: decoded once per their bytes); None: the body is decoded
+    # whole every time
+    transcript_field: str | None
 
-    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
-        """Raise ClientError (400, with the JSON path) for anything invalid."""
+    def decode(
+        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+    ) -> Inbound:
+        """Raise ClientError (400, with the JSON path) for anything invalid. `items`: what the
+        memo found of `body[transcript_field]` (None: decode every item)."""
         ...
 
     def answer_id(self, request_id: str) -> str: ...

@@ -9,6 +9,7 @@ from gateway.ingress.base import Inbound, Reply, SessionHint
 from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
 from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import Items
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
@@ -18,10 +19,13 @@ SESSION_HEADER = "X-Session-Id"
 
 class ChatCodec:
     ingress = "chat_completions"
+    transcript_field = "messages"
 
-    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+    def decode(
+        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+    ) -> Inbound:
         stats = DecodeStats()
-        request = decode_request(body, sealer, stats)
+        request = decode_request(body, sealer, stats, items)
         session = headers.get(SESSION_HEADER)
         return Inbound(
             request,

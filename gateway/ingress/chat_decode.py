@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from pydantic import ValidationError
@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from gateway.ingress import chat_wire as w
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
+from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.reasoning_details import assistant_blocks
 from gateway.transcript.model import (
     Block,
@@ -46,15 +47,27 @@ def include_usage(body: Any) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
-def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) -> Request:
+def decode_request(
+    body: Any, sealer: Sealer, stats: DecodeStats | None = None, items: Items[Decoded] | None = None
+) -> Request:
+    """`items`: what `DecodeMemo.items` found of `body["messages"]` (decoding within an exchange);
+    without it every message is decoded."""
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object", code="invalid_type")
+    raw_messages = body.get("messages")
+    if type(raw_messages) is not list or not raw_messages:
+        _whole_validation_error(body)
+    if items is None:
+        items = fresh_items(len(raw_messages))
     try:
-        wire = w.ChatCompletionRequest.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        path = json_path(_field_loc(first["loc"]))
-        raise invalid(first["msg"], param=path or None, code=_error_code(first["type"])) from None
+        wire = w.ChatRequestHead.model_validate(body)
+        # only new messages are validated: a found one passed when it was first seen
+        wires = [
+            w.MESSAGE.validate_python(m) if found is None else None
+            for m, found in zip(raw_messages, items.found, strict=True)
+        ]
+    except ValidationError:
+        _whole_validation_error(body)
     if wire.n not in (None, 1):
         raise invalid("only n=1 is supported", param="n", code="unsupported_value")
     _refuse_unsupported(body)
@@ -62,25 +75,16 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
 
     system: list[Text] = []
     messages: list[Message] = []
-    for i, msg in enumerate(wire.messages):
-        where = f"messages[{i}]"
-        if isinstance(msg, w.SystemMessage):
-            texts = _system_blocks(msg, f"{where}.content")
+    for i, msg in enumerate(wires):
+        message, ignored = items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
+        stats.ignored_tokens += ignored
+        if message.role is Role.SYSTEM:
             if not messages:  # the instructions that open the conversation
-                system.extend(texts)
-            elif texts:  # given at this point of the conversation: they stay here
-                messages.append(Message(Role.SYSTEM, texts))
-        elif isinstance(msg, w.UserMessage):
-            blocks = _user_blocks(msg.content, f"{where}.content")
-            messages.append(Message(Role.USER, _cache_last(blocks, msg.cache_control)))
-        elif isinstance(msg, w.AssistantMessage):
-            messages.append(Message(Role.ASSISTANT, _assistant(msg, where, sealer, stats)))
-        elif isinstance(msg, w.ToolMessage):
-            text, images, cache = _tool_content(msg.content, f"{where}.content")
-            cache = _cache(msg.cache_control) or cache
-            messages.append(Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images, cache),)))
-        else:  # pragma: no cover - the discriminated union is closed
-            raise invalid("unsupported message role", param=f"{where}.role")
+                system.extend(message.blocks)  # type: ignore[arg-type]
+            elif message.blocks:  # given at this point of the conversation: they stay here
+                messages.append(message)
+        else:
+            messages.append(message)
 
     tools = tuple(
         ToolSpec(
@@ -131,6 +135,40 @@ def decode_request(body: Any, sealer: Sealer, stats: DecodeStats | None = None) 
         reasoning_effort=wire.reasoning_effort,
         response_format=_response_format(wire.response_format),
     )
+
+
+# a message decoded: the canonical message (a system one with the blocks it contributes, maybe
+# none) and the echoed continuity tokens it carried that did not parse
+Decoded = tuple[Message, int]
+
+
+def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
+    if isinstance(msg, w.SystemMessage):
+        return Message(Role.SYSTEM, _system_blocks(msg, f"{where}.content")), 0
+    if isinstance(msg, w.UserMessage):
+        blocks = _user_blocks(msg.content, f"{where}.content")
+        return Message(Role.USER, _cache_last(blocks, msg.cache_control)), 0
+    if isinstance(msg, w.AssistantMessage):
+        stats = DecodeStats()
+        blocks = _assistant(msg, where, sealer, stats)
+        return Message(Role.ASSISTANT, blocks), stats.ignored_tokens
+    if isinstance(msg, w.ToolMessage):
+        text, images, cache = _tool_content(msg.content, f"{where}.content")
+        cache = _cache(msg.cache_control) or cache
+        return Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images, cache),)), 0
+    raise invalid("unsupported message role", param=f"{where}.role")  # pragma: no cover - a closed union
+
+
+def _whole_validation_error(body: dict[str, Any]) -> NoReturn:
+    """Raise the first error of the whole request, as OpenAI orders them (model, messages, the
+    rest): the head and the messages are validated apart, so either may have failed first."""
+    try:
+        w.ChatCompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path = json_path(_field_loc(first["loc"]))
+        raise invalid(first["msg"], param=path or None, code=_error_code(first["type"])) from None
+    raise AssertionError("a part of the request failed validation that the whole passes")  # pragma: no cover
 
 
 def _response_format(wire: w.ResponseFormatWire | None) -> ResponseFormat | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class _Wire(BaseModel):
@@ -148,9 +148,15 @@ class StreamOptions(_Wire):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(_Wire):
+class _ModelField(_Wire):
     model: str = Field(min_length=1)
+
+
+class _MessagesField(_Wire):
     messages: list[Message] = Field(min_length=1)
+
+
+class _Parameters(_Wire):
     stream: bool = False
     stream_options: StreamOptions | None = None
     tools: list[ToolSpecWire] | None = None
@@ -164,3 +170,17 @@ class ChatCompletionRequest(_Wire):
     stop: Union[str, list[str], None] = None
     n: int | None = Field(default=None, ge=1)
     response_format: ResponseFormatWire | None = None
+
+
+# pydantic orders fields base-last-first: model, messages, then the parameters, so the first
+# error of a request is the one OpenAI reports first
+class ChatCompletionRequest(_Parameters, _MessagesField, _ModelField):
+    """A whole request (its first validation error is the one a client is told about)."""
+
+
+class ChatRequestHead(_Parameters, _ModelField):
+    """A request without its messages, which are validated one by one (and only when new:
+    gateway/ingress/memo.py); `messages` stays in `model_extra`, unvalidated."""
+
+
+MESSAGE = TypeAdapter(Message)

@@ -113,11 +113,17 @@ def json_path(loc: Iterable[Any]) -> str:
     return out
 
 
-def check_depth(value: Any, limit: int) -> None:
-    """Reject JSON nested deeper than `limit` (iteratively: a hostile body cannot blow the stack)."""
+def check_depth(value: Any, limit: int, skip: str | None = None, start: int = 1) -> None:
+    """Reject JSON nested deeper than `limit` (iteratively: a hostile body cannot blow the stack).
+    `skip`: a top-level field whose list is not walked (the transcript: gateway/ingress/memo.py
+    checks its items, each only when it is new). `start`: the depth `value` is at in its body."""
     if type(value) is not dict and type(value) is not list:
         return  # a scalar document (`null`, `5`, `"x"`): its dialect says what it expected
-    stack = [(value, 1)]
+    if skip is not None and type(value) is dict and type(value.get(skip)) is list:
+        if limit < 2:
+            raise invalid(f"JSON nesting deeper than {limit} levels")
+        value = {k: v for k, v in value.items() if k != skip}
+    stack = [(value, start)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
@@ -130,10 +136,10 @@ def check_depth(value: Any, limit: int) -> None:
                 push((child, deeper))
 
 
-def parse_json_body(raw: bytes, max_depth: int) -> Any:
+def parse_json_body(raw: bytes, max_depth: int, skip: str | None = None) -> Any:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise invalid(f"request body is not valid JSON: {exc}") from None
-    check_depth(value, max_depth)
+    check_depth(value, max_depth, skip)
     return value

@@ -19,6 +19,7 @@ import orjson
 from gateway.ingress.base import Inbound, Reply
 from gateway.ingress.chat import bearer_token
 from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import Items
 from gateway.ingress.responses_decode import decode_request
 from gateway.ingress.responses_output import (
     ERROR_FINISH,
@@ -43,7 +44,13 @@ class ResponsesCodec:
     def __init__(self, compact: bool = False) -> None:
         self.compact = compact  # the /v1/responses/compact endpoint
 
-    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+    # Responses items are decoded whole every time: a reasoning item, a message and a call that
+    # follows it make one assistant turn together, so an item alone is not a unit to keep
+    transcript_field = None
+
+    def decode(
+        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+    ) -> Inbound:
         decoded = decode_request(body, headers, sealer, compact=self.compact)
         return Inbound(
             decoded.request,

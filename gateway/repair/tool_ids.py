@@ -13,7 +13,7 @@ import hashlib
 import re
 from dataclasses import replace
 
-from gateway.transcript.model import NATIVE_ID, Message, Role, ToolCall, ToolResult
+from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult
 from gateway.transcript.target import Target, ToolIdRule
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -97,19 +97,27 @@ def project_tool_ids(
         if message.role is Role.USER:
             out.append(message)
             continue
-        blocks = []
-        for block in message.blocks:
+        blocks: list[Block] | None = None  # a copy only once a block changes
+        for j, block in enumerate(message.blocks):
             t = type(block)
             if t is ToolCall:
-                native = block.meta.data.get(NATIVE_ID) if target.owns(block.meta) else None
+                meta = block.meta
+                native = meta.data.get(NATIVE_ID) if meta is not None and target.owns(meta) else None
                 pid = assign(block.id, block.name, native if isinstance(native, str) else None)
-                blocks.append(block if pid == block.id else replace(block, id=pid))
+                if pid == block.id:
+                    continue
+                new: Block = replace(block, id=pid)
             elif t is ToolResult:
                 pid = forward.get(block.call_id) or assign(block.call_id, None, None)
-                blocks.append(block if pid == block.call_id else replace(block, call_id=pid))
+                if pid == block.call_id:
+                    continue
+                new = replace(block, call_id=pid)
             else:
-                blocks.append(block)
-        if any(new is not old for new, old in zip(blocks, message.blocks, strict=True)):
+                continue
+            if blocks is None:
+                blocks = list(message.blocks)
+            blocks[j] = new
+        if blocks is not None:
             rewritten = True
             message = Message(message.role, tuple(blocks))
         out.append(message)

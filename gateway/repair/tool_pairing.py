@@ -90,6 +90,13 @@ def _reuses_a_call_id(messages: tuple[Message, ...]) -> bool:
 
 def pair_tool_results(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...], list[Repair]]:
     """Expects unique call ids (run `unique_call_ids` first)."""
+    if already_paired(messages):
+        return messages, []
+    return pair_in_general(messages)
+
+
+def pair_in_general(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...], list[Repair]]:
+    """The pass without `already_paired`'s shortcut (tests check that the two agree)."""
     call_at: dict[str, int] = {}
     for i, message in enumerate(messages):
         if message.role is Role.ASSISTANT:
@@ -167,6 +174,40 @@ def pair_tool_results(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...
         out.append(Message(Role.TOOL, tuple(results)))
         i += 1  # results met further on were placed here: `_without_results` removes them there
     return (tuple(out) if changed else messages), repairs
+
+
+def already_paired(messages: tuple[Message, ...]) -> bool:
+    """Every call answered right after it by exactly its results, and no result anywhere else:
+    what a well-behaved agent sends, checked in one cheap scan (the general pass would hand back
+    the same transcript; tests/repair/test_tool_pairing.py checks they agree)."""
+    pending: set[str] = set()
+    for message in messages:
+        if message.role is Role.TOOL:
+            if not pending:
+                return False
+            for block in message.blocks:
+                if type(block) is not ToolResult or block.call_id not in pending:
+                    return False
+                pending.remove(block.call_id)
+            continue
+        if pending:
+            return False
+        if message.role is Role.ASSISTANT:
+            calls = 0
+            for block in message.blocks:
+                t = type(block)
+                if t is ToolCall:
+                    pending.add(block.id)
+                    calls += 1
+                elif t is ToolResult:
+                    return False
+            if len(pending) != calls:
+                return False
+        else:
+            for block in message.blocks:
+                if type(block) is ToolResult:
+                    return False
+    return not pending
 
 
 def _in_place(

@@ -171,3 +171,18 @@ async def test_a_stream_longer_than_the_grace_period_is_cut_and_the_process_stil
                 pass  # the connection was closed under the client: the stream did not complete
             else:
                 assert status == 200 and text != "x" * 200
+
+
+def test_serving_tunes_the_garbage_collector():
+    import gc
+
+    from gateway.serve import GC_THRESHOLDS, tune_garbage_collector
+
+    before = gc.get_threshold()
+    try:
+        tune_garbage_collector()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0  # what startup built is out of the collector's sight
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

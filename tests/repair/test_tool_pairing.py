@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+
 from gateway.repair.tool_pairing import (
     SYNTHETIC_RESULT_TEXT,
+    already_paired,
     is_synthetic,
+    pair_in_general,
     pair_tool_results,
     synthetic_result,
     unique_call_ids,
 )
 from gateway.transcript.model import Continuity, Image, ToolCall, ToolResult
+from tests.property.transcripts import requests, target_for
 from tests.repair.helpers import assistant, call, kinds, result, tool, user
 
 NATIVE = Continuity("p", "p", "anthropic", "m", {"native_id": "toolu_1"})
@@ -22,8 +27,33 @@ def test_paired_results_in_place_come_back_as_the_same_object():
         tool(result("a")),
         assistant("done"),
     )
+    assert already_paired(messages)  # the one-scan shortcut takes it
     out, repairs = pair_tool_results(messages)
     assert out is messages and repairs == []
+    assert pair_in_general(messages) == (messages, [])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(requests(target_for("anthropic"), False))
+def test_the_shortcut_agrees_with_the_general_pass(request):
+    messages, _ = unique_call_ids(request.messages)
+    out, repairs = pair_tool_results(messages)
+    assert (out, repairs) == pair_in_general(messages)
+    if already_paired(messages):
+        assert out is messages and repairs == []
+
+
+def test_the_shortcut_declines_what_the_general_pass_must_repair():
+    for messages in (
+        (user("go"), assistant(call("a")), user("next")),  # unanswered
+        (user("go"), assistant(call("a")), tool(result("a")), tool(result("a"))),  # answered twice
+        (user("go"), tool(result("x"))),  # an orphan
+        (user("go"), assistant(call("a"), call("b")), tool(result("a")), assistant("?"), tool(result("b"))),
+        (user("go", result("a")), assistant(call("a"))),  # a result before its call
+    ):
+        assert not already_paired(messages)
+        assert pair_tool_results(messages) == pair_in_general(messages)
+        assert pair_tool_results(messages)[1]  # and it did repair something
 
 
 def test_missing_results_are_synthesized_as_cancelled_errors_in_call_order():

@@ -12,8 +12,9 @@ import orjson
 from gateway.ingress.base import Inbound, Reply, SessionHint
 from gateway.ingress.echo_formats import anthropic_token
 from gateway.ingress.errors import ClientError, anthropic_error
+from gateway.ingress.memo import Items
 from gateway.ingress.messages import wire as w
-from gateway.ingress.messages.decode import Decoded, decode_request, validate
+from gateway.ingress.messages.decode import Decoded, Validated, decode_request, validate
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, message_json
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
@@ -30,17 +31,20 @@ class Context:
 
 class MessagesCodec:
     ingress = "anthropic_messages"
+    transcript_field = "messages"
 
-    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
-        return self._decode(validate(body), headers, sealer)
+    def decode(
+        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+    ) -> Inbound:
+        return self._decode(validate(body, items=items), headers, sealer)
 
     def decode_count(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
         """A `count_tokens` request: the Messages request without `max_tokens`."""
         return self._decode(validate(body, w.CountTokensRequest), headers, sealer)
 
-    def _decode(self, wire: w.MessagesRequest, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+    def _decode(self, validated: Validated, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
         out = Decoded()
-        request = decode_request(wire, headers, sealer, out)
+        request = decode_request(validated, headers, sealer, out)
         hint = None
         for name in SESSION_HEADERS:
             value = headers.get(name)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import orjson
 from pydantic import ValidationError
 
 from gateway.ingress.echo_formats import anthropic_redacted, anthropic_thinking
 from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.messages import wire as w
 from gateway.transcript.model import (
     Block,
@@ -69,18 +71,57 @@ class Decoded:
         self.display_omitted = False  # thinking.display "omitted": reasoning text is not shown
 
 
-def validate(body: Any, model: type[w.MessagesRequest] = w.MessagesRequest) -> w.MessagesRequest:
+# a message decoded: its role, the canonical messages it makes (a user message's tool results
+# and content split apart; a system message's one, maybe without blocks), the echoed tokens that
+# did not verify, and whether its content was empty (allowed only for a final assistant message)
+MessageDecoded = tuple[str, tuple[Message, ...], int, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Validated:
+    """A request validated: its fields but the messages (`head`), and per message its wire model,
+    or None when the memo already knows it (`items.found`)."""
+
+    head: Any  # w.MessagesHead or w.CountTokensHead: a request with `messages` left unvalidated
+    messages: list[w.MessageWire | None]
+    items: Items[MessageDecoded]
+
+
+def validate(
+    body: Any, model: type[w.MessagesRequest] = w.MessagesRequest, items: Items[Any] | None = None
+) -> Validated:
+    """`items`: what `DecodeMemo.items` found of `body["messages"]` (within an exchange)."""
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
+    raw_messages = body.get("messages")
+    if type(raw_messages) is not list or not raw_messages:
+        _whole_validation_error(body, model)
+    if items is None:
+        items = fresh_items(len(raw_messages))
     try:
-        wire = model.model_validate(body)
-    except ValidationError as exc:
-        path, message = w.first_error(exc.errors(include_url=False))
-        raise invalid(message, path or None) from None
+        head = w.HEADS[model].model_validate(body)
+        # only new messages are validated: a found one passed when it was first seen
+        messages = [
+            w.MESSAGE.validate_python(m) if found is None else None
+            for m, found in zip(raw_messages, items.found, strict=True)
+        ]
+    except ValidationError:
+        _whole_validation_error(body, model)
     for name, message in UNSUPPORTED.items():
         if body.get(name) is not None:
             raise ClientError(400, f"{name}: {message}", param=name, code="unsupported_parameter")
-    return wire
+    return Validated(head, messages, items)
+
+
+def _whole_validation_error(body: dict[str, Any], model: type[w.MessagesRequest]) -> NoReturn:
+    """Raise the most specific error of the whole request: the head and the messages are
+    validated apart, and the error reported is chosen among all of them."""
+    try:
+        model.model_validate(body)
+    except ValidationError as exc:
+        path, message = w.first_error(exc.errors(include_url=False))
+        raise invalid(message, path or None) from None
+    raise AssertionError("a part of the request failed validation that the whole passes")  # pragma: no cover
 
 
 def betas(headers: Mapping[str, str]) -> tuple[str, ...]:
@@ -91,28 +132,24 @@ def betas(headers: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(b.strip() for v in values for b in v.split(",") if b.strip()))
 
 
-def decode_request(
-    wire: w.MessagesRequest, headers: Mapping[str, str], sealer: Sealer, out: Decoded
-) -> Request:
+def decode_request(validated: Validated, headers: Mapping[str, str], sealer: Sealer, out: Decoded) -> Request:
+    wire = validated.head
+    items = validated.items
     system = _system(wire.system)
     messages: list[Message] = []
-    last = len(wire.messages) - 1
-    for i, message in enumerate(wire.messages):
-        where = f"messages.{i}"
-        if not message.content and not (i == last and message.role == "assistant"):
-            raise invalid(EMPTY_CONTENT, where)
-        if message.role == "system":
-            blocks = _system_blocks(message.content, f"{where}.content")
+    last = len(validated.messages) - 1
+    for i, message in enumerate(validated.messages):
+        role, decoded, ignored, empty = items.decode(i, lambda: _message(message, f"messages.{i}", sealer))  # noqa: B023
+        if empty and not (i == last and role == "assistant"):
+            raise invalid(EMPTY_CONTENT, f"messages.{i}")
+        out.ignored_tokens += ignored
+        if role == "system":
             if not messages:  # instructions that open the conversation
-                system.extend(blocks)
-            elif blocks:
-                messages.append(Message(Role.SYSTEM, tuple(blocks)))
-        elif message.role == "user":
-            messages.extend(_user(message.content, f"{where}.content"))
+                system.extend(decoded[0].blocks)  # type: ignore[arg-type]
+            elif decoded[0].blocks:
+                messages.append(decoded[0])
         else:
-            blocks = _assistant(message.content, f"{where}.content", sealer, out)
-            if blocks:
-                messages.append(Message(Role.ASSISTANT, blocks))
+            messages.extend(decoded)
 
     tools, hosted = _tools(wire.tools)
     choice, parallel = _tool_choice(wire, {t.name for t in tools})
@@ -142,6 +179,21 @@ def decode_request(
         hosted_tools=hosted,
         provider_options=_anthropic_options(wire, headers, out),
     )
+
+
+def _message(message: Any, where: str, sealer: Sealer) -> MessageDecoded:
+    role = message.role
+    empty = not message.content
+    if empty:  # nothing to decode; whether that is allowed depends on the message's place
+        return role, (), 0, True
+    content = f"{where}.content"
+    if role == "system":
+        return role, (Message(Role.SYSTEM, tuple(_system_blocks(message.content, content))),), 0, False
+    if role == "user":
+        return role, tuple(_user(message.content, content)), 0, False
+    out = Decoded()
+    blocks = _assistant(message.content, content, sealer, out)
+    return role, ((Message(Role.ASSISTANT, blocks),) if blocks else ()), out.ignored_tokens, False
 
 
 def _cache(control: w.CacheControlWire | None) -> CacheControl | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, create_model
 
 from gateway.ingress.chat_wire import CacheControlWire  # Anthropic's own format, shared
 
@@ -226,6 +226,19 @@ class CountTokensRequest(MessagesRequest):
     """`/v1/messages/count_tokens` takes a Messages request without `max_tokens`."""
 
     max_tokens: int | None = Field(default=None, ge=1)  # type: ignore[assignment]
+
+
+def _head(model: type[MessagesRequest]) -> type[BaseModel]:
+    """`model` without `messages`, which are validated one by one (and only when new:
+    gateway/ingress/memo.py); `messages` stays in `model_extra`, unvalidated."""
+    fields: dict[str, Any] = {
+        name: (info.annotation, info) for name, info in model.model_fields.items() if name != "messages"
+    }
+    return create_model(f"{model.__name__}Head", __base__=_Wire, **fields)
+
+
+HEADS = {MessagesRequest: _head(MessagesRequest), CountTokensRequest: _head(CountTokensRequest)}
+MESSAGE = TypeAdapter(MessageWire)
 
 
 # union tags pydantic puts in error locations (after a list index, or after the field that holds

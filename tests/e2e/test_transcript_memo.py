@@ -1,0 +1,131 @@
+"""The decode memo through the whole gateway, over loopback HTTP to the strict simulators: an agent
+session that switches family every turn sends every provider the same bytes whether the gateway
+decodes each message afresh or reuses what it decoded on the previous turns (restore, repair and
+projection run after it either way)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from gateway.app import create_app
+from gateway.config import config_from_dict
+from gateway.demo import DEMO_KEY_ENV, FAMILIES, TOOLS, demo_config
+from gateway.ingress.memo import DecodeMemo
+from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
+from gateway.state import GatewayState
+
+ANTHROPIC_MODELS = ("claude", "gemini", "openai-chat", "deepseek")
+
+
+class Gateway:
+    def __init__(self, hub: SimulatorHub, app: web.Application, url: str) -> None:
+        self.hub = hub
+        self.app = app
+        self.url = url
+
+    @property
+    def state(self) -> GatewayState:
+        return self.app[GatewayState.KEY]
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[Gateway]:
+    async with SimulatorHub() as hub:
+        config = config_from_dict(demo_config(hub), source="<test>")
+        app = create_app(config, {DEMO_KEY_ENV: hub.states["anthropic"].api_key})
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, config.server.host, config.server.port)
+        await site.start()
+        try:
+            yield Gateway(hub, app, f"http://{config.server.host}:{config.server.port}")
+        finally:
+            await runner.cleanup()
+
+
+def _script(gateway: Gateway, kind: str, turn: int) -> None:
+    """Two identical answers: the one without the memo, then the one with it."""
+    for _ in range(2):
+        gateway.hub.states[kind].push(
+            Reply(
+                reasoning=f"Turn {turn}: another city.",
+                text=f"Checking city {turn}.",
+                tool_calls=[ToolCallSpec("get_weather", {"city": f"City{turn}"})],
+            )
+        )
+
+
+async def _twice(
+    gateway: Gateway, http: aiohttp.ClientSession, path: str, body: dict[str, Any], kind: str
+) -> tuple[Any, Any]:
+    """The upstream body of `body` sent once without the memo and once with it (warm: it has seen
+    every earlier turn), and the answer of the second."""
+    memo = gateway.state.memo
+    sent = []
+    answer: Any = None
+    for current in (DecodeMemo(0), memo):
+        gateway.state.memo = current
+        before = len(gateway.hub.states[kind].requests)
+        async with http.post(
+            gateway.url + path, data=orjson.dumps(body), headers={"X-Session-Id": "memo-e2e"}
+        ) as resp:
+            answer = await resp.json()
+            assert resp.status == 200, answer
+        recorded = gateway.hub.states[kind].requests[before:]
+        assert len(recorded) == 1 and recorded[0].rejection is None
+        sent.append(recorded[0].body)
+    gateway.state.memo = memo
+    assert sent[0] == sent[1]
+    return sent[1], answer
+
+
+async def test_chat_session_across_every_family_sends_the_same_bytes(gateway):
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": "Weather in many cities, one at a time."},
+    ]
+    async with aiohttp.ClientSession() as http:
+        for turn in range(2 * len(FAMILIES)):
+            name, kind, _, _ = FAMILIES[turn % len(FAMILIES)]
+            _script(gateway, kind, turn)
+            body = {"model": name, "messages": messages, "tools": TOOLS}
+            _, answer = await _twice(gateway, http, "/v1/chat/completions", body, kind)
+            message = {k: v for k, v in answer["choices"][0]["message"].items() if v is not None}
+            call = message["tool_calls"][0]
+            messages = [*messages, message, {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}]
+    memo = gateway.state.memo
+    # every message sent was kept once (the last answer and its result were never sent), and
+    # each turn decoded only its two new ones
+    assert len(memo) == len(messages) - 2
+    assert memo.misses == len(messages) - 2
+
+
+async def test_messages_session_across_families_sends_the_same_bytes(gateway):
+    tools = [
+        {"name": t["function"]["name"], "description": "d", "input_schema": t["function"]["parameters"]}
+        for t in TOOLS
+    ]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Weather in many cities, one at a time."}]
+    kinds = {name: kind for name, kind, _, _ in FAMILIES}
+    async with aiohttp.ClientSession() as http:
+        for turn in range(2 * len(ANTHROPIC_MODELS)):
+            name = ANTHROPIC_MODELS[turn % len(ANTHROPIC_MODELS)]
+            _script(gateway, kinds[name], turn)
+            body = {"model": name, "max_tokens": 1024, "messages": messages, "tools": tools}
+            _, answer = await _twice(gateway, http, "/v1/messages", body, kinds[name])
+            call = next(b for b in answer["content"] if b["type"] == "tool_use")
+            messages = [
+                *messages,
+                {"role": "assistant", "content": answer["content"]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "sunny"}],
+                },
+            ]
+    assert gateway.state.memo.hits > 0

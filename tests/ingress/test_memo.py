@@ -1,0 +1,272 @@
+"""The decode memo (gateway/ingress/memo.py): reuse never changes what is sent upstream.
+
+The property: an agent session, turn after turn (each request re-sends the previous one's
+messages and adds some), decoded with a memo that has seen the earlier turns and decoded without
+one, gives the same canonical request, the same count of ignored tokens, the same error for a bad
+request, and the same bytes to every provider family.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.ingress.chat import CODEC as CHAT
+from gateway.ingress.errors import ClientError, check_depth, parse_json_body
+from gateway.ingress.memo import DecodeMemo, Items
+from gateway.ingress.messages.codec import CODEC as MESSAGES
+from gateway.providers import KINDS, get_adapter
+from gateway.providers.base import EncodeError
+from gateway.repair import prepare
+from gateway.transcript.model import Continuity
+from gateway.transcript.seal import Sealer
+from gateway.transcript.target import Target
+
+SEALER = Sealer(b"memo-test-secret")
+DEPTH = 64
+TARGETS = [
+    Target(
+        f"p-{kind}",
+        kind,
+        "model-x",
+        "http://upstream.invalid",
+        thinking_budget=1024 if kind == "anthropic" else None,
+    )
+    for kind in KINDS
+]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": f"tool_{i}", "parameters": {"type": "object", "properties": {}}},
+    }
+    for i in range(3)
+]
+CALL_IDS = ["call_a", "call_b", "toolu_01ABC", "c-9"]
+
+
+def _sealed(kind: str) -> str:
+    return SEALER.seal(Continuity(f"p-{kind}", f"p-{kind}", kind, "model-x", {"signature": "sig-" + kind}))
+
+
+texts = st.sampled_from(["", " ", "Hello.", "Let me look.", "done\n", "x" * 300])
+ids = st.sampled_from(CALL_IDS)
+
+
+@st.composite
+def chat_message(draw: Any) -> dict[str, Any]:
+    role = draw(st.sampled_from(["user", "assistant", "assistant", "tool", "system", "developer"]))
+    if role in ("user", "system", "developer"):
+        if draw(st.booleans()):
+            return {"role": role, "content": draw(texts)}
+        part: dict[str, Any] = {"type": "text", "text": draw(texts)}
+        if draw(st.booleans()):
+            part["cache_control"] = {"type": "ephemeral"}
+        return {"role": role, "content": [part]}
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": draw(ids), "content": draw(texts)}
+    message: dict[str, Any] = {"role": "assistant", "content": draw(st.one_of(st.none(), texts))}
+    calls = draw(st.lists(ids, max_size=2, unique=True))
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call,
+                "type": "function",
+                "function": {"name": draw(st.sampled_from(["tool_0", "tool_1"])), "arguments": '{"q": 1}'},
+            }
+            for call in calls
+        ]
+    if draw(st.booleans()):
+        message["reasoning_content"] = draw(texts)
+    token = draw(st.sampled_from([None, "sealed", "forged"]))
+    if token is not None:
+        kind = draw(st.sampled_from(KINDS))
+        blob = _sealed(kind) if token == "sealed" else "gw1.bm90LWEtdmFsaWQtYmxvYg"
+        message["reasoning_details"] = [{"type": "reasoning.encrypted", "data": blob, "index": 0}]
+    return message
+
+
+@st.composite
+def anthropic_message(draw: Any) -> dict[str, Any]:
+    role = draw(st.sampled_from(["user", "user", "assistant"]))
+    if role == "user":
+        if draw(st.booleans()):
+            return {"role": "user", "content": draw(texts)}
+        blocks: list[dict[str, Any]] = []
+        for _ in range(draw(st.integers(1, 3))):
+            if draw(st.booleans()):
+                blocks.append({"type": "tool_result", "tool_use_id": draw(ids), "content": draw(texts)})
+            else:
+                blocks.append({"type": "text", "text": draw(texts) or "hi"})
+        return {"role": "user", "content": blocks}
+    blocks = []
+    if draw(st.booleans()):
+        signature = draw(st.sampled_from(["", "raw-anthropic-signature", _sealed("gemini"), "gw1.Zm9yZ2Vk"]))
+        blocks.append({"type": "thinking", "thinking": draw(texts), "signature": signature})
+    if draw(st.booleans()):
+        blocks.append({"type": "text", "text": draw(texts) or "ok"})
+    for call in draw(st.lists(ids, max_size=2, unique=True)):
+        blocks.append({"type": "tool_use", "id": call, "name": "tool_0", "input": {"q": 1}})
+    return {"role": "assistant", "content": blocks or draw(texts)}
+
+
+def _turns(messages: list[dict[str, Any]], cuts: list[int]) -> list[list[dict[str, Any]]]:
+    """The requests of an agent session: growing prefixes of one transcript."""
+    ends = sorted({min(max(c, 1), len(messages)) for c in cuts} | {len(messages)})
+    return [messages[:end] for end in ends]
+
+
+def _decode(codec: Any, body: dict[str, Any], memo: DecodeMemo | None) -> Any:
+    """What the exchange does (gateway/exchange.py `_decode_args`): the body parsed with the
+    transcript skipped by the depth walk, the items found in the memo."""
+    raw = orjson.dumps(body)
+    items: Items[Any] | None = None
+    if memo is None:
+        parsed = parse_json_body(raw, DEPTH)
+    else:
+        parsed = parse_json_body(raw, DEPTH, codec.transcript_field)
+        items = memo.items(f"{codec.ingress}\0", parsed["messages"], DEPTH)
+    try:
+        inbound = codec.decode(parsed, {}, SEALER, items)
+    except ClientError as exc:
+        return ("error", exc.status, str(exc), exc.param)
+    return inbound
+
+
+def _outbound(inbound: Any) -> list[Any]:
+    """What each family would be sent (or the encoder's refusal: a token forged for a test can
+    lack what its issuer's encoder needs, and it must be refused alike)."""
+    sent: list[Any] = []
+    for target in TARGETS:
+        adapter = get_adapter(target.kind)
+        prepared = prepare(inbound.request, target, adapter.capabilities)
+        try:
+            http = adapter.encode_request(prepared.request, target, "key")
+        except EncodeError as exc:
+            sent.append(("refused", str(exc)))
+            continue
+        sent.append((http.url, dict(http.headers), http.body, prepared.repairs))
+    return sent
+
+
+def _check_session(codec: Any, turns: list[list[dict[str, Any]]], extra: dict[str, Any]) -> None:
+    memo = DecodeMemo(1 << 20)
+    for messages in turns:
+        body = {"model": "m", "messages": messages, "tools": TOOLS, **extra}
+        cold = _decode(codec, body, None)
+        warm = _decode(codec, body, memo)
+        again = _decode(codec, body, memo)  # every item found this time
+        if isinstance(cold, tuple):
+            assert warm == cold and again == cold
+            continue
+        for reused in (warm, again):
+            assert reused.request == cold.request
+            assert reused.ignored_tokens == cold.ignored_tokens
+            assert _outbound(reused) == _outbound(cold)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(chat_message(), min_size=1, max_size=12), st.lists(st.integers(1, 12), max_size=4))
+def test_chat_reuse_sends_the_same_bytes_to_every_provider(messages, cuts):
+    _check_session(CHAT, _turns(messages, cuts), {})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(anthropic_message(), min_size=1, max_size=10), st.lists(st.integers(1, 10), max_size=4))
+def test_messages_reuse_sends_the_same_bytes_to_every_provider(messages, cuts):
+    _check_session(MESSAGES, _turns(messages, cuts), {"max_tokens": 256})
+
+
+def test_a_turn_decodes_only_its_new_messages():
+    memo = DecodeMemo(1 << 20)
+    history = [{"role": "user", "content": "Task."}]
+    for step in range(5):
+        history = [
+            *history,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{step}",
+                        "type": "function",
+                        "function": {"name": "tool_0", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"call_{step}", "content": f"result {step}"},
+        ]
+        hits, misses = memo.hits, memo.misses
+        assert not isinstance(_decode(CHAT, {"model": "m", "messages": history}, memo), tuple)
+        assert (memo.hits - hits, memo.misses - misses) == ((len(history) - 2, 2) if step else (0, 3))
+
+
+def test_tenants_and_dialects_do_not_share_entries():
+    memo = DecodeMemo(1 << 20)
+    message = {"role": "user", "content": "same bytes"}
+    memo.items("chat\0alice", [message], DEPTH).decode(0, lambda: "decoded for alice")
+    assert memo.items("chat\0alice", [message], DEPTH).found == ["decoded for alice"]
+    assert memo.items("chat\0bob", [message], DEPTH).found == [None]
+    assert memo.items("anthropic_messages\0alice", [message], DEPTH).found == [None]
+
+
+def test_memory_is_bounded_and_least_recently_used_goes_first():
+    memo = DecodeMemo(4096)
+    items = [{"role": "user", "content": f"{i:04d}" + "x" * 500} for i in range(10)]
+    for i, item in enumerate(items):
+        memo.items("s", [item], DEPTH).decode(0, lambda i=i: i)
+        memo.items("s", [items[0]], DEPTH)  # the first stays in use
+        assert memo.size <= 4096
+    assert memo.items("s", [items[0]], DEPTH).found == [0]
+    assert memo.items("s", [items[1]], DEPTH).found == [None]  # evicted
+    assert memo.items("s", [items[-1]], DEPTH).found == [9]
+    too_big = {"role": "user", "content": "y" * 5000}
+    memo.items("s", [too_big], DEPTH).decode(0, lambda: "never kept")
+    assert memo.items("s", [too_big], DEPTH).found == [None]
+
+
+def test_zero_bytes_keeps_nothing():
+    memo = DecodeMemo(0)
+    message = {"role": "user", "content": "hi"}
+    memo.items("s", [message], DEPTH).decode(0, lambda: "decoded")
+    assert memo.items("s", [message], DEPTH).found == [None] and len(memo) == 0
+
+
+def test_a_failed_decode_keeps_nothing():
+    memo = DecodeMemo(1 << 20)
+    message = {"role": "user", "content": "hi"}
+
+    def fails() -> str:
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError):
+        memo.items("s", [message], DEPTH).decode(0, fails)
+    assert memo.items("s", [message], DEPTH).found == [None]
+
+
+def test_new_items_are_depth_checked_and_known_ones_are_not_walked_again():
+    memo = DecodeMemo(1 << 20)
+    deep: Any = "leaf"
+    for _ in range(10):
+        deep = [deep]
+    item = {"role": "user", "content": deep}
+    with pytest.raises(ClientError, match="nesting deeper than 12"):
+        memo.items("s", [item], 12)  # the item is at depth 3, its innermost list at 13
+    assert memo.items("s", [item], 13).found == [None]
+    body = {"model": "m", "messages": [[[[["x"]]]]]}
+    check_depth(body, 3, "messages")  # the transcript is the memo's to check
+    with pytest.raises(ClientError, match="nesting deeper than 3"):
+        check_depth(body, 3)
+
+
+@pytest.mark.parametrize("codec", [CHAT, MESSAGES], ids=["chat", "messages"])
+def test_nesting_in_the_transcript_is_still_refused_through_the_memo(codec):
+    deep: Any = []
+    for _ in range(80):
+        deep = [deep]
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": deep}]}
+    with pytest.raises(ClientError, match="nesting deeper than 64"):
+        _decode(codec, body, DecodeMemo(1 << 20))
