@@ -91,7 +91,8 @@ class DecodeMemo:
         size = 2 * (len(raw) + len(scope)) + _OVERHEAD
         if cache is None or size > self.max_bytes:
             return
-        key = (scope, raw)
+        # a copy of exactly its size: orjson's output holds up to ten times its length in memory
+        key = (scope, bytes(memoryview(raw)))
         old = cache.pop(key, None)
         if old is not None:  # decoded twice in one request (the same bytes at two places)
             self.size -= old[0]

@@ -53,6 +53,7 @@ async def run_attempt(
     limit = first_token if stream else None
     events: EventStream | None = None
     handed_over = False
+    upstream_open = True
     try:
         async with asyncio.timeout(limit):
             await upstream.__aenter__()
@@ -65,7 +66,13 @@ async def run_attempt(
                 decoder = adapter.stream_decoder(target, prepared.request)
                 events = EventStream(mapper, upstream, decoder, custom=custom)
             else:
-                whole = _whole(adapter, target, prepared, await upstream.read())
+                body = await upstream.read()
+                # the whole answer is in: the connection goes back to the pool and the deadline
+                # timer is cancelled now (left to the timer, every answer's response and request
+                # body stayed referenced for the whole `total` timeout)
+                upstream_open = False
+                await upstream.__aexit__(None, None, None)
+                whole = _whole(adapter, target, prepared, body)
                 if isinstance(whole, UpstreamError):
                     return whole
                 events = EventStream(mapper, events=whole, custom=custom)
@@ -96,7 +103,7 @@ async def run_attempt(
         if not handed_over:
             if events is not None:
                 await events.aclose()
-            else:
+            elif upstream_open:
                 await upstream.__aexit__(None, None, None)
 
 

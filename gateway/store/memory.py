@@ -57,8 +57,10 @@ class MemoryStore:
         return [cache.get(key) for key in keys]
 
     async def put(self, keys: Sequence[str], value: bytes) -> None:
-        # bytes() copies a bytearray/memoryview so a caller reusing its buffer cannot change the entry.
-        value = bytes(value)
+        # a copy of exactly the value's size: a caller reusing its buffer cannot change the entry, and
+        # orjson's output (every record) holds up to ten times its length in allocated memory, which
+        # kept for the TTL would make the byte bound a fraction of what the entries really use
+        value = bytes(memoryview(value))
         cache = self._cache
         if entry_size(value) > cache.maxsize:
             raise RecordTooLarge(f"a {len(value)}-byte record is larger than the store's max_bytes")

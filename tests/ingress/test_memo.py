@@ -270,3 +270,21 @@ def test_nesting_in_the_transcript_is_still_refused_through_the_memo(codec):
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": deep}]}
     with pytest.raises(ClientError, match="nesting deeper than 64"):
         _decode(codec, body, DecodeMemo(1 << 20))
+
+
+def test_a_kept_item_costs_its_length_not_the_encoders_buffer():
+    import gc
+    import tracemalloc
+
+    memo = DecodeMemo(1 << 20)
+    message = {"role": "tool", "tool_call_id": "call_a", "content": "x" * 5000}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        memo.items("s", [message], DEPTH).decode(0, lambda: "decoded")
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert memo.items("s", [message], DEPTH).found == ["decoded"]
+    assert kept < 3 * 5000

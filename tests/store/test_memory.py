@@ -75,3 +75,26 @@ async def test_a_record_larger_than_the_store_is_refused_and_counted(clock: Fake
     await FailOpenStore(store, lambda *op: seen.append(op)).put(["huge"], b"h" * 4096)
     assert seen == [("memory", "put", "error")]
     assert await store.get_many(["small", "huge"]) == [b"s", None]
+
+
+async def test_a_record_costs_its_length_not_the_encoders_buffer(clock: FakeClock) -> None:
+    """orjson's output holds several times its length in memory; the store's byte bound counts
+    the length, so the store keeps an exact-size copy."""
+    import gc
+    import tracemalloc
+
+    import orjson
+
+    store = MemoryStore(ttl_seconds=3600, max_entries=10, clock=clock)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        value = orjson.dumps("x" * 5000)
+        await store.put(["k"], value)
+        del value
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert (await store.get_many(["k"]))[0] == orjson.dumps("x" * 5000)
+    assert kept < 3 * 5000
