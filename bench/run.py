@@ -282,7 +282,7 @@ def _parser() -> argparse.ArgumentParser:
         "--store", choices=("memory", "sqlite", "redis"), help="default: memory, sqlite with workers > 1"
     )
     parser.add_argument(
-        "--event-loop", choices=("asyncio", "uvloop"), help="the gateway's [server] event_loop"
+        "--event-loop", choices=("auto", "asyncio", "uvloop"), help="the gateway's [server] event_loop"
     )
     parser.add_argument(
         "--variant",

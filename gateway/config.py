@@ -180,7 +180,7 @@ class ServerConfig(_Section):
     # or 1 with the memory store (continuity kept in one process cannot be shared)
     workers: int | None = Field(None, ge=1, le=512)
     # "uvloop" needs the extra (pip install 'llm-transcript-gateway[uvloop]'); see gateway/eventloop.py
-    event_loop: Literal["asyncio", "uvloop"] = "asyncio"
+    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
 
 
 class AuthConfig(_Section):

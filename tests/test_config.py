@@ -884,7 +884,7 @@ def test_worker_count_defaults_to_the_cpus_unless_the_store_is_memory(
 
 
 def test_uvloop_event_loop_needs_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert config_from_dict(minimal()).server.event_loop == "asyncio"
+    assert config_from_dict(minimal()).server.event_loop == "auto"  # uvloop when installed
     monkeypatch.setattr("gateway.config.importlib.util.find_spec", lambda name: None)
     assert error_lines(minimal(server={"event_loop": "uvloop"})) == [
         "cfg.toml: server.event_loop: uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]')"

@@ -38,3 +38,13 @@ def test_uvloop_without_the_extra_is_an_import_error(without_uvloop):
 @pytest.mark.skipif(not HAVE_UVLOOP, reason="the uvloop extra is not installed")
 def test_uvloop_when_installed():
     assert loop_module("uvloop") == "uvloop"
+
+
+def test_auto_takes_uvloop_when_it_is_installed_and_asyncio_otherwise(without_uvloop):
+    assert eventloop.loop_factory("auto") is None
+    assert loop_module("auto") == "asyncio"
+
+
+@pytest.mark.skipif(not HAVE_UVLOOP, reason="the uvloop extra is not installed")
+def test_auto_is_uvloop_when_installed():
+    assert loop_module("auto") == "uvloop"
