@@ -18,7 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.ingress import chat, responses
+from gateway.ingress.base import Inbound, Reply
 from gateway.ingress.chat_encode import completion_json
+from gateway.ingress.echo_formats import anthropic_thinking, anthropic_token
+from gateway.ingress.messages import codec as messages
 from gateway.ingress.responses_output import Answering, output_items
 from gateway.ingress.responses_tokens import echoed_native
 from gateway.ingress.responses_tools import ToolNames
@@ -226,6 +229,42 @@ def _responses_part(block: Block) -> dict:
     )
 
 
+def messages_body(request: Request) -> dict:
+    """As Claude Code and the anthropic SDK write it: the system on top, each answer's content
+    sent back as the client got it, tool results as user content blocks, a system message in
+    place (Claude Code sends them)."""
+    asked = Inbound(Request(model="m", messages=()), context=messages.Context(omit_thinking=False))
+    out: list[dict] = []
+    for message in request.messages:
+        if message.role is Role.ASSISTANT:
+            answer = orjson.loads(
+                messages.CODEC.answer(asked, Reply("msg_x", "m", 0), _turn(message), SEALER)
+            )
+            out.append({"role": "assistant", "content": answer["content"]})
+        elif message.role is Role.TOOL:
+            out.append({"role": "user", "content": [_tool_result_block(r) for r in message.blocks]})
+        elif message.role is Role.SYSTEM:
+            out.append({"role": "system", "content": message.text()})
+        else:
+            out.append({"role": "user", "content": [_messages_part(b) for b in message.blocks]})
+    system = [{"type": "text", "text": t.text} for t in request.system]
+    return {"model": request.model, "max_tokens": 1024, "messages": out} | (
+        {"system": system} if system else {}
+    )
+
+
+def _messages_part(block: Block) -> dict:
+    if type(block) is Text:
+        return {"type": "text", "text": block.text}
+    media, _, data = block.url.removeprefix("data:").partition(";base64,")
+    return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+
+
+def _tool_result_block(result: ToolResult) -> dict:
+    content = [{"type": "text", "text": result.content}] + [_messages_part(i) for i in result.images]
+    return {"type": "tool_result", "tool_use_id": result.call_id, "content": content}
+
+
 # -- what each wire cannot express -------------------------------------------------------------------
 
 
@@ -250,7 +289,38 @@ def _echoed(block: Block) -> Block:
     return block
 
 
+def _messages_echo(block: Block) -> Block | None:
+    """Messages carries continuity on thinking blocks only (a text's or a call's is the store's
+    to restore: tests/continuity); Anthropic's own token comes back as Anthropic issued it, with
+    no issuer scope; an image has no detail."""
+    if type(block) is Reasoning:
+        token = anthropic_token(block.meta)
+        if token is not None and token[0] == "signature":
+            return anthropic_thinking(block.text, token[1])
+        return block
+    if type(block) is Text:
+        return Text(block.text) if block.text else None
+    if type(block) is ToolCall:
+        return ToolCall(block.id, block.name, block.arguments)
+    if type(block) is Image:
+        return Image(block.url)
+    return block
+
+
+def _messages_normal(message: Message) -> Message:
+    if message.role is Role.TOOL:
+        results = tuple(
+            ToolResult(r.call_id, r.content, r.is_error, tuple(Image(i.url) for i in r.images))
+            for r in message.blocks
+        )
+        return Message(Role.TOOL, results)
+    blocks = tuple(b for b in map(_messages_echo, message.blocks) if b is not None)
+    return Message(message.role, blocks)
+
+
 def normal(request: Request, dialect: str) -> tuple[tuple[Text, ...], tuple[Message, ...]]:
+    if dialect == "messages":
+        return request.system, tuple(_messages_normal(m) for m in request.messages)
     if dialect == "chat":
         return request.system, tuple(_tool_runs(request.messages, merge=False))
     messages = [
@@ -276,3 +346,9 @@ def test_chat_completions_round_trips_the_transcript(request):
 @given(request=transcripts(rich=True))
 def test_responses_round_trips_the_transcript(summaries, request):
     assert decoded(responses.CODEC, responses_body(request, summaries)) == normal(request, "responses")
+
+
+@SETTINGS
+@given(request=transcripts(rich=False))
+def test_anthropic_messages_round_trips_the_transcript(request):
+    assert decoded(messages.CODEC, messages_body(request)) == normal(request, "messages")
