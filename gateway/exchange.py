@@ -18,7 +18,6 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,7 +48,6 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
-from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
 
@@ -147,7 +145,8 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
     exchange.tenant = tenant_of(state, codec, http)
-    inbound = codec.decode(*_decode_args(state, exchange, await http.read(), http))
+    body, items = _parse(state, exchange, await http.read())
+    inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
     if inbound.history is not None:
@@ -180,9 +179,7 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     return await _whole(state, exchange, inbound, request, answer, reply, headers)
 
 
-def _decode_args(
-    state: GatewayState, exchange: Exchange, raw: bytes, http: web.Request
-) -> tuple[Any, Mapping[str, str], Sealer, Items[Any] | None]:
+def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
     codec = exchange.codec
@@ -194,7 +191,7 @@ def _decode_args(
         values = body.get(field)
         if type(values) is list:
             items = state.memo.items(f"{codec.ingress}\0{exchange.tenant}", values, limit)
-    return body, http.headers, state.sealer, items
+    return body, items
 
 
 # upstream failure category -> the status the client sees; the rest (auth, permission, not found,

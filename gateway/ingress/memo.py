@@ -114,10 +114,6 @@ class Items(Generic[T]):
         self._raws = raws
         self.found = found  # per item: its decoded value, or None when it is new
 
-    @property
-    def complete(self) -> bool:
-        return all(v is not None for v in self.found)
-
     def decode(self, index: int, decode: Callable[[], T]) -> T:
         """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
         keeps nothing: errors are reported with the item's place, which the memo does not know)."""

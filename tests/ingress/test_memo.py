@@ -120,7 +120,7 @@ def _turns(messages: list[dict[str, Any]], cuts: list[int]) -> list[list[dict[st
 
 
 def _decode(codec: Any, body: dict[str, Any], memo: DecodeMemo | None) -> Any:
-    """What the exchange does (gateway/exchange.py `_decode_args`): the body parsed with the
+    """What the exchange does (gateway/exchange.py `_parse`): the body parsed with the
     transcript skipped by the depth walk, the items found in the memo."""
     raw = orjson.dumps(body)
     items: Items[Any] | None = None
