@@ -19,7 +19,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -49,6 +49,9 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
 
+if TYPE_CHECKING:
+    from gateway.tracing import RequestTrace
+
 log = logging.getLogger("gateway")
 
 # what an upstream that breaks its own answer format raises while its events are folded
@@ -73,6 +76,10 @@ class Exchange:
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
+    turn: AssistantTurn | None = None  # the answer, once it completed
+    key: str = ""  # the named client key (gateway/limits.py)
+    key_refusal: str = ""
+    trace: RequestTrace | None = None  # the request's span, when tracing is on
 
     def first_content(self) -> None:
         if self.ttft is None:
@@ -97,6 +104,8 @@ class Exchange:
             usage=self.usage,
             ignored_tokens=self.ignored_tokens,
             affinity_break=answer.affinity_break if answer is not None else None,
+            key=self.key,
+            key_refusal=self.key_refusal,
         )
         if provider is not None:
             record.provider = provider
@@ -107,7 +116,7 @@ class Exchange:
 def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
     """Whose continuity this request may see: a hash of the client's credential when the gateway
     authenticates clients (the guard already accepted it), else one shared tenant."""
-    if state.config.auth is None or not state.config.auth.tokens_env:
+    if not state.config.authenticates:
         return ""
     credential = codec.credential(http.headers)
     return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
@@ -115,6 +124,8 @@ def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> st
 
 async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
     exchange = Exchange(codec)
+    if state.tracing is not None:
+        exchange.trace = state.tracing.request(codec.ingress, http.method, http.path, http.headers)
     state.metrics.inflight.inc()
     try:
         return await _run(state, exchange, http)
@@ -139,12 +150,20 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         raise
     finally:
         state.metrics.inflight.dec()
-        state.observe(exchange.record())
+        record = exchange.record()
+        state.observe(record)
+        if exchange.trace is not None:
+            answer = exchange.answer
+            error = answer.error if answer is not None else None
+            repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
+            exchange.trace.finish(record, exchange.turn, error, repairs)
 
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
     exchange.tenant = tenant_of(state, codec, http)
+    if state.limits:
+        exchange.key = state.limits.identify(codec.credential(http.headers))
     body, items = _parse(state, exchange, await http.read())
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
@@ -153,11 +172,15 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
         request = await _continue(state, exchange, inbound.history, request)
     check_size(request, state.config.server)
     plan = _plan(state, exchange, request.model)
+    if exchange.key:
+        await _admit(state, exchange)
     exchange.session = _session(inbound.session_hint, request, exchange.tenant)
+    if exchange.trace is not None:
+        exchange.trace.session, exchange.trace.model = exchange.session, exchange.model
     request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, exchange.session)
+        answer = await state.engine.open(request, plan, exchange.session, exchange.trace)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -177,6 +200,19 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     if request.stream:
         return await _stream(state, exchange, inbound, request, answer, reply, headers, http)
     return await _whole(state, exchange, inbound, request, answer, reply, headers)
+
+
+async def _admit(state: GatewayState, exchange: Exchange) -> None:
+    """A named key's model allow-list and limits (gateway/limits.py): 403 or 429 in the dialect's
+    envelope, before anything is routed."""
+    refusal = await state.limits.admit(exchange.key, exchange.model)
+    if refusal is None:
+        return
+    exchange.key_refusal = refusal.reason
+    if refusal.status == 403:
+        raise ClientError(403, refusal.message, type="permission_error", param="model", code="model_not_allowed")
+    headers = {"Retry-After": str(refusal.retry_after)} if refusal.retry_after else {}
+    raise ClientError(429, refusal.message, type="rate_limit_error", code=refusal.reason, headers=headers)
 
 
 def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
@@ -392,6 +428,7 @@ async def _whole(
             code="protocol",
         ) from None
     exchange.usage = turn.usage
+    exchange.turn = turn
     if assembler.error is None:
         _record_turn(state, exchange, request, turn)
         if inbound.keep:
@@ -442,6 +479,7 @@ async def _stream(
             await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
             return response
         assert turn is not None
+        exchange.turn = turn
         await response.write(encoder.finish())
         await response.write_eof()
         _record_turn(state, exchange, request, turn)
