@@ -47,8 +47,8 @@ from gateway.security import (
 )
 from gateway.server import refuse_over_capacity
 from gateway.state import GatewayState
-from gateway.tracing import Tracing
 from gateway.store import open_store
+from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
@@ -205,9 +205,7 @@ def create_app(
         refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
         preload()  # the price database, now rather than on the first answer
-        limits = (
-            KeyLimits(config, key_tokens, on_op=metrics.count_store_operation) if config.keys else None
-        )
+        limits = KeyLimits(config, key_tokens, on_op=metrics.count_store_operation) if config.keys else None
         tracing = _tracing(config) if config.tracing.enabled else None
         app[GatewayState.KEY] = GatewayState(
             config,

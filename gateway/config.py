@@ -606,7 +606,9 @@ def load_config(
 _TRUE = frozenset({"true", "1", "yes", "on"})
 
 
-def _tracing_from_env(data: dict[str, Any], env: Mapping[str, str], origins: dict[Loc, str]) -> dict[str, Any]:
+def _tracing_from_env(
+    data: dict[str, Any], env: Mapping[str, str], origins: dict[Loc, str]
+) -> dict[str, Any]:
     """The standard OTEL_* variables that decide what the gateway traces, over [tracing]:
     an OTLP endpoint variable turns tracing on (OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true
     turn it off), OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental picks the newest GenAI

@@ -210,7 +210,9 @@ async def _admit(state: GatewayState, exchange: Exchange) -> None:
         return
     exchange.key_refusal = refusal.reason
     if refusal.status == 403:
-        raise ClientError(403, refusal.message, type="permission_error", param="model", code="model_not_allowed")
+        raise ClientError(
+            403, refusal.message, type="permission_error", param="model", code="model_not_allowed"
+        )
     headers = {"Retry-After": str(refusal.retry_after)} if refusal.retry_after else {}
     raise ClientError(429, refusal.message, type="rate_limit_error", code=refusal.reason, headers=headers)
 

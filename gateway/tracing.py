@@ -56,7 +56,11 @@ _LATEST_USAGE = (
     "gen_ai.usage.cache_creation.input_tokens",
     "gen_ai.usage.reasoning.output_tokens",
 )
-_DEFAULT_USAGE = ("gateway.usage.cache_read_tokens", "gateway.usage.cache_write_tokens", "gateway.usage.reasoning_tokens")
+_DEFAULT_USAGE = (
+    "gateway.usage.cache_read_tokens",
+    "gateway.usage.cache_write_tokens",
+    "gateway.usage.reasoning_tokens",
+)
 
 
 class Tracing:
@@ -222,14 +226,18 @@ class AttemptTrace:
         if self._ended:
             return
         tracing = self._tracing
-        attributes: dict[str, Any] = {"gen_ai.response.model": (turn.model if turn else "") or self._target.model}
+        attributes: dict[str, Any] = {
+            "gen_ai.response.model": (turn.model if turn else "") or self._target.model
+        }
         if turn is not None:
             attributes["gen_ai.response.finish_reasons"] = (turn.stop_reason.value,)
             if turn.response_id:
                 attributes["gen_ai.response.id"] = turn.response_id
             if tracing.capture_content:
                 output = {"role": "assistant", "parts": [_part(b) for b in turn.blocks]}
-                attributes["gen_ai.output.messages"] = _json([{**output, "finish_reason": turn.stop_reason.value}])
+                attributes["gen_ai.output.messages"] = _json(
+                    [{**output, "finish_reason": turn.stop_reason.value}]
+                )
         if usage is not None:
             attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
             attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
@@ -279,7 +287,9 @@ def _part(block: Any) -> dict[str, Any]:
     if t is ToolResult:
         return {"type": "tool_call_response", "id": block.call_id, "response": block.content}
     if t is Image:
-        return {"type": "uri", "modality": "image", "uri": block.url[:256]}
+        if block.url.startswith("data:"):  # the bytes themselves: their type only
+            return {"type": "blob", "modality": "image", "mime_type": block.url[5:].partition(";")[0]}
+        return {"type": "uri", "modality": "image", "uri": block.url}
     if t is Document:
         return {"type": "blob", "modality": "document", "mime_type": block.media_type}
     raise TypeError(f"no message part for {t.__name__}")

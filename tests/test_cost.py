@@ -63,7 +63,13 @@ def test_a_configured_price_wins_and_fills_cache_and_reasoning_defaults():
             model="my-model",
         )
     )
-    usage = Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=200, cache_write_tokens=100, reasoning_tokens=50)
+    usage = Usage(
+        input_tokens=1000,
+        output_tokens=100,
+        cache_read_tokens=200,
+        cache_write_tokens=100,
+        reasoning_tokens=50,
+    )
     expected = (700 * 1.0 + 200 * 0.1 + 100 * 1.25 + 50 * 2.0 + 50 * 4.0) / 1e6
     assert book.cost("p", "my-model", usage) == pytest.approx(expected)
 

@@ -296,7 +296,9 @@ class Engine:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
-            result = await self._traced(trace, adapter, target, prepared, request.stream, timeouts, first_token)
+            result = await self._traced(
+                trace, adapter, target, prepared, request.stream, timeouts, first_token
+            )
         if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))
             return result

@@ -12,7 +12,9 @@ from tests.ops.conftest import USER, running_stack
 def with_house_model(data):
     data["models"]["house"] = {"targets": [{"provider": "openai-chat", "model": "house-model-1"}]}
     data["models"]["negotiated"] = {"targets": [{"provider": "mistral", "model": "house-model-2"}]}
-    data["providers"]["mistral"]["prices"] = {"house-model-2": {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}}
+    data["providers"]["mistral"]["prices"] = {
+        "house-model-2": {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}
+    }
 
 
 async def test_cost_by_provider_and_model_and_unknown_prices_counted_apart(caplog):
@@ -36,6 +38,6 @@ async def test_cost_by_provider_and_model_and_unknown_prices_counted_apart(caplo
         usage = negotiated["usage"]
         expected = (usage["input"] * 1000.0 + usage["output"] * 2000.0) / 1e6
         assert negotiated["cost_usd"] == pytest.approx(expected)
-        assert sample("gateway_cost_usd_total", {"provider": "mistral", "model": "negotiated"}) == pytest.approx(
-            expected
-        )
+        assert sample(
+            "gateway_cost_usd_total", {"provider": "mistral", "model": "negotiated"}
+        ) == pytest.approx(expected)

@@ -75,12 +75,17 @@ async def test_over_its_requests_per_minute_a_key_gets_429_with_retry_after_and_
             assert status == 200, "an [auth] token is no key: not limited"
         sample = stack.metrics.registry.get_sample_value
         assert sample("gateway_key_requests_total", {"key": "team-a", "outcome": "limited_requests"}) == 2
-        assert sample("gateway_store_operations_total", {"backend": "memory", "op": "limit", "outcome": "ok"}) == 4
+        assert (
+            sample("gateway_store_operations_total", {"backend": "memory", "op": "limit", "outcome": "ok"})
+            == 4
+        )
 
 
 async def test_the_request_that_crosses_the_budget_is_served_and_the_next_is_not(caplog):
     caplog.set_level("INFO", logger="gateway.access")
-    async with running_stack(with_keys(budget_usd_per_day=0.000001, tokens_per_minute=10**6), env=ENV) as stack:
+    async with running_stack(
+        with_keys(budget_usd_per_day=0.000001, tokens_per_minute=10**6), env=ENV
+    ) as stack:
         status, _, _ = await stack.chat({"model": "claude", "messages": USER}, TEAM_A)
         assert status == 200
         status, headers, body = await stack.chat({"model": "claude", "messages": USER}, TEAM_A)

@@ -20,7 +20,11 @@ TOOLS = [
         "type": "function",
         "function": {
             "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     }
 ]
@@ -91,7 +95,10 @@ async def test_a_cross_family_tool_loop_with_the_latest_conventions_and_content(
     adjust = traced(receiver := OtlpReceiver(), semconv="latest", capture_content=True)
     async with receiver, running_stack(adjust) as stack:
         stack.hub.states["anthropic"].push(
-            Reply(reasoning="The user wants weather.", tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})])
+            Reply(
+                reasoning="The user wants weather.",
+                tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})],
+            )
         )
         messages = [{"role": "user", "content": "Weather in Paris?"}]
         headers = {"X-Session-Id": "loop-1"}
@@ -111,7 +118,11 @@ async def test_a_cross_family_tool_loop_with_the_latest_conventions_and_content(
         assert [s.name for s in clients] == ["chat claude-sonnet-4-5", "chat magistral-medium-latest"]
         claude, mistral = clients
         assert claude.trace_id != mistral.trace_id, "two client requests, two traces"
-        assert claude.attributes["gen_ai.conversation.id"] == mistral.attributes["gen_ai.conversation.id"] == "loop-1"
+        assert (
+            claude.attributes["gen_ai.conversation.id"]
+            == mistral.attributes["gen_ai.conversation.id"]
+            == "loop-1"
+        )
         assert claude.attributes["gen_ai.provider.name"] == "anthropic"
         assert claude.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
         assert "gen_ai.system" not in claude.attributes
@@ -137,7 +148,9 @@ async def test_a_cross_family_tool_loop_with_the_latest_conventions_and_content(
 async def test_a_streamed_answers_span_ends_when_the_stream_does():
     async with OtlpReceiver() as receiver, running_stack(traced(receiver)) as stack:
         reply = Reply(text="A long answer that pauses half way through. " * 4, chunk_size=8)
-        stack.hub.states["gemini"].push(Fault(after_events=3, mid_stream="stall", stall_seconds=0.3, reply=reply))
+        stack.hub.states["gemini"].push(
+            Fault(after_events=3, mid_stream="stall", stall_seconds=0.3, reply=reply)
+        )
         body = {"model": "gemini", "stream": True, "messages": USER}
         async with stack.http.post(stack.url + "/v1/chat/completions", json=body) as resp:
             assert resp.status == 200
