@@ -180,6 +180,7 @@ class RequestTrace:
             "gateway.provider": record.provider,
             "gateway.outcome": record.outcome,
             "gateway.attempts": len(record.attempts),
+            "gateway.request_id": record.request_id,  # the access log's, and X-Request-Id
         }
         if record.session:
             attributes["gen_ai.conversation.id"] = record.session
