@@ -20,6 +20,7 @@ from gateway.config import (
 )
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook, preload
+from gateway.exchange import tenant_id
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
@@ -205,7 +206,11 @@ def create_app(
         refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
         preload()  # the price database, now rather than on the first answer
-        limits = KeyLimits(config, key_tokens, on_op=metrics.count_store_operation) if config.keys else None
+        limits = (
+            KeyLimits(config, key_tokens, tenant_id, on_op=metrics.count_store_operation)
+            if config.keys
+            else None
+        )
         tracing = _tracing(config) if config.tracing.enabled else None
         app[GatewayState.KEY] = GatewayState(
             config,

@@ -119,7 +119,11 @@ def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> st
     if not state.config.authenticates:
         return ""
     credential = codec.credential(http.headers)
-    return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
+    return tenant_id(credential) if credential else ""
+
+
+def tenant_id(credential: str) -> str:
+    return hashlib.sha256(credential.encode()).hexdigest()[:24]
 
 
 async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
@@ -163,7 +167,7 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     codec = exchange.codec
     exchange.tenant = tenant_of(state, codec, http)
     if state.limits:
-        exchange.key = state.limits.identify(codec.credential(http.headers))
+        exchange.key = state.limits.identify(exchange.tenant)
     body, items = _parse(state, exchange, await http.read())
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens

@@ -12,7 +12,6 @@ continuity store is Redis, else in the process; a store failure lets the request
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -38,25 +37,24 @@ class Refusal:
     retry_after: int | None = None
 
 
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
 class KeyLimits:
-    """`tokens`: token -> key name (config.resolve_key_tokens). `clock`: wall-clock seconds (the
-    windows are calendar minutes and UTC days, the same on every replica)."""
+    """`tokens`: token -> key name (config.resolve_key_tokens); `tenant_of`: the tenant id the
+    gateway derives from a presented token, so a request's key is found by the tenant it was
+    admitted as, whichever header carried the token. `clock`: wall-clock seconds (the windows are
+    calendar minutes and UTC days, the same on every replica)."""
 
     def __init__(
         self,
         config: GatewayConfig,
         tokens: Mapping[str, str],
+        tenant_of: Callable[[str], str],
         counters: Counters | None = None,
         on_op: Callable[[str, str, str], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._keys: dict[str, KeyConfig] = dict(config.keys)
-        # looked up by the digest of the presented token: the token itself is not kept
-        self._by_digest = {_digest(token): name for token, name in tokens.items()}
+        # looked up by tenant id: the tokens themselves are not kept
+        self._by_tenant = {tenant_of(token): name for token, name in tokens.items()}
         if counters is None:
             shared = config.store.backend == "redis"
             counters = RedisCounters(config.store.url) if shared else MemoryCounters()
@@ -69,11 +67,9 @@ class KeyLimits:
     def __bool__(self) -> bool:
         return bool(self._keys)
 
-    def identify(self, credential: str) -> str:
-        """The key name the presented token belongs to ("" for none: an [auth] token, or no key)."""
-        if not credential or not self._by_digest:
-            return ""
-        return self._by_digest.get(_digest(credential), "")
+    def identify(self, tenant: str) -> str:
+        """The key name of a request admitted as `tenant` ("" for none: an [auth] token)."""
+        return self._by_tenant.get(tenant, "") if tenant else ""
 
     def _count(self, outcome: str) -> None:
         if self._on_op is not None:
