@@ -118,7 +118,10 @@ class PriceBook:
 
 
 def genai_prices_pricer(provider_id: str, model: str, when: datetime) -> Pricer | None:
-    from genai_prices import Usage as PriceUsage
+    """The database's price of `model` at `when`: a direct sum over its per-token rates when that
+    gives exactly what genai-prices computes for the model (checked once, here, on probe usages
+    below and above its price tiers), else genai-prices' own calculation for every request (the
+    direct sum costs about 1 us; the library's several hundred, per answer)."""
     from genai_prices import data_snapshot
 
     try:
@@ -126,8 +129,26 @@ def genai_prices_pricer(provider_id: str, model: str, when: datetime) -> Pricer 
     except LookupError:
         return None
     price: Any = info.get_prices(when)
+    library = library_pricer(price)
+    direct = direct_pricer(price)
+    if direct is None:
+        return library
+    for probe in _PROBES:
+        try:
+            expected = library(probe)
+        except Exception:
+            return library
+        if abs(direct(probe) - expected) > max(Decimal("1e-12"), abs(expected) * Decimal("1e-9")):
+            log.info("price of %s %s: the library's calculation is used for every answer", provider_id, model)
+            return library
+    return direct
 
-    def cost(u: Usage) -> Decimal:
+
+def library_pricer(price: Any) -> Pricer:
+    """genai-prices' own calculation for one of its model prices."""
+    from genai_prices import Usage as PriceUsage
+
+    def library(u: Usage) -> Decimal:
         counts = {
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
@@ -136,7 +157,79 @@ def genai_prices_pricer(provider_id: str, model: str, when: datetime) -> Pricer 
         }
         if u.reasoning_tokens:
             counts["output_reasoning_tokens"] = u.reasoning_tokens
-        return price.calc_price(PriceUsage(**counts))["total_price"]
+        result: Decimal = price.calc_price(PriceUsage(**counts))["total_price"]
+        return result
+
+    return library
+
+
+# usages the direct sum must price exactly as the library does: every token kind, below and
+# above the 128k / 200k / 272k tiers providers use
+_PROBES = (
+    Usage(1000, 100, 200, 50, 30),
+    Usage(7, 3),
+    Usage(150_000, 4000, 60_000, 9000, 1000),
+    Usage(250_000, 5000, 100_000, 20_000, 2000),
+    Usage(600_000, 9000, 0, 300_000, 0),
+)
+# what the direct sum knows how to price; a model priced for anything else (a unit its usage
+# might decompose into differently) goes through the library
+_DIRECT_KEYS = frozenset(
+    {
+        "input_mtok",
+        "output_mtok",
+        "cache_read_mtok",
+        "cache_write_mtok",
+        "output_reasoning_mtok",
+        "requests_kcount",
+    }
+)
+# priced units no answer of the gateway reports (their count is always 0 here)
+_UNREPORTED = ("audio", "image", "video", "search", "storage", "1h", "tool")
+
+
+def direct_pricer(price: Any) -> Pricer | None:
+    from genai_prices.types import TieredPrices
+
+    keys = {k for k, v in vars(price).items() if v is not None and not k.startswith("_")}
+    if any(k not in _DIRECT_KEYS and not any(word in k for word in _UNREPORTED) for k in keys):
+        return None
+
+    def rate(key: str) -> Callable[[int], Decimal] | None:
+        value = getattr(price, key, None)
+        if value is None:
+            return None
+        if isinstance(value, TieredPrices):
+            tiers = sorted(((t.start, t.price) for t in value.tiers), reverse=True)
+            base = value.base
+
+            def tiered(total_input: int) -> Decimal:
+                for start, tier_price in tiers:
+                    if total_input > start:
+                        return tier_price
+                return base
+
+            return tiered
+        return lambda total_input: value
+
+    inp, out = rate("input_mtok"), rate("output_mtok")
+    read, write, reasoning = rate("cache_read_mtok"), rate("cache_write_mtok"), rate("output_reasoning_mtok")
+    per_request = price.requests_kcount / 1000 if getattr(price, "requests_kcount", None) else Decimal(0)
+
+    def cost(u: Usage) -> Decimal:
+        n = u.input_tokens
+        plain_in = n - (u.cache_read_tokens if read else 0) - (u.cache_write_tokens if write else 0)
+        plain_out = u.output_tokens - (u.reasoning_tokens if reasoning else 0)
+        total = plain_in * inp(n) if inp else Decimal(0)
+        if out:
+            total += plain_out * out(n)
+        if read:
+            total += u.cache_read_tokens * read(n)
+        if write:
+            total += u.cache_write_tokens * write(n)
+        if reasoning:
+            total += u.reasoning_tokens * reasoning(n)
+        return total / _MTOK + per_request
 
     return cost
 

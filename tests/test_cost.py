@@ -6,9 +6,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.config import config_from_dict
-from gateway.cost import PriceBook, genai_prices_pricer
+from gateway.cost import PRICE_PROVIDERS, PriceBook, direct_pricer, genai_prices_pricer, library_pricer
 from gateway.transcript.model import Usage
 
 
@@ -112,3 +114,47 @@ def test_a_broken_database_is_an_unknown_price_not_a_failed_request():
 
     book = PriceBook(config(), database=database)
     assert book.cost("p", "claude-sonnet-4-5", Usage(input_tokens=1)) is None
+
+
+def _database_prices():
+    from datetime import UTC, datetime
+
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    now = datetime.now(UTC)
+    out = []
+    for provider_id in sorted(set(PRICE_PROVIDERS.values())):
+        provider = snapshot.find_provider(None, provider_id, None)
+        out.extend((f"{provider_id}/{m.id}", m.get_prices(now)) for m in provider.models)
+    return out
+
+
+PRICES = _database_prices()
+
+
+@st.composite
+def usages(draw):
+    inp = draw(st.integers(0, 2_000_000))
+    read = draw(st.integers(0, inp))
+    write = draw(st.integers(0, inp - read))
+    out = draw(st.integers(0, 200_000))
+    return Usage(inp, out, read, write, draw(st.integers(0, out)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(usage=usages(), index=st.integers(0, len(PRICES) - 1))
+def test_the_direct_sum_prices_exactly_as_genai_prices_wherever_it_is_used(usage, index):
+    name, price = PRICES[index]
+    direct = direct_pricer(price)
+    if direct is None:
+        return  # the library itself prices this model
+    expected = library_pricer(price)(usage)
+    assert float(direct(usage)) == pytest.approx(float(expected), rel=1e-9, abs=1e-12), name
+
+
+def test_nearly_every_model_of_the_six_families_takes_the_direct_sum():
+    direct = [name for name, price in PRICES if direct_pricer(price) is not None]
+    assert len(PRICES) > 100 and len(direct) / len(PRICES) > 0.9
+    book = PriceBook(config())
+    assert book.pricer("p", "claude-sonnet-4-5").__name__ == "cost", "a direct sum, not the library"
