@@ -80,6 +80,7 @@ class Exchange:
     key: str = ""  # the named client key (gateway/limits.py)
     key_refusal: str = ""
     trace: RequestTrace | None = None  # the request's span, when tracing is on
+    cost_usd: float | None = None  # what the answer cost, once accounted for (GatewayState.observe)
 
     def first_content(self) -> None:
         if self.ttft is None:
@@ -156,6 +157,7 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         state.metrics.inflight.dec()
         record = exchange.record()
         state.observe(record)
+        exchange.cost_usd = record.cost_usd
         if exchange.trace is not None:
             answer = exchange.answer
             error = answer.error if answer is not None else None
@@ -207,18 +209,11 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
 
 
 async def _admit(state: GatewayState, exchange: Exchange) -> None:
-    """A named key's model allow-list and limits (gateway/limits.py): 403 or 429 in the dialect's
-    envelope, before anything is routed."""
+    """A named key's model allow-list and limits: 403 or 429 before anything is routed."""
     refusal = await state.limits.admit(exchange.key, exchange.model)
-    if refusal is None:
-        return
-    exchange.key_refusal = refusal.reason
-    if refusal.status == 403:
-        raise ClientError(
-            403, refusal.message, type="permission_error", param="model", code="model_not_allowed"
-        )
-    headers = {"Retry-After": str(refusal.retry_after)} if refusal.retry_after else {}
-    raise ClientError(429, refusal.message, type="rate_limit_error", code=refusal.reason, headers=headers)
+    if refusal is not None:
+        exchange.key_refusal = refusal.reason
+        raise refusal.error()
 
 
 def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gateway.config import GatewayConfig, KeyConfig
+from gateway.ingress.errors import ClientError
 from gateway.store.counters import Counters, MemoryCounters, RedisCounters
 
 log = logging.getLogger("gateway")
@@ -35,6 +36,15 @@ class Refusal:
     reason: str  # one of the constants above (the key metric's outcome)
     message: str
     retry_after: int | None = None
+
+    def error(self) -> ClientError:
+        """The client's answer, in whatever dialect's envelope the codec renders it."""
+        if self.status == 403:
+            return ClientError(
+                403, self.message, type="permission_error", param="model", code="model_not_allowed"
+            )
+        headers = {"Retry-After": str(self.retry_after)} if self.retry_after else {}
+        return ClientError(429, self.message, type="rate_limit_error", code=self.reason, headers=headers)
 
 
 class KeyLimits:
