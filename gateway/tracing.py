@@ -4,7 +4,7 @@ One SERVER span per client request and one CLIENT span per upstream attempt, nam
 `chat {upstream model}`, with the GenAI semantic conventions; what only the gateway knows goes
 under `gateway.*` (the model group, the provider entry, repairs by kind, cost). The standard SDK
 and its OTLP/HTTP exporter do the work; the exporter, resource and sampler read their own
-OTEL_* variables. When tracing is off nothing here is imported and no span or attribute is made:
+OTEL_* variables. When tracing is off the SDK is not imported and no span or attribute is made:
 callers hold `None` instead of a trace.
 
 The GenAI conventions are still in development. By default the names of their 1.36 release are
