@@ -85,13 +85,21 @@ class KeyLimits:
         if self._on_op is not None:
             self._on_op(self._backend, "limit", outcome)
 
+    def forbidden(self, name: str, model: str) -> Refusal | None:
+        """A model group outside key `name`'s list (counted nowhere: count_tokens checks this only)."""
+        key = self._keys.get(name)
+        if key is None or key.models is None or model in key.models:
+            return None
+        return Refusal(403, FORBIDDEN_MODEL, f"key {name!r} may not use model {model!r}")
+
     async def admit(self, name: str, model: str) -> Refusal | None:
         """Refuse a request of key `name` for model group `model`, or let it through."""
         key = self._keys.get(name)
         if key is None:
             return None
-        if key.models is not None and model not in key.models:
-            return Refusal(403, FORBIDDEN_MODEL, f"key {name!r} may not use model {model!r}")
+        forbidden = self.forbidden(name, model)
+        if forbidden is not None:
+            return forbidden
         if not key.limited:
             return None
         now = self._clock()

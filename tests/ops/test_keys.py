@@ -45,6 +45,15 @@ async def test_a_model_the_key_may_not_use_is_a_403_in_each_dialects_envelope():
             "type": "error",
             "error": {"type": "permission_error", "message": "key 'team-a' may not use model 'gemini'"},
         }
+        status, _, body = await stack.chat(
+            messages, {"x-api-key": ENV["TEAM_A_TOKEN"]}, path="/v1/messages/count_tokens"
+        )
+        assert status == 403 and orjson.loads(body)["error"]["type"] == "permission_error"
+        claude = {"model": "claude", "messages": USER}
+        status, _, _ = await stack.chat(
+            claude, {"x-api-key": ENV["TEAM_A_TOKEN"]}, path="/v1/messages/count_tokens"
+        )
+        assert status == 200
         assert stack.hub.states["mistral"].requests == [] and stack.hub.states["gemini"].requests == []
         status, _, _ = await stack.chat({"model": "mistral", "messages": USER})
         assert status == 401, "with keys configured, a client must present a token"
