@@ -159,10 +159,17 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         state.observe(record)
         exchange.cost_usd = record.cost_usd
         if exchange.trace is not None:
-            answer = exchange.answer
-            error = answer.error if answer is not None else None
-            repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
-            exchange.trace.finish(record, exchange.turn, error, repairs)
+            _finish_trace(exchange.trace, exchange, record)
+
+
+def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
+    answer = exchange.answer
+    error = answer.error if answer is not None else None
+    repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
+    try:
+        trace.finish(record, exchange.turn, error, repairs)
+    except Exception:  # telemetry never fails a request that was answered
+        log.exception("ending the trace of request %s failed", exchange.request_id)
 
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
