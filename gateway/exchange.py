@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from gateway.access_log import session_hash
 from gateway.config import ServerConfig
 from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
@@ -189,7 +190,8 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
         await _admit(state, exchange)
     exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
-        exchange.trace.session, exchange.trace.model = exchange.session, exchange.model
+        # as the access log writes it: a client-chosen X-Session-Id may name a person
+        exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
     request = await _restore(state, exchange, request)
 
     try:

@@ -123,7 +123,7 @@ class RequestTrace:
     def __init__(self, tracing: Tracing, span: Any) -> None:
         self._tracing = tracing
         self.span = span
-        self.session = ""
+        self.session = ""  # the session key's hash (gateway.access_log.session_hash)
         self.model = ""  # the model group
         self.committed: AttemptTrace | None = None
 
@@ -182,8 +182,8 @@ class RequestTrace:
             "gateway.attempts": len(record.attempts),
             "gateway.request_id": record.request_id,  # the access log's, and X-Request-Id
         }
-        if record.session:
-            attributes["gen_ai.conversation.id"] = record.session
+        if self.session:
+            attributes["gen_ai.conversation.id"] = self.session
         if record.cost_usd is not None:
             attributes["gateway.cost_usd"] = record.cost_usd
         if record.key:

@@ -10,6 +10,7 @@ import time
 
 import orjson
 
+from gateway.access_log import session_hash
 from gateway.simulators.base import Fault, Reply, ToolCallSpec
 from tests.ops.conftest import USER, running_stack
 from tests.tracing.otlp_receiver import OtlpReceiver
@@ -75,7 +76,7 @@ async def test_a_failover_is_one_server_span_with_a_client_span_per_attempt():
         assert a["gen_ai.response.model"] == "gemini-3-pro-preview"
         assert a["gateway.model_group"] == "smart" and a["gateway.provider"] == "gemini"
         assert a["gen_ai.request.stream"] is True
-        assert a["gen_ai.conversation.id"] == "conv-1"
+        assert a["gen_ai.conversation.id"] == session_hash("conv-1"), "hashed, as in the access log"
         assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
         # the semconv 1.36 names by default: the breakdowns under gateway.usage.*
@@ -122,7 +123,7 @@ async def test_a_cross_family_tool_loop_with_the_latest_conventions_and_content(
         assert (
             claude.attributes["gen_ai.conversation.id"]
             == mistral.attributes["gen_ai.conversation.id"]
-            == "loop-1"
+            == session_hash("loop-1")
         )
         assert claude.attributes["gen_ai.provider.name"] == "anthropic"
         assert claude.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
