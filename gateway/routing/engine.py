@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -290,15 +291,18 @@ class Engine:
         # could not be followed before the deadline anyway) is given as long as idle/total allow
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
+
+        def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
+            attempt = partial(self._attempt, adapter, target, prepared, request.stream, timeouts, first_token)
+            return self._traced(trace, target, prepared, attempt)
+
         prepared = prepare(request, target, adapter.capabilities)
-        result = await self._traced(trace, adapter, target, prepared, request.stream, timeouts, first_token)
+        result = await send(prepared)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
-            result = await self._traced(
-                trace, adapter, target, prepared, request.stream, timeouts, first_token
-            )
+            result = await send(prepared)
         if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))
             return result
@@ -309,22 +313,19 @@ class Engine:
         health = self.health
         return lambda error: health.record(target, ticket, error)
 
+    @staticmethod
     async def _traced(
-        self,
         trace: RequestTrace | None,
-        adapter: ProviderAdapter,
         target: Target,
         prepared: Prepared,
-        stream: bool,
-        timeouts: Timeouts,
-        first_token: float | None,
+        send: Callable[[], Awaitable[EventStream | UpstreamError]],
     ) -> EventStream | UpstreamError:
-        """`_attempt` inside its own span when tracing is on."""
+        """One attempt (`send`) inside its own span when tracing is on."""
         if trace is None:
-            return await self._attempt(adapter, target, prepared, stream, timeouts, first_token)
+            return await send()
         span = trace.attempt(target, prepared.request)
         try:
-            result = await self._attempt(adapter, target, prepared, stream, timeouts, first_token)
+            result = await send()
         except BaseException:
             span.abandoned()
             raise
