@@ -76,6 +76,7 @@ def access_line(record: RequestRecord) -> dict[str, Any]:
         "cost_usd": record.cost_usd,
         "ignored_tokens": record.ignored_tokens,
         **({"key": record.key} if record.key else {}),
+        **({"trace_id": record.trace_id} if record.trace_id else {}),
     }
 
 

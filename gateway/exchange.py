@@ -108,6 +108,7 @@ class Exchange:
             affinity_break=answer.affinity_break if answer is not None else None,
             key=self.key,
             key_refusal=self.key_refusal,
+            trace_id=self.trace.trace_id if self.trace is not None else "",
         )
         if provider is not None:
             record.provider = provider

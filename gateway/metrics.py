@@ -55,6 +55,7 @@ class RequestRecord:
     cost_usd: float | None = None
     key: str = ""  # the named client key (config name) that made the request, if any
     key_refusal: str = ""  # why the key was refused (limited_requests, ..., forbidden_model)
+    trace_id: str = ""  # the request's OpenTelemetry trace, when tracing is on
 
 
 # How often a worker writes its targets' availability for the others to read (see watch_targets).

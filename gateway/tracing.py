@@ -120,6 +120,10 @@ class RequestTrace:
 
     __slots__ = ("_tracing", "span", "session", "model", "committed")
 
+    @property
+    def trace_id(self) -> str:
+        return format(self.span.get_span_context().trace_id, "032x")
+
     def __init__(self, tracing: Tracing, span: Any) -> None:
         self._tracing = tracing
         self.span = span

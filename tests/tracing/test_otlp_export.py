@@ -44,7 +44,8 @@ async def flushed(stack) -> None:
     await asyncio.to_thread(stack.state.tracing.force_flush)
 
 
-async def test_a_failover_is_one_server_span_with_a_client_span_per_attempt():
+async def test_a_failover_is_one_server_span_with_a_client_span_per_attempt(caplog):
+    caplog.set_level("INFO", logger="gateway.access")
     async with OtlpReceiver() as receiver, running_stack(traced(receiver)) as stack:
         stack.hub.states["anthropic"].push(Fault(status=529))
         headers = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "X-Session-Id": "conv-1"}
@@ -91,6 +92,8 @@ async def test_a_failover_is_one_server_span_with_a_client_span_per_attempt():
         assert s["http.response.status_code"] == 200 and s["gateway.attempts"] == 2
         assert s["gateway.cost_usd"] == a["gateway.cost_usd"]
         assert "error.type" not in s and not server.error
+        (line,) = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "gateway.access"]
+        assert line["trace_id"] == TRACE_ID, "the access log line leads to the trace"
 
 
 async def test_a_cross_family_tool_loop_with_the_latest_conventions_and_content():
