@@ -8,11 +8,16 @@ import asyncio
 import re
 import time
 
+import aiohttp
 import orjson
+from aiohttp import web
 
 from gateway.access_log import session_hash
-from gateway.simulators.base import Fault, Reply, ToolCallSpec
-from tests.ops.conftest import USER, running_stack
+from gateway.app import create_app
+from gateway.config import config_from_dict, describe, load_config
+from gateway.demo import DEMO_KEY_ENV
+from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec
+from tests.ops.conftest import PROVIDER_KEY, USER, base_config, running_stack
 from tests.tracing.otlp_receiver import OtlpReceiver
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -184,3 +189,33 @@ async def test_a_refused_request_ends_its_span_as_an_error_and_tracing_off_makes
         assert stack.state.tracing is None
         status, _, _ = await stack.chat({"model": "openai-chat", "messages": USER})
         assert status == 200
+
+
+async def test_the_standard_variables_alone_turn_tracing_on_and_configure_the_exporter(tmp_path, monkeypatch):
+    """No [tracing] in the file: load_config sees the endpoint variable and turns tracing on; the
+    SDK reads the endpoint and the service name from the environment itself."""
+    async with OtlpReceiver() as receiver, SimulatorHub(api_key=PROVIDER_KEY) as hub:
+        path = tmp_path / "gateway.toml"
+        path.write_text(describe(config_from_dict(base_config(hub))))
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway-under-test")
+        monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+        config = load_config(path)
+        assert (
+            config.tracing.enabled and config.tracing.endpoint is None and config.tracing.semconv == "latest"
+        )
+        app = create_app(config, {DEMO_KEY_ENV: PROVIDER_KEY})
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, config.server.host, config.server.port).start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                url = f"http://{config.server.host}:{config.server.port}/v1/chat/completions"
+                async with http.post(url, json={"model": "deepseek", "messages": USER}) as resp:
+                    assert resp.status == 200
+        finally:
+            await runner.cleanup()  # exports what is queued
+        client = next(s for s in receiver.spans if s.kind == "client")
+        assert client.resource["service.name"] == "gateway-under-test"
+        assert client.attributes["gen_ai.provider.name"] == "deepseek"
+        assert client.name == "chat deepseek-reasoner"
