@@ -12,7 +12,6 @@ from aiohttp import web
 
 from gateway import __version__
 from gateway.config import (
-    ConfigError,
     GatewayConfig,
     resolve_auth_tokens,
     resolve_continuity_secret,
@@ -150,16 +149,6 @@ async def metrics_endpoint(request: web.Request) -> web.Response:
     )
 
 
-def _tracing(config: GatewayConfig) -> Tracing:
-    try:
-        return Tracing(config.tracing)
-    except ImportError as exc:
-        raise ConfigError(
-            f"tracing.enabled: the OpenTelemetry SDK is not installed ({exc.name}):"
-            " pip install 'llm-transcript-gateway[otel]'"
-        ) from None
-
-
 def create_app(
     config: GatewayConfig,
     env: Mapping[str, str] | None = None,
@@ -211,7 +200,8 @@ def create_app(
             if config.keys
             else None
         )
-        tracing = _tracing(config) if config.tracing.enabled else None
+        # the config refused tracing.enabled without the SDK installed
+        tracing = Tracing(config.tracing) if config.tracing.enabled else None
         app[GatewayState.KEY] = GatewayState(
             config,
             metrics,

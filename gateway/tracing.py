@@ -64,28 +64,23 @@ _DEFAULT_USAGE = (
 
 
 class Tracing:
-    """The process's tracer. `exporter`: a span exporter (default: OTLP/HTTP, configured by the
-    OTEL_EXPORTER_OTLP_* variables or [tracing] endpoint); `batch`: export in a background
-    thread (BatchSpanProcessor, OTEL_BSP_* variables) rather than as each span ends."""
+    """The process's tracer: spans exported over OTLP/HTTP ([tracing] endpoint, else the
+    OTEL_EXPORTER_OTLP_* variables) from a background thread (BatchSpanProcessor, OTEL_BSP_*)."""
 
-    def __init__(self, config: TracingConfig, exporter: Any = None, batch: bool = True) -> None:
+    def __init__(self, config: TracingConfig) -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.propagators.textmap import DefaultGetter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        if exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter(endpoint=config.endpoint)
         resource = Resource.create()
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
         self.provider = TracerProvider(resource=resource)
-        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-        self.provider.add_span_processor(processor)
+        self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=config.endpoint)))
         self.tracer = self.provider.get_tracer("gateway")
         self.capture_content = config.capture_content
         self.latest = config.semconv == "latest"
