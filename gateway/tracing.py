@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from gateway.config import TracingConfig
+from gateway.metrics import RequestRecord
 from gateway.repair.report import Repair
 from gateway.transcript.events import UpstreamError
 from gateway.transcript.model import (
@@ -163,13 +164,13 @@ class RequestTrace:
 
     def finish(
         self,
-        record: Any,
+        record: RequestRecord,
         turn: AssistantTurn | None,
         error: UpstreamError | None,
         repairs: Iterable[Repair],
     ) -> None:
         """End the committed attempt's span (with the answer) and the request's (with the
-        request's record, gateway.metrics.RequestRecord)."""
+        request's record)."""
         if self.committed is not None:
             self.committed.finish(turn, record.usage, record.cost_usd, error)
         span = self.span
