@@ -115,8 +115,6 @@ def _nearest(effort: str, offered: tuple[str, ...]) -> str:
 
 def _effort_for_budget(budget: int, budgets: Mapping[str, int]) -> str:
     """The effort whose budget is closest to `budget` (ties go up)."""
-    if not budgets:
-        return "medium"
     return min(budgets, key=lambda e: (abs(budgets[e] - budget), -EFFORTS.index(e)))
 
 

@@ -84,6 +84,12 @@ class ThinkingModel:
 
 NEVER = ThinkingModel("", reasons=False)
 
+# thinking tokens an effort stands for, where a family says nothing else (a client's budget is
+# read as the effort nearest to it on a model that takes levels)
+EFFORT_BUDGETS: Mapping[str, int] = MappingProxyType(
+    {"minimal": 512, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32768}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ThinkingRule:
@@ -91,7 +97,7 @@ class ThinkingRule:
     and the budget its budget-taking models are given for an effort."""
 
     models: tuple[ThinkingModel, ...] = ()
-    effort_budgets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    effort_budgets: Mapping[str, int] = field(default_factory=lambda: EFFORT_BUDGETS)
 
     def model(self, name: str) -> ThinkingModel:
         for entry in self.models:
