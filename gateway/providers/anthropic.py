@@ -75,7 +75,8 @@ THINKING = ThinkingRule(
             adaptive=True,
         ),
         ThinkingModel(
-            r"claude-(?:(?:opus|sonnet|haiku)-(?:4|[5-9])|3-7-sonnet)", budgets=(MIN_THINKING_BUDGET, MAX_THINKING_BUDGET)
+            r"claude-(?:(?:opus|sonnet|haiku)-(?:4|[5-9])|3-7-sonnet)",
+            budgets=(MIN_THINKING_BUDGET, MAX_THINKING_BUDGET),
         ),
     ),
     EFFORT_BUDGETS,

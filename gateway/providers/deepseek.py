@@ -11,7 +11,14 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, StructuredOutput, ThinkingModel, ThinkingRule, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    StructuredOutput,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
 
 # Thinking mode (https://api-docs.deepseek.com/guides/thinking_mode): `thinking: {"type":
 # "enabled"|"disabled"}` switches it (V4 models think unless disabled, deepseek-chat only when

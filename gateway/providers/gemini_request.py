@@ -61,7 +61,9 @@ SIGNATURE = "thought_signature"  # key of the signature in Continuity.data
 _MODELS = r"(?:models/)?"
 THINKING = ThinkingRule(
     (
-        ThinkingModel(_MODELS + r"gemini-3(?:\.\d+)?-flash", can_off=False, efforts=("minimal", "low", "medium", "high")),
+        ThinkingModel(
+            _MODELS + r"gemini-3(?:\.\d+)?-flash", can_off=False, efforts=("minimal", "low", "medium", "high")
+        ),
         ThinkingModel(_MODELS + r"gemini-3", can_off=False, efforts=("low", "high")),
         ThinkingModel(_MODELS + r"gemini-2\.5-pro", can_off=False, budgets=(128, 32768)),
         ThinkingModel(_MODELS + r"gemini-2\.5-flash-lite", budgets=(512, 24576)),

@@ -13,7 +13,14 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, StructuredOutput, ThinkingModel, ThinkingRule, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    StructuredOutput,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
 
 # Thinking (https://platform.kimi.ai/docs/api/models-overview, .../guide/use-kimi-k2-thinking-model):
 # kimi-k2-thinking models always think; K2.5 and later think unless `thinking: {"type":

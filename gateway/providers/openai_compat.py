@@ -99,6 +99,7 @@ OPENAI_ERROR_TYPES: Mapping[str, ErrorCategory] = MappingProxyType(
     }
 )
 
+
 def _reasoning(body: dict[str, Any], choice: ReasoningChoice, model: ThinkingModel, d: ChatDialect) -> None:
     """The decided reasoning in the dialect's parameters; nothing for the model's default, or
     for a model that does not reason or cannot be switched."""

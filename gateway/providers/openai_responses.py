@@ -44,7 +44,14 @@ from gateway.transcript.model import (
     ToolSpec,
 )
 from gateway.transcript.reasoning import decision_of
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ThinkingModel, ThinkingRule, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    Target,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
 
 KIND = "openai_responses"
 

@@ -41,7 +41,8 @@ def reasoning_params(c: cf.Conversation) -> Rejection | None:
         switch = c.body["thinking"]
         if not isinstance(switch, dict) or "type" not in switch:
             return _invalid(
-                "Failed to deserialize the JSON body into the target type: thinking: missing field `type`", 422
+                "Failed to deserialize the JSON body into the target type: thinking: missing field `type`",
+                422,
             )
         if switch["type"] not in SWITCH_TYPES:
             return _unknown_variant("thinking.type", switch["type"], SWITCH_TYPES)

@@ -28,9 +28,9 @@ from gateway.simulators.base import (
     reset_connection,
     stream_sse,
 )
-from gateway.simulators.reasoning_rules import gemini_budget_range, gemini_levels
 from gateway.simulators.gemini_render import ReplyRenderer, call_covers, signs, text_covers, thinking_config
 from gateway.simulators.gemini_schema import PART_DATA, decode_bytes, parse
+from gateway.simulators.reasoning_rules import gemini_budget_range, gemini_levels
 
 INVALID = "INVALID_ARGUMENT"
 STATUS_NAMES = {

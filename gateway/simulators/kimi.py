@@ -35,7 +35,9 @@ def thinking_switch(c: cf.Conversation) -> Rejection | None:
     switch = c.body["thinking"]
     kind = switch.get("type") if isinstance(switch, dict) else None
     if kind not in ("enabled", "disabled"):
-        return _invalid(f"Invalid request: thinking.type must be one of enabled, disabled, got '{kind}'")  # unverified
+        return _invalid(
+            f"Invalid request: thinking.type must be one of enabled, disabled, got '{kind}'"
+        )  # unverified
     if kind == "disabled" and "thinking" in c.model:
         return _invalid(f"Invalid request: thinking cannot be disabled for model {c.model}")  # unverified
     return None

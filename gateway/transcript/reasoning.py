@@ -161,7 +161,11 @@ def decide(request: Request, target: Target, caps: Capabilities) -> Decision:
     if asked is None:
         want = configured
         if want is None:
-            want = MODEL_DEFAULT if request.thinking_default is None else ReasoningChoice(request.thinking_default)
+            want = (
+                MODEL_DEFAULT
+                if request.thinking_default is None
+                else ReasoningChoice(request.thinking_default)
+            )
     elif configured is not None and target.pin_reasoning and configured != asked:
         want, by = configured, "target"
     else:

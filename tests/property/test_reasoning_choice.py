@@ -106,7 +106,13 @@ def test_the_upstream_body_asks_for_exactly_the_decided_reasoning(kind, data):
     assume(setting_problem(caps.thinking, model, budget, effort) is None)  # check-config refuses it
     pinned = data.draw(st.booleans(), label="pin_reasoning")
     target = Target(
-        "p", kind, model, "http://sim.invalid", thinking_budget=budget, reasoning_effort=effort, pin_reasoning=pinned
+        "p",
+        kind,
+        model,
+        "http://sim.invalid",
+        thinking_budget=budget,
+        reasoning_effort=effort,
+        pin_reasoning=pinned,
     )
     request = data.draw(messages_choices | effort_choices, label="request")
     stream = data.draw(st.booleans(), label="stream")

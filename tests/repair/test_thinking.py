@@ -24,7 +24,9 @@ def switch(messages, effort=None, target=CLAUDE, caps=ANTHROPIC, strict=False, c
 
 
 def _switch(messages, request, target, caps=ANTHROPIC, strict=False):
-    out, decision, repairs = switch_thinking(messages, decide(request, target, caps), request, target, caps, strict)
+    out, decision, repairs = switch_thinking(
+        messages, decide(request, target, caps), request, target, caps, strict
+    )
     return out, decision.reasoning.on, repairs
 
 

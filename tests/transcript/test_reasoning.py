@@ -8,7 +8,13 @@ import pytest
 from gateway.providers import get_adapter
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Finish
 from gateway.transcript.model import Message, Reasoning, Request, ResponseFormat, Role, Text
-from gateway.transcript.reasoning import ReasoningChoice, ReasoningFilter, decide, setting_problem, visible_blocks
+from gateway.transcript.reasoning import (
+    ReasoningChoice,
+    ReasoningFilter,
+    decide,
+    setting_problem,
+    visible_blocks,
+)
 from gateway.transcript.target import OutputMode, Target
 
 HI = (Message(Role.USER, (Text("hi"),)),)
