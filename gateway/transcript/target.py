@@ -80,6 +80,13 @@ class ThinkingModel:
     efforts: tuple[str, ...] = ()  # the effort levels it takes (ascending, "none" never here)
     budgets: tuple[int, int] | None = None  # (least, most) thinking tokens it takes
     adaptive: bool = False  # it sizes its own thinking when asked (Anthropic adaptive thinking)
+    _compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_compiled", re.compile(self.pattern))
+
+    def matches(self, model: str) -> bool:
+        return self._compiled.match(model) is not None
 
 
 NEVER = ThinkingModel("", reasons=False)
@@ -101,7 +108,7 @@ class ThinkingRule:
 
     def model(self, name: str) -> ThinkingModel:
         for entry in self.models:
-            if re.match(entry.pattern, name):
+            if entry.matches(name):
                 return entry
         return NEVER
 
