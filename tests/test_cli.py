@@ -20,6 +20,17 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _check_config(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", str(path)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_check_config_prints_the_resolved_config_without_secrets():
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "check-config", "config/simulated.toml"],
@@ -39,14 +50,7 @@ def test_check_config_reports_the_key_path_of_a_mistake(tmp_path):
     bad.write_text(
         '[providers.x]\nkind = "anthropic"\nbase_url = "https://a"\napi_key_env = "K"\nkindd = 1\n'
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "gateway", "check-config", str(bad)],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _check_config(bad)
     assert out.returncode == 2
     assert "providers.x.kindd: unknown key" in out.stderr
 
@@ -63,14 +67,7 @@ def test_check_config_names_a_reasoning_setting_the_model_cannot_honour(tmp_path
         '  { provider = "gem", model = "gemini-2.5-flash", thinking_budget = 4096 },\n'
         "]\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "gateway", "check-config", str(bad)],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _check_config(bad)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 3, out.stderr
