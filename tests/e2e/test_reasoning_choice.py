@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.demo import FAMILIES
-from gateway.simulators.base import Reply
+from gateway.simulators.base import Reply, ToolCallSpec
 
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 USER = [{"role": "user", "content": "What is six times seven?"}]
@@ -118,3 +118,32 @@ async def test_a_request_that_says_nothing_keeps_the_targets_setting_and_its_dia
     answer = await client.messages.create(model="gemini", max_tokens=4096, messages=USER)
     assert asked("gemini", gemini.requests[0].body) == {"thinkingLevel": "low", "includeThoughts": True}
     assert [b.type for b in answer.content] == ["thinking", "text"]
+
+
+async def test_reasoning_the_client_did_not_see_still_goes_back_to_its_issuer(stack):
+    """deepseek-reasoner reasons although the client asked for none: the answer leaves it out,
+    the store keeps it, and the next turn of the tool loop replays it as reasoning_content."""
+    state = stack.hub.states["deepseek"]
+    state.push(
+        Reply(reasoning="Paris first.", tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]),
+        Reply(text="Sunny."),
+    )
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    client = stack.client()
+    first = await client.chat.completions.create(
+        model="deepseek", messages=USER, tools=tools, reasoning_effort="none"
+    )
+    message = first.choices[0].message
+    assert _reasoning_content(message) is None and message.tool_calls
+    call = message.tool_calls[0]
+    history = [
+        *USER,
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude_none=True)]},
+        {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+    ]
+    await client.chat.completions.create(
+        model="deepseek", messages=history, tools=tools, reasoning_effort="none"
+    )
+    assert state.rejections == []
+    replayed = [m for m in state.requests[1].body["messages"] if m["role"] == "assistant"]
+    assert replayed[0]["reasoning_content"] == "Paris first."
