@@ -1,5 +1,5 @@
 """What the client asked about reasoning, honoured on every family (README "Reasoning"): the
-openai and anthropic SDKs turn it off and on through all 7 families; the simulators' received
+openai (chat and Responses) and anthropic SDKs turn it off and on through all 7 families; the simulators' received
 bodies ask for exactly that, in each family's own parameters, and the answer carries reasoning
 only for a client that asked for it. Where the model cannot do what was asked, the answer's
 X-Gateway-Reasoning header says what was sent instead."""
@@ -147,3 +147,21 @@ async def test_reasoning_the_client_did_not_see_still_goes_back_to_its_issuer(st
     assert state.rejections == []
     replayed = [m for m in state.requests[1].body["messages"] if m["role"] == "assistant"]
     assert replayed[0]["reasoning_content"] == "Paris first."
+
+
+@pytest.mark.parametrize("effort", ["none", "high"])
+@pytest.mark.parametrize("name,kind", FAMILY)
+async def test_responses_sdk_reasoning_effort_on_every_family_streamed(stack, name, kind, effort):
+    state = stack.hub.states[kind]
+    state.push(REPLY)
+    async with stack.client().responses.stream(
+        model=name, input="What is six times seven?", reasoning={"effort": effort}
+    ) as stream:
+        final = await stream.get_final_response()
+    body, _ = (OFF if effort == "none" else HIGH)[kind]
+    assert state.rejections == [] and len(state.requests) == 1
+    assert asked(kind, state.requests[0].body) == body
+    types = [item.type for item in final.output]
+    shown = effort == "high" and kind in REASONING
+    assert types == (["reasoning", "message"] if shown else ["message"])
+    assert final.output_text == "42."
