@@ -14,6 +14,7 @@ import orjson
 
 from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
 from gateway.providers.anthropic_schema import anthropic_output_schema
+from gateway.providers.anthropic_server import server_call_wire, wire_block, wire_citation
 from gateway.providers.base import (
     Adapter,
     EncodeError,
@@ -35,6 +36,8 @@ from gateway.transcript.model import (
     Reasoning,
     Request,
     Role,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     ToolCall,
     ToolChoiceMode,
@@ -45,6 +48,8 @@ from gateway.transcript.model import (
 from gateway.transcript.target import (
     EFFORT_OFF,
     Capabilities,
+    MediaPlacement,
+    MediaRule,
     ModelNameRule,
     OutputMode,
     StructuredOutput,
@@ -108,6 +113,18 @@ CAPABILITIES = Capabilities(
         fallback=OutputMode.FORCED_TOOL,
     ),
     max_cache_breakpoints=4,  # "A maximum of 4 blocks with cache_control may be provided"
+    # tool_result content: "a list of content blocks (text, image, document)"
+    # (https://docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use, "Handling
+    # results from client tools"); images JPEG/PNG/GIF/WebP up to 5 MB each through the API
+    # (https://docs.claude.com/en/docs/build-with-claude/vision, "Image size limits"); PDFs
+    # inline or by URL (https://docs.claude.com/en/docs/build-with-claude/pdf-support)
+    media=MediaRule(
+        tool_result_images=MediaPlacement.INLINE,
+        tool_result_documents=MediaPlacement.INLINE,
+        max_image_bytes=5 * 1024 * 1024,
+        pdf_data=True,
+        document_urls=True,
+    ),
     client_betas=CLIENT_BETAS,
 )
 
@@ -199,6 +216,13 @@ def _document(document: Document) -> dict[str, Any]:
     return _cached(out, document.cache)
 
 
+def _citation(citation: Any, target: Target) -> dict[str, Any]:
+    wire = wire_citation(citation.meta) if target.owns(citation.meta) else None
+    if wire is None:
+        raise EncodeError("another issuer's citation reached the encoder (repair renders it)")
+    return wire
+
+
 def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
     meta = block.meta
     if meta is None or not target.owns(meta):
@@ -215,11 +239,12 @@ def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
 
 def _tool_result(block: ToolResult) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
-    if block.images:
+    if block.images or block.documents:
         # a blank text block is refused: whitespace-only content next to images carries nothing
         text = [{"type": "text", "text": block.content}] if block.content.strip() else []
         parts: list[dict[str, Any]] = text
         parts.extend(_image(image) for image in block.images)
+        parts.extend(_document(document) for document in block.documents)
         out["content"] = parts
     elif block.content:
         out["content"] = block.content
@@ -232,8 +257,13 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
     """One canonical block as an Anthropic content block; None for empty text, which the API
     rejects and which carries nothing."""
     match block:
-        case Text(text=text, cache=cache):
-            return _cached({"type": "text", "text": text}, cache) if text else None
+        case Text(text=text, cache=cache, citations=citations):
+            if not text:
+                return None
+            out: dict[str, Any] = {"type": "text", "text": text}
+            if citations:
+                out["citations"] = [_citation(c, target) for c in citations]
+            return _cached(out, cache)
         case Image() if not assistant:
             return _image(block)
         case Document() if not assistant:
@@ -247,6 +277,15 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
             return _cached(call, cache)
         case Reasoning() if assistant:
             return _reasoning(block, target)
+        case ServerToolCall() if assistant:
+            if not target.owns(block.meta):
+                raise EncodeError("another issuer's server tool call reached the encoder (repair renders it)")
+            return server_call_wire(block)
+        case ServerToolResult() if assistant:
+            wire = wire_block(block.meta) if target.owns(block.meta) else None
+            if wire is None:
+                raise EncodeError("another issuer's server tool result reached the encoder (repair renders it)")
+            return wire
         case _:
             side = "assistant" if assistant else "user"
             raise EncodeError(f"{type(block).__name__} block cannot appear in an Anthropic {side} message")

@@ -44,7 +44,7 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Continuity, Request, StopReason, Usage
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule
+from gateway.transcript.target import Capabilities, MediaPlacement, MediaRule, ModelNameRule, Target, ToolIdRule
 
 KIND = "gemini"
 
@@ -60,6 +60,19 @@ CAPABILITIES = Capabilities(
     calls_follow_user_turn=True,
     merge_tool_runs=True,
     structured_output=STRUCTURED_OUTPUT,
+    # a functionResponse's `response` is a JSON object; only Gemini 3 adds inline media parts
+    # to it (https://ai.google.dev/gemini-api/docs/function-calling#multimodal), so a tool's
+    # images and PDFs go, for every model, as parts of a user turn after the responses. PNG, JPEG,
+    # WEBP, HEIC, HEIF; inline data up to 20 MB per request
+    # (https://ai.google.dev/gemini-api/docs/image-understanding)
+    media=MediaRule(
+        tool_result_images=MediaPlacement.AFTER,
+        tool_result_documents=MediaPlacement.AFTER,
+        image_types=frozenset(("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif")),
+        max_image_bytes=20 * 1024 * 1024,
+        pdf_data=True,
+        document_urls=True,
+    ),
 )
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(

@@ -43,7 +43,15 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule, output_mode
+from gateway.transcript.target import (
+    Capabilities,
+    MediaPlacement,
+    MediaRule,
+    ModelNameRule,
+    Target,
+    ToolIdRule,
+    output_mode,
+)
 
 KIND = "openai_responses"
 
@@ -52,6 +60,10 @@ KIND = "openai_responses"
 # travels in the JSON body
 OPENAI_MODEL_NAMES = ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", 256)
 
+# models without image input (https://platform.openai.com/docs/models: gpt-3.5-turbo, o1-mini
+# and o3-mini list "Image: not supported"); every other model takes images
+OPENAI_VISION_MODELS = r"(?!gpt-3\.5|o1-mini|o3-mini)"
+
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="call_"),
     model_names=OPENAI_MODEL_NAMES,
@@ -59,6 +71,18 @@ CAPABILITIES = Capabilities(
     reasoning_precedes_output=True,
     system_messages_in_place=True,
     custom_tools=True,
+    # function_call_output `output`: "a string or a list of input_text, input_image and
+    # input_file content" (https://platform.openai.com/docs/api-reference/responses/create,
+    # input > function tool call output); images PNG/JPEG/WebP/non-animated GIF, up to 50 MB per
+    # request (https://platform.openai.com/docs/guides/images-vision, "Image input requirements")
+    media=MediaRule(
+        tool_result_images=MediaPlacement.INLINE,
+        tool_result_documents=MediaPlacement.INLINE,
+        max_image_bytes=50 * 1024 * 1024,
+        vision_models=OPENAI_VISION_MODELS,
+        pdf_data=True,
+        document_urls=True,
+    ),
 )
 
 # lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on

@@ -1,0 +1,98 @@
+"""Server-tool history and citations for a target that did not issue them.
+
+A tool the provider ran itself (web search, web fetch, file search, grounding) replays intact only
+to its issuer (its wire form may be encrypted). For every other target it becomes plain assistant
+text saying what was asked, what was found and what was cited (`server_tool_as_text`), and
+citations another issuer made become a line of sources after the text they annotate
+(`citations_as_text`): the model keeps the knowledge, the provider sees only text.
+
+Pure and idempotent: rendered blocks are Text without citations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import orjson
+
+from gateway.repair.report import Repair
+from gateway.transcript.model import (
+    Block,
+    Citation,
+    Message,
+    Role,
+    ServerToolCall,
+    ServerToolResult,
+    Text,
+)
+from gateway.transcript.target import Target
+
+
+def call_text(call: ServerToolCall) -> str:
+    try:
+        value = orjson.loads(call.input) if call.input.strip() else {}
+    except orjson.JSONDecodeError:
+        value = call.input
+    if isinstance(value, dict):
+        asked = "; ".join(f"{k}: {v if isinstance(v, str) else orjson.dumps(v).decode()}" for k, v in value.items())
+    else:
+        asked = str(value)
+    return f"[{call.name} ({asked})]" if asked else f"[{call.name}]"
+
+
+def result_text(result: ServerToolResult) -> str:
+    lines = [f"[{result.name} {'failed' if result.is_error else 'results'}]"]
+    lines.extend(f"- {s.title} <{s.url}>" if s.title else f"- <{s.url}>" for s in result.sources)
+    if result.text:
+        lines.append(result.text)
+    return "\n".join(lines)
+
+
+def citations_text(citations: tuple[Citation, ...]) -> str:
+    lines = ["Sources:"]
+    for c in citations:
+        head = f"{c.title} <{c.url}>" if c.title and c.url else c.title or (f"<{c.url}>" if c.url else "")
+        quote = f' "{c.cited_text}"' if c.cited_text else ""
+        lines.append(f"- {head}{quote}".rstrip())
+    return "\n".join(lines)
+
+
+def render_server_tools(
+    messages: tuple[Message, ...], target: Target
+) -> tuple[tuple[Message, ...], list[Repair]]:
+    repairs: list[Repair] = []
+    out: list[Message] | None = None
+    for n, message in enumerate(messages):
+        blocks = _blocks(message, target, repairs) if message.role is Role.ASSISTANT else None
+        if blocks is None:
+            if out is not None:
+                out.append(message)
+            continue
+        if out is None:
+            out = list(messages[:n])
+        out.append(Message(message.role, blocks))
+    return (messages, []) if out is None else (tuple(out), repairs)
+
+
+def _blocks(message: Message, target: Target, repairs: list[Repair]) -> tuple[Block, ...] | None:
+    """The message's blocks for `target`, or None when they stay as they are."""
+    changed = False
+    blocks: list[Block] = []
+    for block in message.blocks:
+        t = type(block)
+        if (t is ServerToolCall or t is ServerToolResult) and not target.owns(block.meta):
+            changed = True
+            repairs.append(Repair("server_tool_as_text", f"{block.name} (issued by {_issuer(block)})"))
+            blocks.append(Text(call_text(block) if t is ServerToolCall else result_text(block)))
+        elif t is Text and block.citations and not all(target.owns(c.meta) for c in block.citations):
+            changed = True
+            repairs.append(Repair("citations_as_text", f"{len(block.citations)} citation(s)"))
+            blocks.append(replace(block, citations=()))
+            blocks.append(Text(citations_text(block.citations)))
+        else:
+            blocks.append(block)
+    return tuple(blocks) if changed else None
+
+
+def _issuer(block: ServerToolCall | ServerToolResult) -> str:
+    return block.meta.kind if block.meta is not None else "unknown"
