@@ -31,6 +31,7 @@ from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, Sessi
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
+from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
@@ -461,7 +462,7 @@ def _stream_encoder(
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
     if accepts_ndjson(http.headers.get("Accept", "")):
         sealer = state.sealer
-        return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
+        return ServerToolsAsText(NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer)))
     return codec.stream_encoder(inbound, reply, state.sealer)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply
+from gateway.ingress.base import Inbound, Reply, StreamEncoder
 from gateway.ingress.chat import bearer_token
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
@@ -33,6 +33,7 @@ from gateway.ingress.responses_output import (
 )
 from gateway.ingress.responses_stream import ResponsesStreamEncoder
 from gateway.ingress.responses_tokens import reasoning_token
+from gateway.ingress.textual import ServerToolsAsText, textual_turn
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity, Text
 from gateway.transcript.seal import Sealer
@@ -64,10 +65,13 @@ class ResponsesCodec:
     def answer_id(self, request_id: str) -> str:
         return "resp_" + request_id
 
-    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> ResponsesStreamEncoder:
-        return ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer)
+    # server-tool items and url_citation annotations are written as text for now (the history
+    # a client sends back decodes both forms)
+    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> StreamEncoder:
+        return ServerToolsAsText(ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer))
 
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
+        turn = textual_turn(turn)
         answering: Answering = inbound.context
         base = base_of(reply.id)
         status, incomplete = status_of(turn.stop_reason)

@@ -284,7 +284,9 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
         case ServerToolResult() if assistant:
             wire = wire_block(block.meta) if target.owns(block.meta) else None
             if wire is None:
-                raise EncodeError("another issuer's server tool result reached the encoder (repair renders it)")
+                raise EncodeError(
+                    "another issuer's server tool result reached the encoder (repair renders it)"
+                )
             return wire
         case _:
             side = "assistant" if assistant else "user"

@@ -225,7 +225,9 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
             state.server = dict(block)
         elif is_server_result(kind):
             result = server_result(block, self.target.continuity)
-            out.append(BlockStart(index, BlockKind.SERVER_TOOL_RESULT, result.call_id, result.name, result=result))
+            out.append(
+                BlockStart(index, BlockKind.SERVER_TOOL_RESULT, result.call_id, result.name, result=result)
+            )
             initial = None
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Anthropic content block type {kind!r}")

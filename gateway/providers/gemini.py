@@ -44,7 +44,14 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Continuity, Request, StopReason, Usage
-from gateway.transcript.target import Capabilities, MediaPlacement, MediaRule, ModelNameRule, Target, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    MediaPlacement,
+    MediaRule,
+    ModelNameRule,
+    Target,
+    ToolIdRule,
+)
 
 KIND = "gemini"
 

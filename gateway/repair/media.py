@@ -180,7 +180,9 @@ def _tool_result(
             moved.append(document)
             go_after = True
     if go_after:
-        repairs.append(Repair("tool_result_media_moved", f"to a user message after the results ({target.kind})"))
+        repairs.append(
+            Repair("tool_result_media_moved", f"to a user message after the results ({target.kind})")
+        )
         notes.append(MOVED_NOTE)
     content = "\n".join([result.content, *notes]) if result.content else "\n".join(notes)
     return replace(result, content=content, images=tuple(images), documents=tuple(documents))

@@ -160,7 +160,9 @@ def unfold(turn: AssistantTurn) -> list[Event]:
             events.append(BlockStart(index, BlockKind.SERVER_TOOL_CALL, block.id, block.name))
             text = block.input
         elif t is ServerToolResult:
-            events.append(BlockStart(index, BlockKind.SERVER_TOOL_RESULT, block.call_id, block.name, result=block))
+            events.append(
+                BlockStart(index, BlockKind.SERVER_TOOL_RESULT, block.call_id, block.name, result=block)
+            )
             events.append(BlockStop(index))
             continue
         else:  # pragma: no cover - an assistant turn holds only these kinds

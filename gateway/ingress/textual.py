@@ -1,0 +1,92 @@
+"""Server-tool blocks and citations for a client whose dialect has no such blocks (Chat
+Completions, the NDJSON events, Responses for another family's server tools): the same answer
+with those blocks as text, so nothing the provider said is lost. The recorded turn keeps the
+blocks themselves (the wrapper sits between the relay and the dialect's encoder)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.ingress.base import StreamEncoder
+from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event, UpstreamError
+from gateway.transcript.model import AssistantTurn, Block, ServerToolCall, ServerToolResult, Text
+from gateway.transcript.render import call_text, citations_text, result_text
+
+
+class ServerToolsAsText:
+    """A StreamEncoder in front of another: server tool calls and results arrive at it as text
+    blocks, citations as a sources list at the end of the text they annotate."""
+
+    __slots__ = ("_inner", "_calls", "content_type", "keepalive_seconds")
+
+    def __init__(self, inner: StreamEncoder) -> None:
+        self._inner = inner
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}  # index -> (id, name, input)
+        self.content_type = inner.content_type
+        self.keepalive_seconds = inner.keepalive_seconds
+
+    def start(self) -> bytes:
+        return self._inner.start()
+
+    def event(self, event: Event) -> bytes | None:
+        t = type(event)
+        if t is BlockStart and event.kind is BlockKind.SERVER_TOOL_CALL:
+            self._calls[event.index] = (event.id, event.name, [])
+            return self._inner.event(BlockStart(event.index, BlockKind.TEXT))
+        if t is BlockStart and event.kind is BlockKind.SERVER_TOOL_RESULT:
+            assert event.result is not None  # the assembler's contract
+            return self._join(
+                BlockStart(event.index, BlockKind.TEXT), BlockDelta(event.index, result_text(event.result))
+            )
+        if t is BlockDelta and event.index in self._calls:
+            self._calls[event.index][2].append(event.text)
+            return None
+        if t is BlockStop:
+            call = self._calls.pop(event.index, None)
+            if call is not None:
+                text = call_text(ServerToolCall(call[0], call[1], "".join(call[2])))
+                return self._join(BlockDelta(event.index, text), BlockStop(event.index))
+            if event.citations:
+                return self._join(
+                    BlockDelta(event.index, "\n\n" + citations_text(event.citations)),
+                    replace(event, citations=()),
+                )
+        return self._inner.event(event)
+
+    def _join(self, *events: Event) -> bytes | None:
+        out = [chunk for chunk in (self._inner.event(e) for e in events) if chunk is not None]
+        return b"".join(out) if out else None
+
+    def finish(self) -> bytes:
+        return self._inner.finish()
+
+    def error(self, error: UpstreamError) -> bytes:
+        return self._inner.error(error)
+
+    def keepalive(self) -> bytes:
+        return self._inner.keepalive()
+
+
+def textual_turn(turn: AssistantTurn) -> AssistantTurn:
+    """A whole answer with its server-tool blocks and citations as text (the fold of the above)."""
+    if not any(_rich(b) for b in turn.blocks):
+        return turn
+    blocks: list[Block] = []
+    for block in turn.blocks:
+        t = type(block)
+        if t is ServerToolCall:
+            blocks.append(Text(call_text(block)))
+        elif t is ServerToolResult:
+            blocks.append(Text(result_text(block)))
+        elif t is Text and block.citations:
+            blocks.append(
+                replace(block, text=block.text + "\n\n" + citations_text(block.citations), citations=())
+            )
+        else:
+            blocks.append(block)
+    return replace(turn, blocks=blocks)
+
+
+def _rich(block: Block) -> bool:
+    t = type(block)
+    return t is ServerToolCall or t is ServerToolResult or (t is Text and bool(block.citations))
