@@ -28,7 +28,7 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.errors import ClientError, context_overflow_message, invalid, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
@@ -40,6 +40,7 @@ from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.events import (
+    CONTEXT_OVERFLOW,
     BlockDelta,
     BlockKind,
     BlockStart,
@@ -243,6 +244,18 @@ def client_error_for(failed: AllTargetsFailed) -> ClientError:
         message = f"{message} (attempts: {tried})"
     if final.type == "missing_api_key":
         return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
+    if final.code == CONTEXT_OVERFLOW:
+        # OpenAI's own form (400, code context_length_exceeded), on which Codex and the OpenAI
+        # SDKs' users compact; the Messages envelope rewords it for Claude Code
+        # (gateway/ingress/errors.py), whichever family overflowed
+        return ClientError(
+            400,
+            context_overflow_message(final.message) + message[len(final.message) :],
+            type="invalid_request_error",
+            param="messages",
+            code=CONTEXT_OVERFLOW,
+            headers=headers,
+        )
     status = _STATUS.get(final.category, 502)
     if final.retry_after is not None and status in (429, 503):
         headers["Retry-After"] = str(max(1, math.ceil(final.retry_after)))

@@ -19,7 +19,7 @@ from gateway.ingress.responses_tokens import (
     reasoning_token,
 )
 from gateway.ingress.responses_tools import ToolNames
-from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Block, Reasoning, StopReason, Text, ToolCall, Usage
 from gateway.transcript.seal import Sealer
 
@@ -195,6 +195,8 @@ ERROR_FINISH = UpstreamError(ErrorCategory.SERVER, "the provider ended its answe
 
 
 def error_code(error: UpstreamError) -> str:
+    if error.code == CONTEXT_OVERFLOW:  # whichever family overflowed, in whatever category
+        return CONTEXT_OVERFLOW
     return _ERROR_CODES.get(error.category, "server_error")
 
 
