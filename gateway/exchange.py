@@ -28,7 +28,7 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, context_overflow_message, invalid, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
@@ -39,6 +39,7 @@ from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, Unknow
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
     CONTEXT_OVERFLOW,
     BlockDelta,
@@ -163,7 +164,7 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
-        raise client_error_for(failed) from None
+        raise client_error_for(failed, request) from None
     exchange.answer = answer
     if log.isEnabledFor(logging.DEBUG):  # the reasons behind the access log's repair counts
         for repair in answer.repairs:
@@ -228,13 +229,16 @@ def _credentials_refused(provider: str, error: UpstreamError) -> str:
     )
 
 
-def client_error_for(failed: AllTargetsFailed) -> ClientError:
+def client_error_for(failed: AllTargetsFailed, request: Request | None = None) -> ClientError:
     """The client's view of a request no target served: a real status (429/503 carry Retry-After),
     the upstream's message (never a provider's words about the gateway's own key), and which
     targets were tried (also in X-Gateway-Attempts)."""
     final = failed.final
     headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
     message = final.message
+    if final.code == CONTEXT_OVERFLOW and request is not None and overflow_figures(message) is None:
+        # clients read the size from the message: the gateway's estimate where the provider gave none
+        message = f"{message} (about {estimate_input_tokens(request)} tokens by the gateway's estimate)"
     if failed.attempts:
         provider = failed.attempts[-1].provider
         headers["X-Gateway-Provider"] = provider
@@ -250,7 +254,7 @@ def client_error_for(failed: AllTargetsFailed) -> ClientError:
         # (gateway/ingress/errors.py), whichever family overflowed
         return ClientError(
             400,
-            context_overflow_message(final.message) + message[len(final.message) :],
+            message,
             type="invalid_request_error",
             param="messages",
             code=CONTEXT_OVERFLOW,

@@ -332,6 +332,8 @@ class ChatDialect:
     reasons: Callable[[str, dict], bool]  # (model, body): does this answer carry reasoning
     rendering: ChatRendering
     stream_error_body: Callable[[Rejection], dict] | None = None  # in-stream error frame; default: error_body
+    # (used tokens, the window) -> the family's context-window overflow error
+    overflow: Callable[[int, int], Rejection] | None = None
 
 
 def check(dialect: ChatDialect, body: Any, model: str) -> tuple[Rejection | None, Findings]:
@@ -454,6 +456,8 @@ async def serve_fault(
 
 
 def create_chat_app(state: SimulatorState, dialect: ChatDialect) -> web.Application:
+    state.overflow = dialect.overflow
+
     async def completions(request: web.Request) -> web.StreamResponse:
         headers = dict(request.headers)
         authorization = request.headers.get("Authorization")
@@ -469,6 +473,7 @@ def create_chat_app(state: SimulatorState, dialect: ChatDialect) -> web.Applicat
             return error_response(dialect, dialect.invalid_json)
         model = body.get("model") if isinstance(body, dict) else None
         rejection, findings = check(dialect, body, model if isinstance(model, str) else "")
+        rejection = rejection or state.over_window(len(raw))
         state.requests.append(RecordedRequest(request.path, headers, body, rejection))
         if rejection is not None:
             return error_response(dialect, rejection)

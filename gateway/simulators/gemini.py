@@ -389,7 +389,16 @@ async def _count_tokens(
     return json_response({"totalTokens": max(1, len(orjson.dumps(inner)) // 4)})
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """Gemini's overflow: 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum
+    number of tokens allowed (M)." (https://ai.google.dev/gemini-api/docs/troubleshooting:
+    INVALID_ARGUMENT; wording as google-gemini/gemini-cli reports it)."""
+    return _invalid(f"The input token count ({used}) exceeds the maximum number of tokens allowed ({limit}).")
+
+
 def create_app(state: SimulatorState) -> web.Application:
+    state.overflow = overflow
+
     async def models(request: web.Request) -> web.StreamResponse:
         headers = dict(request.headers)
         model, _, action = request.match_info["model_and_action"].rpartition(":")
@@ -414,6 +423,7 @@ def create_app(state: SimulatorState) -> web.Application:
             state.requests.append(RecordedRequest(request.path, headers, None, rejection))
             return json_response(error_body(rejection), 400)
         rejection, findings, req = check(state, body, model)
+        rejection = rejection or state.over_window(len(raw))
         state.requests.append(RecordedRequest(request.path, headers, body, rejection))
         if rejection is not None:
             return json_response(error_body(rejection), rejection.status)

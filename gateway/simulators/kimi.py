@@ -147,6 +147,14 @@ def usage(u: cr.Usage) -> dict:
     }
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """Moonshot's overflow: 400 invalid_request_error "Invalid request: Your request exceeded
+    model token limit: <limit>" (https://platform.moonshot.ai/docs/api/errors)."""
+    return Rejection(
+        400, f"Invalid request: Your request exceeded model token limit: {limit}", "invalid_request_error"
+    )
+
+
 DIALECT = cf.ChatDialect(
     kind="kimi",
     roles=("system", "user", "assistant", "tool"),
@@ -157,6 +165,7 @@ DIALECT = cf.ChatDialect(
     shape_rejection=shape_rejection,
     rules=(reasoning_content, response_format, pairing, native_ids),
     error_body=error_body,
+    overflow=overflow,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
     invalid_json=_invalid("Invalid request: failed to parse the request body as JSON"),  # unverified wording
