@@ -28,14 +28,18 @@ from gateway.providers.openai_responses_decode import (
     error_category,
     redact,
 )
+from gateway.providers.openai_server import paired, wire_annotation, wire_item
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
+    Continuity,
     Document,
     Image,
     Message,
     Reasoning,
     Request,
     Role,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     ToolCall,
     ToolChoiceMode,
@@ -121,9 +125,10 @@ def _document(document: Document) -> dict[str, Any]:
 
 def _function_output(block: ToolResult, custom_calls: set[str]) -> dict[str, Any]:
     output: str | list[dict[str, Any]] = block.content
-    if block.images:
+    if block.images or block.documents:
         parts: list[dict[str, Any]] = [{"type": "input_text", "text": block.content}] if block.content else []
         parts.extend(_image(image) for image in block.images)
+        parts.extend(_document(document) for document in block.documents)
         output = parts
     kind = "custom_tool_call_output" if block.call_id in custom_calls else "function_call_output"
     return {"type": kind, "call_id": block.call_id, "output": output}
@@ -179,6 +184,13 @@ def _reasoning_item(block: Reasoning, target: Target) -> dict[str, Any]:
     return item
 
 
+def _annotation(meta: Continuity | None, target: Target) -> dict[str, Any]:
+    wire = wire_annotation(meta) if target.owns(meta) else None
+    if wire is None:
+        raise EncodeError("another issuer's citation reached the encoder (repair renders it)")
+    return wire
+
+
 def _assistant_items(message: Message, target: Target, items: list[dict[str, Any]]) -> None:
     """Assistant blocks as output items. A function_call keeps its fc_ id only when its
     reasoning item precedes it (directly, or through the calls of the same parallel batch):
@@ -187,13 +199,30 @@ def _assistant_items(message: Message, target: Target, items: list[dict[str, Any
     reasoning_chain = False  # the last non-call item emitted was this target's reasoning item
     for block in message.blocks:
         match block:
-            case Text(text=text):
+            case Text(text=text, citations=citations):
                 if text_parts is None:
                     text_parts = []
                     items.append({"type": "message", "role": "assistant", "content": text_parts})
-                text_parts.append({"type": "output_text", "text": text})
+                part: dict[str, Any] = {"type": "output_text", "text": text}
+                if citations:
+                    part["annotations"] = [_annotation(c.meta, target) for c in citations]
+                text_parts.append(part)
                 reasoning_chain = False
                 continue
+            case ServerToolCall(meta=meta):
+                wire = wire_item(meta) if target.owns(meta) else None
+                if wire is None:
+                    raise EncodeError(
+                        "another issuer's server tool call reached the encoder (repair renders it)"
+                    )
+                items.append(wire)
+                reasoning_chain = False
+            case ServerToolResult(meta=meta):
+                if not (target.owns(meta) and paired(meta)):
+                    raise EncodeError(
+                        "another issuer's server tool result reached the encoder (repair renders it)"
+                    )
+                continue  # its call's item carries it
             case Reasoning():
                 items.append(_reasoning_item(block, target))
                 reasoning_chain = True
