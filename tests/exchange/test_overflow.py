@@ -29,7 +29,11 @@ def _bodies(model: str) -> dict[str, tuple[str, dict, dict]]:
             {"anthropic-version": "2023-06-01"},
             {"model": model, "max_tokens": 256, "messages": [{"role": "user", "content": LONG}]},
         ),
-        "chat": ("/v1/chat/completions", {}, {"model": model, "messages": [{"role": "user", "content": LONG}]}),
+        "chat": (
+            "/v1/chat/completions",
+            {},
+            {"model": model, "messages": [{"role": "user", "content": LONG}]},
+        ),
         "responses": ("/v1/responses", {}, {"model": model, "input": LONG, "stream": True}),
     }
 

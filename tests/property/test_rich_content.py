@@ -46,7 +46,9 @@ IMAGES = {
 DOCUMENTS = {
     "pdf": Document("data:application/pdf;base64,JVBERi0xLjQK", "application/pdf", "report.pdf"),
     "pdf_url": Document("https://example.com/report.pdf", "application/pdf", "report"),
-    "text": Document("data:text/plain;base64," + base64.b64encode(b"meeting notes").decode(), "text/plain", "notes"),
+    "text": Document(
+        "data:text/plain;base64," + base64.b64encode(b"meeting notes").decode(), "text/plain", "notes"
+    ),
     "docx": Document("data:application/msword;base64,0M8R4A==", "application/msword", "memo.doc"),
 }
 ISSUERS = ("anthropic_own", "anthropic_client", "openai_own", "openai_client")
@@ -70,7 +72,8 @@ def server_blocks(issuer: str, target: Target, serial: int) -> tuple[Block, ...]
     if kind == "anthropic":
         call_id = f"srvtoolu_{serial:04d}"
         call = anthropic_server.server_call(
-            {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": "weather"}}, stamp
+            {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": "weather"}},
+            stamp,
         )
         # the search result's content as the Anthropic simulator encrypts it (so Anthropic accepts
         # it back; any other target gets its readable fields)
@@ -164,7 +167,9 @@ def test_rich_blocks_reach_every_family_or_are_counted(kind, data):
     counts: dict[str, int] = {}
     for repair in prepared.repairs:
         counts[repair.kind] = counts.get(repair.kind, 0) + 1
-    inlined = sum(1 for r in prepared.repairs if r.kind == "tool_result_media_moved" and "plain-text" in r.detail)
+    inlined = sum(
+        1 for r in prepared.repairs if r.kind == "tool_result_media_moved" and "plain-text" in r.detail
+    )
     out = prepared.request.messages
     assert _media(request.messages) == _media(out) + counts.get("media_as_placeholder", 0) + inlined
     server = (ServerToolCall, ServerToolResult)
