@@ -8,16 +8,21 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
-from pathlib import Path
 
 import orjson
 import pytest
 
 from gateway.providers import get_adapter
 from gateway.simulators.base import Reply, ToolCallSpec
-from tests.e2e.test_claude_code import KIND, ORDER, claude_code, clients, run  # noqa: F401 - fixture
+from tests.clients.node_clis import Clients, install
+from tests.e2e.test_claude_code import KIND, ORDER, claude_code, run
 
 pytestmark = pytest.mark.clients
+
+
+@pytest.fixture(scope="module")
+def clients() -> Clients:
+    return install()
 
 
 def png(width: int = 8, height: int = 8) -> bytes:
