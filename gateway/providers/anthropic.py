@@ -113,6 +113,7 @@ CAPABILITIES = Capabilities(
         fallback=OutputMode.FORCED_TOOL,
     ),
     max_cache_breakpoints=4,  # "A maximum of 4 blocks with cache_control may be provided"
+    server_tool_replay=True,
     # tool_result content: "a list of content blocks (text, image, document)"
     # (https://docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use, "Handling
     # results from client tools"); images JPEG/PNG/GIF/WebP up to 5 MB each through the API

@@ -75,6 +75,7 @@ CAPABILITIES = Capabilities(
     reasoning_precedes_output=True,
     system_messages_in_place=True,
     custom_tools=True,
+    server_tool_replay=True,
     # function_call_output `output`: "a string or a list of input_text, input_image and
     # input_file content" (https://platform.openai.com/docs/api-reference/responses/create,
     # input > function tool call output); images PNG/JPEG/WebP/non-animated GIF, up to 50 MB per

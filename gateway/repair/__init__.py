@@ -67,7 +67,7 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     repairs.extend(dropped)
     messages, found = drop_empty_turns(messages, caps)
     repairs.extend(found)
-    messages, found = render_server_tools(messages, target)
+    messages, found = render_server_tools(messages, target, caps)
     repairs.extend(found)
     messages, found = place_media(messages, target, caps)
     repairs.extend(found)

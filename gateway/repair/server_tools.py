@@ -23,16 +23,17 @@ from gateway.transcript.model import (
     Text,
 )
 from gateway.transcript.render import call_text, citations_text, result_text
-from gateway.transcript.target import Target
+from gateway.transcript.target import Capabilities, Target
 
 
 def render_server_tools(
-    messages: tuple[Message, ...], target: Target
+    messages: tuple[Message, ...], target: Target, caps: Capabilities
 ) -> tuple[tuple[Message, ...], list[Repair]]:
+    replays = caps.server_tool_replay
     repairs: list[Repair] = []
     out: list[Message] | None = None
     for n, message in enumerate(messages):
-        blocks = _blocks(message, target, repairs) if message.role is Role.ASSISTANT else None
+        blocks = _blocks(message, target, replays, repairs) if message.role is Role.ASSISTANT else None
         if blocks is None:
             if out is not None:
                 out.append(message)
@@ -43,17 +44,23 @@ def render_server_tools(
     return (messages, []) if out is None else (tuple(out), repairs)
 
 
-def _blocks(message: Message, target: Target, repairs: list[Repair]) -> tuple[Block, ...] | None:
+def _blocks(
+    message: Message, target: Target, replays: bool, repairs: list[Repair]
+) -> tuple[Block, ...] | None:
     """The message's blocks for `target`, or None when they stay as they are."""
+
+    def owned(meta: object) -> bool:
+        return replays and target.owns(meta)  # type: ignore[arg-type]
+
     changed = False
     blocks: list[Block] = []
     for block in message.blocks:
         t = type(block)
-        if (t is ServerToolCall or t is ServerToolResult) and not target.owns(block.meta):
+        if (t is ServerToolCall or t is ServerToolResult) and not owned(block.meta):
             changed = True
             repairs.append(Repair("server_tool_as_text", f"{block.name} (issued by {_issuer(block)})"))
             blocks.append(Text(call_text(block) if t is ServerToolCall else result_text(block)))
-        elif t is Text and block.citations and not all(target.owns(c.meta) for c in block.citations):
+        elif t is Text and block.citations and not all(owned(c.meta) for c in block.citations):
             changed = True
             repairs.append(Repair("citations_as_text", f"{len(block.citations)} citation(s)"))
             blocks.append(replace(block, citations=()))

@@ -179,6 +179,10 @@ class Capabilities:
     # Anthropic: at most this many cache_control breakpoints in one request (None: the provider
     # caches implicitly and takes none)
     max_cache_breakpoints: int | None = None
+    # its own server-tool history (and citations) can be sent back to it as it issued them;
+    # elsewhere, and for a family whose server-tool data is response metadata (Gemini grounding),
+    # repair renders them as text
+    server_tool_replay: bool = False
     # images and documents: which it takes and where a tool's may go
     media: MediaRule = field(default_factory=MediaRule)
     # Anthropic: the `anthropic-beta` flags a client may pass through (features whose request and

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.providers import anthropic_server, get_adapter, openai_server
+from gateway.providers import anthropic_server, gemini_grounding, get_adapter, openai_server
 from gateway.repair import prepare
 from gateway.simulators.anthropic_rules import search_result_content
 from gateway.simulators.registry import VALIDATORS
@@ -51,8 +51,13 @@ DOCUMENTS = {
     ),
     "docx": Document("data:application/msword;base64,0M8R4A==", "application/msword", "memo.doc"),
 }
-ISSUERS = ("anthropic_own", "anthropic_client", "openai_own", "openai_client")
 URL = "https://example.com/weather"
+ISSUERS = ("anthropic_own", "anthropic_client", "openai_own", "openai_client", "gemini_own")
+GROUNDING = {
+    "webSearchQueries": ["weather in Paris"],
+    "groundingChunks": [{"web": {"uri": URL, "title": "Weather"}}],
+    "groundingSupports": [{"segment": {"text": "Sunny"}, "groundingChunkIndices": [0]}],
+}
 
 
 def _stamp(kind: str, target: Target, own: bool):
@@ -67,8 +72,12 @@ def _stamp(kind: str, target: Target, own: bool):
 def server_blocks(issuer: str, target: Target, serial: int) -> tuple[Block, ...]:
     """A web search as its issuer returned it (decoded by the issuer's own module), and a text
     citing it."""
-    kind = "anthropic" if issuer.startswith("anthropic") else "openai_responses"
+    kind = {"anthropic": "anthropic", "openai": "openai_responses", "gemini": "gemini"}[issuer.split("_")[0]]
     stamp = _stamp(kind, target, issuer.endswith("own"))
+    if kind == "gemini":  # grounding metadata: the search and its sources, no citation block
+        blocks = gemini_grounding.grounding_blocks(GROUNDING, stamp, f"grounding_{serial}")
+        assert blocks is not None
+        return (*blocks, Text("Sunny today."))
     if kind == "anthropic":
         call_id = f"srvtoolu_{serial:04d}"
         call = anthropic_server.server_call(
