@@ -26,6 +26,9 @@ ALL_BLOCKS = (
 # (https://docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use)
 TOOL_RESULT_PARTS = ("text", "image", "document")
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# "images larger than 5 MB are rejected" through the API
+# (https://docs.claude.com/en/docs/build-with-claude/vision, "Image size limits")
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
 THINKING_DISPLAYS = ("summarized", "omitted")
 # Anthropic-defined tools (type -> the name the API requires); the simulator accepts their
 # definitions but never calls them
@@ -418,7 +421,13 @@ def _check_image(block: dict, path: str) -> None:
                 f"{path}.image.source.base64.media_type: Input should be 'image/jpeg', "
                 "'image/png', 'image/gif' or 'image/webp'"
             )
-        _require_str(source, "data", f"{path}.image.source.base64")
+        data = _require_str(source, "data", f"{path}.image.source.base64")
+        size = len(data) * 3 // 4
+        if size > MAX_IMAGE_BYTES:
+            raise Invalid(
+                f"{path}.image.source.base64: image exceeds 5 MB maximum: {size} bytes > "
+                f"{MAX_IMAGE_BYTES} bytes"
+            )
     elif kind == "url":
         _no_extra(source, frozenset(("type", "url")), f"{path}.image.source.url")
         _require_str(source, "url", f"{path}.image.source.url")

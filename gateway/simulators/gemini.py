@@ -155,6 +155,11 @@ def after_tool_result(req: dict) -> bool:
     return bool(contents) and any("functionResponse" in p for p in contents[-1].get("parts") or ())
 
 
+# image input: PNG, JPEG, WEBP, HEIC, HEIF (https://ai.google.dev/gemini-api/docs/image-understanding,
+# "Supported image formats")
+IMAGE_TYPES = frozenset(("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"))
+
+
 def _check_fields(req: dict, model: str) -> Rejection | None:
     contents = req.get("contents")
     if not contents:
@@ -170,6 +175,10 @@ def _check_fields(req: dict, model: str) -> Rejection | None:
                 return _field_error(
                     f"{path}.data", "required oneof field 'data' must have one initialized field"
                 )
+            blob = part.get("inlineData")
+            mime = blob.get("mimeType") if isinstance(blob, dict) else None
+            if isinstance(mime, str) and mime.startswith("image/") and mime not in IMAGE_TYPES:
+                return _invalid(f"Unsupported MIME type: {mime}")  # unverified wording
             for key, proto in (("functionCall", "function_call"), ("functionResponse", "function_response")):
                 if key in part and not part[key].get("name"):
                     return _field_error(f"{path}.{proto}.name", "Name cannot be empty.")  # unverified wording
