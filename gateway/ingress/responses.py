@@ -34,6 +34,7 @@ from gateway.ingress.responses_output import (
 from gateway.ingress.responses_stream import ResponsesStreamEncoder
 from gateway.ingress.responses_tokens import reasoning_token
 from gateway.ingress.textual import ServerToolsAsText, textual_turn
+from gateway.providers.openai_server import KIND as OPENAI_RESPONSES
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity, Text
 from gateway.transcript.seal import Sealer
@@ -65,13 +66,14 @@ class ResponsesCodec:
     def answer_id(self, request_id: str) -> str:
         return "resp_" + request_id
 
-    # server-tool items and url_citation annotations are written as text for now (the history
-    # a client sends back decodes both forms)
+    # OpenAI's own web/file search items and annotations go out as OpenAI sent them; another
+    # family's server tools and citations as text
     def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> StreamEncoder:
-        return ServerToolsAsText(ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer))
+        encoder = ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer)
+        return ServerToolsAsText(encoder, OPENAI_RESPONSES)
 
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
-        turn = textual_turn(turn)
+        turn = textual_turn(turn, OPENAI_RESPONSES)
         answering: Answering = inbound.context
         base = base_of(reply.id)
         status, incomplete = status_of(turn.stop_reason)

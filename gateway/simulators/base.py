@@ -38,6 +38,9 @@ class Reply:
     reasoning: str = ""  # emitted only when the request enables reasoning / the model reasons
     tool_calls: list[ToolCallSpec] = field(default_factory=list)
     redacted_reasoning: bool = False  # Anthropic: add a redacted_thinking block
+    # OpenAI Responses, when the request offers the hosted web_search tool: search this query
+    # first (a web_search_call item) and cite the page found in the answer (a url_citation)
+    web_search: str | None = None
     stop: str | None = None  # None: natural (tool calls or end of turn); "length": truncated
     chunk_size: int = 12  # characters per streamed text/reasoning delta
     # the structured answer of a JSON-schema / JSON-mode request (None: one made from the schema)

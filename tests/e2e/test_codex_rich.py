@@ -124,3 +124,34 @@ async def test_codex_sees_an_overflow_on_every_family_as_its_own(hub, tmp_path: 
         assert done.returncode != 0
         assert "ran out of room in the model's context window" in done.stderr, done.stderr[-2000:]
         assert hub.states[kind].rejections, "the simulator refused it as too long"
+
+
+@pytest.mark.clients
+async def test_codex_web_search_history_moves_to_anthropic_and_gemini_and_back(hub, tmp_path: Path):
+    """The real Codex: OpenAI searches the web (Codex offers its hosted web_search tool), Codex keeps
+    the web_search_call item and the cited answer, and the resumed session goes to Anthropic, then
+    Gemini (the search reaches them as text, counted), then back to OpenAI (the item intact)."""
+    clients = node_clis.install()
+    async with serve(hub, config_with(hub)) as gateway:
+        cli = node_clis.Codex(clients, tmp_path / "home", gateway.v1, "client-key-never-forwarded")
+        work = tmp_path / "work"
+        work.mkdir()
+        hub.states["openai_responses"].push(Reply(web_search="weather in Paris", text="Paris is sunny."))
+        done = await cli.run("What is the weather in Paris?", work, model="openai")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip().endswith("Paris is sunny.")
+        for n, (name, kind) in enumerate(
+            (("claude", "anthropic"), ("gemini", "gemini"), ("openai", "openai_responses"))
+        ):
+            hub.states[kind].push(Reply(text=f"Still sunny ({n})."))
+            done = await cli.run(f"And later? ({n})", work, model=name, resume_last=True)
+            assert done.returncode == 0, f"{name}: {done.stderr[-3000:]}"
+            assert done.stdout.strip().endswith(f"Still sunny ({n}).")
+            state = hub.states[kind]
+            assert state.rejections == [], state.rejections
+            sent = orjson.dumps(state.requests[-1].body).decode()
+            if kind == "openai_responses":
+                assert '"type":"web_search_call"' in sent and '"url_citation"' in sent
+            else:
+                assert "weather in Paris" in sent and "[web_search" in sent and "Sources:" in sent
+                assert gateway.sample("gateway_repairs_total", provider=name, kind="server_tool_as_text") >= 1
