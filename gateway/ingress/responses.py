@@ -34,10 +34,10 @@ from gateway.ingress.responses_output import (
 from gateway.ingress.responses_stream import ResponsesStreamEncoder
 from gateway.ingress.responses_tokens import reasoning_token
 from gateway.ingress.textual import ServerToolsAsText, textual_turn
-from gateway.providers.openai_server import KIND as OPENAI_RESPONSES
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity, Text
 from gateway.transcript.seal import Sealer
+from gateway.wire.openai_server import KIND as OPENAI_RESPONSES
 
 
 class ResponsesCodec:

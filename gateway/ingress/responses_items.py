@@ -26,8 +26,6 @@ from gateway.ingress.responses_tokens import (
     sealed,
 )
 from gateway.ingress.responses_tools import Tools
-from gateway.providers.openai_server import KIND as OPENAI_RESPONSES
-from gateway.providers.openai_server import SERVER_ITEMS, annotation, server_item
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -42,6 +40,8 @@ from gateway.transcript.model import (
     ToolResult,
 )
 from gateway.transcript.seal import Sealer
+from gateway.wire.openai_server import KIND as OPENAI_RESPONSES
+from gateway.wire.openai_server import SERVER_ITEMS, annotation, server_item
 
 # how the summary of a compacted conversation is put before the rest of it
 COMPACTION_PREFIX = "Summary of the conversation so far (earlier turns were compacted):\n\n"

@@ -19,7 +19,6 @@ from gateway.ingress.responses_tokens import (
     reasoning_token,
 )
 from gateway.ingress.responses_tools import ToolNames
-from gateway.providers.openai_server import wire_annotation, wire_item
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import (
     Block,
@@ -33,6 +32,7 @@ from gateway.transcript.model import (
     Usage,
 )
 from gateway.transcript.seal import Sealer
+from gateway.wire.openai_server import wire_annotation, wire_item
 
 CALL_ID_PREFIX = "call_"
 

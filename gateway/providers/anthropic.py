@@ -14,7 +14,6 @@ import orjson
 
 from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
 from gateway.providers.anthropic_schema import anthropic_output_schema
-from gateway.providers.anthropic_server import server_call_wire, wire_block, wire_citation
 from gateway.providers.base import (
     Adapter,
     EncodeError,
@@ -58,6 +57,7 @@ from gateway.transcript.target import (
     output_mode,
     thinking_requested,
 )
+from gateway.wire.anthropic_server import server_call_wire, wire_block, wire_citation
 
 KIND = "anthropic"
 API_VERSION = "2023-06-01"

@@ -14,12 +14,6 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.anthropic_server import (
-    SERVER_TOOL_USE,
-    citation,
-    is_server_result,
-    server_result,
-)
 from gateway.providers.base import SSEStreamDecoder, loads_or_none
 from gateway.providers.structured import output_tool_name
 from gateway.transcript.events import (
@@ -37,6 +31,12 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import Citation, Continuity, Request, StopReason, Usage
 from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode
+from gateway.wire.anthropic_server import (
+    SERVER_TOOL_USE,
+    citation,
+    is_server_result,
+    server_result,
+)
 
 STOP_REASONS = {
     "end_turn": StopReason.END_TURN,

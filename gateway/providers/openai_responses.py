@@ -28,7 +28,6 @@ from gateway.providers.openai_responses_decode import (
     error_category,
     redact,
 )
-from gateway.providers.openai_server import paired, wire_annotation, wire_item
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
     Continuity,
@@ -56,6 +55,7 @@ from gateway.transcript.target import (
     ToolIdRule,
     output_mode,
 )
+from gateway.wire.openai_server import paired, wire_annotation, wire_item
 
 KIND = "openai_responses"
 

@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 
 from gateway.providers.base import SSEStreamDecoder, loads_or_none
-from gateway.providers.openai_server import SERVER_ITEMS, annotation, server_item
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -34,6 +33,7 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import Citation, Request, StopReason, Usage
 from gateway.transcript.target import Target
+from gateway.wire.openai_server import SERVER_ITEMS, annotation, server_item
 
 SUMMARY_SEPARATOR = "\n\n"
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.providers import anthropic_server, gemini_grounding, get_adapter, openai_server
+from gateway.providers import gemini_grounding, get_adapter
 from gateway.repair import prepare
 from gateway.simulators.anthropic_rules import search_result_content
 from gateway.simulators.registry import VALIDATORS
@@ -32,6 +32,7 @@ from gateway.transcript.model import (
     ToolResult,
 )
 from gateway.transcript.target import Target
+from gateway.wire import anthropic_server, openai_server
 from tests.property.transcripts import KINDS, MODELS, PNG, state_for, target_for, valid_requests
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,13 +20,6 @@ from gateway.ingress.echo_formats import anthropic_redacted, anthropic_thinking
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.messages import wire as w
-from gateway.providers.anthropic_server import (
-    SERVER_TOOL_USE,
-    citation,
-    is_server_result,
-    server_call,
-    server_result,
-)
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -48,6 +41,13 @@ from gateway.transcript.model import (
     ToolSpec,
 )
 from gateway.transcript.seal import Sealer
+from gateway.wire.anthropic_server import (
+    SERVER_TOOL_USE,
+    citation,
+    is_server_result,
+    server_call,
+    server_result,
+)
 
 ANTHROPIC = "anthropic"
 SEALED_PREFIX = "gw1."

@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 
 from gateway.ingress.echo_formats import anthropic_token
-from gateway.providers.anthropic_server import server_call_wire, wire_block, wire_citation
 from gateway.transcript.assembler import unfold
 from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
@@ -45,6 +44,7 @@ from gateway.transcript.model import (
 )
 from gateway.transcript.render import call_text, citations_text, result_text
 from gateway.transcript.seal import Sealer
+from gateway.wire.anthropic_server import server_call_wire, wire_block, wire_citation
 
 log = logging.getLogger("gateway")
 
