@@ -13,6 +13,10 @@ from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockSt
 from gateway.transcript.model import AssistantTurn, Block, Continuity, ServerToolCall, ServerToolResult, Text
 from gateway.transcript.render import call_text, citations_text, result_text
 
+# after a rendered server-tool block: dialects that join an answer's text blocks into one
+# content string (Chat) keep them apart
+BREAK = "\n\n"
+
 
 class ServerToolsAsText:
     """A StreamEncoder in front of another: server tool calls and results arrive at it as text
@@ -44,7 +48,8 @@ class ServerToolsAsText:
                 self._passed.add(event.index)
                 return self._inner.event(event)
             return self._join(
-                BlockStart(event.index, BlockKind.TEXT), BlockDelta(event.index, result_text(event.result))
+                BlockStart(event.index, BlockKind.TEXT),
+                BlockDelta(event.index, result_text(event.result) + BREAK),
             )
         if t is BlockDelta and event.index in self._calls:
             self._calls[event.index][2].append(event.text)
@@ -56,7 +61,7 @@ class ServerToolsAsText:
                 if self._is_native(event.meta):
                     start = BlockStart(event.index, BlockKind.SERVER_TOOL_CALL, call_id, name)
                     return self._join(start, BlockDelta(event.index, "".join(parts)), event)
-                text = call_text(ServerToolCall(call_id, name, "".join(parts)))
+                text = call_text(ServerToolCall(call_id, name, "".join(parts))) + BREAK
                 start = BlockStart(event.index, BlockKind.TEXT)
                 return self._join(start, BlockDelta(event.index, text), BlockStop(event.index))
             if event.citations and not all(self._is_native(c.meta) for c in event.citations):
@@ -98,9 +103,9 @@ def textual_turn(turn: AssistantTurn, native: str | None = None) -> AssistantTur
         if (t is ServerToolCall or t is ServerToolResult) and own(block.meta):
             blocks.append(block)
         elif t is ServerToolCall:
-            blocks.append(Text(call_text(block)))
+            blocks.append(Text(call_text(block) + BREAK))
         elif t is ServerToolResult:
-            blocks.append(Text(result_text(block)))
+            blocks.append(Text(result_text(block) + BREAK))
         elif t is Text and block.citations and all(own(c.meta) for c in block.citations):
             blocks.append(block)
         elif t is Text and block.citations:

@@ -59,12 +59,14 @@ def _blocks(
         if (t is ServerToolCall or t is ServerToolResult) and not owned(block.meta):
             changed = True
             repairs.append(Repair("server_tool_as_text", f"{block.name} (issued by {_issuer(block)})"))
-            blocks.append(Text(call_text(block) if t is ServerToolCall else result_text(block)))
+            text = call_text(block) if t is ServerToolCall else result_text(block)
+            # a line of its own where a wire joins a message's text blocks into one string
+            blocks.append(Text("\n" + text if blocks else text))
         elif t is Text and block.citations and not all(owned(c.meta) for c in block.citations):
             changed = True
             repairs.append(Repair("citations_as_text", f"{len(block.citations)} citation(s)"))
             blocks.append(replace(block, citations=()))
-            blocks.append(Text(citations_text(block.citations)))
+            blocks.append(Text("\n" + citations_text(block.citations)))
         else:
             blocks.append(block)
     return tuple(blocks) if changed else None
