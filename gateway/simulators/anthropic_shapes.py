@@ -16,8 +16,15 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 USER_BLOCKS = ("text", "image", "document", "tool_result")
 # server tools the API ran itself, replayed in the assistant turn that holds them
 # (https://docs.claude.com/en/docs/agents-and-tools/tool-use/web-search-tool, "Response"; ...
-# web-fetch-tool): a server_tool_use and its <name>_tool_result
-SERVER_BLOCKS = ("server_tool_use", "web_search_tool_result", "web_fetch_tool_result")
+# web-fetch-tool, code-execution-tool): a server_tool_use and its <name>_tool_result
+SERVER_RESULTS = {
+    "web_search": "web_search_tool_result",
+    "web_fetch": "web_fetch_tool_result",
+    "code_execution": "code_execution_tool_result",
+    "bash_code_execution": "bash_code_execution_tool_result",
+    "text_editor_code_execution": "text_editor_code_execution_tool_result",
+}
+SERVER_BLOCKS = ("server_tool_use", *SERVER_RESULTS.values())
 ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", *SERVER_BLOCKS)
 ALL_BLOCKS = (
     "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", *SERVER_BLOCKS
@@ -78,8 +85,10 @@ BLOCK_KEYS = {
     "thinking": frozenset(("type", "thinking", "signature")),
     "redacted_thinking": frozenset(("type", "data")),
     "server_tool_use": frozenset(("type", "id", "name", "input", "cache_control")),
-    "web_search_tool_result": frozenset(("type", "tool_use_id", "content", "cache_control")),
-    "web_fetch_tool_result": frozenset(("type", "tool_use_id", "content", "cache_control")),
+    **{
+        result: frozenset(("type", "tool_use_id", "content", "cache_control"))
+        for result in SERVER_RESULTS.values()
+    },
 }
 SERVER_ID = re.compile(r"^srvtoolu_[a-zA-Z0-9_]+$")
 TOOL_KEYS = frozenset(("type", "name", "description", "input_schema", "cache_control", "strict"))
@@ -387,8 +396,9 @@ def _check_block(block: Any, path: str, role: str, allowed: tuple[str, ...]) -> 
         tool_id = _require_str(block, "id", f"{path}.server_tool_use")
         if not SERVER_ID.match(tool_id):
             raise Invalid(f"{path}.server_tool_use.id: String should match pattern '{SERVER_ID.pattern}'")
-        if block.get("name") not in ("web_search", "web_fetch"):
-            raise Invalid(f"{path}.server_tool_use.name: Input should be 'web_search' or 'web_fetch'")
+        if block.get("name") not in SERVER_RESULTS:
+            names = ", ".join(f"'{n}'" for n in SERVER_RESULTS)
+            raise Invalid(f"{path}.server_tool_use.name: Input should be {names}")
         if not isinstance(block.get("input"), dict):
             raise Invalid(f"{path}.server_tool_use.input: Input should be a valid dictionary")
     elif kind in SERVER_BLOCKS:

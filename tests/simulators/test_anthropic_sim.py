@@ -107,7 +107,9 @@ def test_valid_minimal_request_passes(state):
             (
                 "messages.0.content.0: Input tag 'video' found using 'type' does not match any of the expected tags: "
                 "'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking', "
-                "'server_tool_use', 'web_search_tool_result', 'web_fetch_tool_result'"
+                "'server_tool_use', 'web_search_tool_result', 'web_fetch_tool_result', "
+                "'code_execution_tool_result', 'bash_code_execution_tool_result', "
+                "'text_editor_code_execution_tool_result'"
             ),
         ),
         (
