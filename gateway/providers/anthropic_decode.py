@@ -30,7 +30,8 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Citation, Continuity, Request, StopReason, Usage
-from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode
+from gateway.transcript.reasoning import decision_of
+from gateway.transcript.target import Capabilities, OutputMode, Target
 from gateway.wire.anthropic_server import (
     SERVER_TOOL_USE,
     citation,
@@ -123,7 +124,7 @@ def answer_tool(request: Request | None, target: Target, caps: Capabilities) -> 
     """The tool whose input is the answer, when the request's structured output went that way."""
     if request is None:
         return None
-    if output_mode(request, target.model, caps.structured_output) is not OutputMode.FORCED_TOOL:
+    if decision_of(request, target, caps).output is not OutputMode.FORCED_TOOL:
         return None
     return output_tool_name(request)
 

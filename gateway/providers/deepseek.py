@@ -17,7 +17,21 @@ from gateway.transcript.target import (
     MediaRule,
     ModelNameRule,
     StructuredOutput,
+    ThinkingModel,
+    ThinkingRule,
     ToolIdRule,
+)
+
+# Thinking mode (https://api-docs.deepseek.com/guides/thinking_mode): `thinking: {"type":
+# "enabled"|"disabled"}` switches it (V4 models think unless disabled, deepseek-chat only when
+# enabled) and `reasoning_effort` sizes it on V4 (low / high; the docs map the other levels onto
+# these); deepseek-reasoner always thinks.
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(r"deepseek-reasoner", can_off=False),
+        ThinkingModel(r"deepseek-v4", efforts=("low", "high")),
+        ThinkingModel(r"deepseek-chat"),
+    )
 )
 
 CAPABILITIES = Capabilities(
@@ -38,12 +52,15 @@ CAPABILITIES = Capabilities(
         tool_result_documents=MediaPlacement.NONE,
         vision_models=None,
     ),
+    thinking=THINKING,
 )
 
 DIALECT = ChatDialect(
     kind="deepseek",
     capabilities=CAPABILITIES,
     reasoning_replay=ReasoningReplay.FIELD,
+    effort_field=True,
+    thinking_switch=True,
     user_images=False,
     cache_read_paths=(("prompt_cache_hit_tokens",), ("prompt_tokens_details", "cached_tokens")),
     error_messages=(

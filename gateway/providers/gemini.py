@@ -25,8 +25,8 @@ from gateway.providers.base import (
 )
 from gateway.providers.gemini_grounding import grounding_blocks
 from gateway.providers.gemini_request import (
+    CAPABILITIES,
     SIGNATURE,
-    STRUCTURED_OUTPUT,
     decode_count,
     encode_count,
     encode_request,
@@ -45,43 +45,9 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Continuity, Request, StopReason, Usage
-from gateway.transcript.target import (
-    Capabilities,
-    MediaPlacement,
-    MediaRule,
-    ModelNameRule,
-    Target,
-    ToolIdRule,
-)
+from gateway.transcript.target import Target
 
 KIND = "gemini"
-
-CAPABILITIES = Capabilities(
-    tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
-    # the name is a URL path segment ("models/{model}:generateContent"): no "/" but the optional
-    # "models/" prefix, and no ":"
-    model_names=ModelNameRule(r"(?:models/)?[A-Za-z0-9][A-Za-z0-9._-]*", 128),
-    reasoning_replay=True,
-    # base64 of "skip_thought_signature_validator", the dummy Google documents for moved traces
-    thought_signature_placeholder="c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I=",
-    thought_signature_key=SIGNATURE,
-    calls_follow_user_turn=True,
-    merge_tool_runs=True,
-    structured_output=STRUCTURED_OUTPUT,
-    # a functionResponse's `response` is a JSON object; only Gemini 3 adds inline media parts
-    # to it (https://ai.google.dev/gemini-api/docs/function-calling#multimodal), so a tool's
-    # images and PDFs go, for every model, as parts of a user turn after the responses. PNG, JPEG,
-    # WEBP, HEIC, HEIF; inline data up to 20 MB per request
-    # (https://ai.google.dev/gemini-api/docs/image-understanding)
-    media=MediaRule(
-        tool_result_images=MediaPlacement.AFTER,
-        tool_result_documents=MediaPlacement.AFTER,
-        image_types=frozenset(("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif")),
-        max_image_bytes=20 * 1024 * 1024,
-        pdf_data=True,
-        document_urls=True,
-    ),
-)
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(
     {

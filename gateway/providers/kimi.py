@@ -19,7 +19,19 @@ from gateway.transcript.target import (
     MediaRule,
     ModelNameRule,
     StructuredOutput,
+    ThinkingModel,
+    ThinkingRule,
     ToolIdRule,
+)
+
+# Thinking (https://platform.kimi.ai/docs/api/models-overview, .../guide/use-kimi-k2-thinking-model):
+# kimi-k2-thinking models always think; K2.5 and later think unless `thinking: {"type":
+# "disabled"}`; earlier K2 and moonshot-v1 models do not think.
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(r"kimi-k2-thinking", can_off=False),
+        ThinkingModel(r"kimi-k(?:2\.[5-9]|[3-9])"),
+    )
 )
 
 CAPABILITIES = Capabilities(
@@ -40,12 +52,14 @@ CAPABILITIES = Capabilities(
         tool_result_documents=MediaPlacement.NONE,
         vision_models=r"(?:kimi-k(?:2\.[5-9]|[3-9])|kimi-latest|moonshot-v1-[0-9a-z]+-vision)",
     ),
+    thinking=THINKING,
 )
 
 DIALECT = ChatDialect(
     kind="kimi",
     capabilities=CAPABILITIES,
     reasoning_replay=ReasoningReplay.FIELD,
+    thinking_switch=True,
     tool_message_name=True,  # Moonshot's tool-call guide sends the function name back
     # "Invalid request: Your request exceeded model token limit: 262144"
     context_overflow=("exceeded model token limit",),
