@@ -205,7 +205,9 @@ class Builder:
         self.images_anywhere = True
 
     def sees_images(self) -> bool:
-        return self.images_anywhere or get_adapter(self.kind).capabilities.media.sees_images(self.target.model)
+        return self.images_anywhere or get_adapter(self.kind).capabilities.media.sees_images(
+            self.target.model
+        )
 
     def next_serial(self) -> int:
         self.serial += 1
