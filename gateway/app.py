@@ -23,6 +23,9 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
+from gateway.inspector import Inspector
+from gateway.inspector.api import PAGE as INSPECTOR_PAGE
+from gateway.inspector.api import add_routes as add_inspector_routes
 from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor
@@ -192,6 +195,7 @@ def create_app(
             sealer,
             in_flight=in_flight,
             memo=DecodeMemo(server.transcript_memo_mib << 20),
+            inspector=Inspector(config.inspector.enabled, config.inspector.max_bytes),
         )
         try:
             yield
@@ -211,4 +215,7 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
+    if config.inspector.enabled:
+        app.router.add_get(INSPECTOR_PAGE, page_handler("inspector.html"))
+        add_inspector_routes(app)
     return app

@@ -187,6 +187,14 @@ class AuthConfig(_Section):
     tokens_env: list[EnvName] = Field(min_length=1)
 
 
+class InspectorConfig(_Section):
+    # capture every request for /inspector and `gateway inspect` (in memory only, never on disk)
+    enabled: bool = True
+    # what the captures may hold in all (bodies, upstream requests, answers, plus a fixed
+    # per-entry overhead); the oldest go first beyond it
+    max_bytes: int = Field(33554432, gt=0)
+
+
 class StoreConfig(_Section):
     backend: Literal["memory", "sqlite", "redis"] = "memory"
     path: str = Field(".gateway/continuity.db", min_length=1)
@@ -286,6 +294,7 @@ class GatewayConfig(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig | None = None
     store: StoreConfig = Field(default_factory=StoreConfig)
+    inspector: InspectorConfig = Field(default_factory=InspectorConfig)
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
 
@@ -625,6 +634,7 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         status = ", ".join(f"{name} {_set_or_not(env, name)}" for name in config.auth.tokens_env)
         section("auth", config.auth, {"tokens_env": status})
     section("store", config.store)
+    section("inspector", config.inspector)
     for name, provider in config.providers.items():
         section(
             key_path(("providers", name)),

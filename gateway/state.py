@@ -15,6 +15,7 @@ from gateway.continuity.recorder import Recorder
 from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
+from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics, RequestRecord
 from gateway.redaction import Redactor
@@ -41,6 +42,8 @@ class GatewayState:
     in_flight: InFlight = field(default_factory=InFlight)
     # transcript items decoded once per their bytes (gateway/ingress/memo.py)
     memo: DecodeMemo = field(default_factory=lambda: DecodeMemo(0))
+    # what the gateway did to each request, for /inspector (gateway/inspector)
+    inspector: Inspector = field(default_factory=lambda: Inspector(enabled=False))
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 

@@ -1,0 +1,59 @@
+"""A Claude -> Gemini -> Mistral tool loop through the gateway's Messages endpoint, as Claude Code
+runs one: each turn's answer goes back as it came (thinking with its signature, tool_use), then
+the tool's result, and the next turn asks another family."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
+
+FAMILIES = (("claude", "anthropic"), ("gemini", "gemini"), ("mistral", "mistral"))
+THINKING = {"claude": "Claude considers the weather.", "gemini": "Gemini plans the next call.", "mistral": ""}
+THINK = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
+]
+
+
+@dataclass
+class Loop:
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # X-Gateway-Request-Id of each turn
+    answers: list[dict[str, Any]] = field(default_factory=list)
+
+
+def script(hub: SimulatorHub) -> None:
+    """Claude and Gemini think and call the tool; Mistral answers."""
+    hub.states["anthropic"].push(
+        Reply(reasoning=THINKING["claude"], tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})])
+    )
+    hub.states["gemini"].push(
+        Reply(reasoning=THINKING["gemini"], tool_calls=[ToolCallSpec("get_weather", {"city": "Lyon"})])
+    )
+    hub.states["mistral"].push(Reply(text="Sunny in Paris and Lyon."))
+
+
+async def run_loop(url: str, headers: dict[str, str] | None = None) -> Loop:
+    loop = Loop([{"role": "user", "content": "What is the weather in Paris and Lyon?"}])
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for model, _ in FAMILIES:
+            body = {"model": model, "max_tokens": 4096, "messages": loop.messages, "tools": TOOLS, **THINK}
+            async with session.post(f"{url}/v1/messages", json=body) as response:
+                answer = await response.json()
+                assert response.status == 200, answer
+                loop.ids.append(response.headers["X-Gateway-Request-Id"])
+            loop.answers.append(answer)
+            loop.messages = [*loop.messages, {"role": "assistant", "content": answer["content"]}]
+            calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+            if calls:
+                results = [{"type": "tool_result", "tool_use_id": c["id"], "content": "sunny"} for c in calls]
+                loop.messages.append({"role": "user", "content": results})
+    return loop
