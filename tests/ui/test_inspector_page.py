@@ -1,0 +1,73 @@
+"""The inspector page (gateway/ui/inspector.html) in headless Chromium: a Claude -> Gemini ->
+Mistral tool loop runs through the gateway, and the page lists its requests live, shows the
+dropped reasoning and the projected tool ids side by side, and previews another target."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.simulators.base import SimulatorHub
+from tests.e2e.ndjson_client import ndjson_gateway
+from tests.inspector.loop import THINKING, run_loop, script
+from tests.ui.conftest import browser_page
+
+TOKEN = "inspector-page-token"
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[SimulatorHub]:
+    async with SimulatorHub(handler_cancellation=True) as hub:
+        yield hub
+
+
+async def rows(page, side: str) -> list[tuple[str, str]]:
+    return await page.eval_on_selector_all(
+        f"#detail > div .side.{side} .row", "els => els.map(e => [e.dataset.kind, e.dataset.mark])"
+    )
+
+
+async def test_the_page_shows_what_each_turn_of_a_tool_loop_became(chromium, hub):
+    script(hub)
+    async with ndjson_gateway(hub) as gw, browser_page(chromium) as browser:
+        page = browser.page
+        await page.goto(f"{gw.url}/inspector")
+        await page.locator("#live").filter(has_text="live").wait_for()
+        loop = await run_loop(gw.url)  # while the page is open: the feed brings the requests in
+        mistral = page.locator(f"#req-{loop.ids[2]}")
+        await mistral.wait_for()
+        assert await page.locator("#list button").count() == 3
+        # keyboard only: focus the list, move with j/k, open with Enter
+        await page.locator(f"#req-{loop.ids[2]}").focus()
+        await page.keyboard.press("j")
+        await page.keyboard.press("k")
+        await page.keyboard.press("Enter")
+        await page.locator("#detail h2").filter(has_text=loop.ids[2]).wait_for()
+
+        client = page.locator("#detail .side.client .row")
+        dropped = client.filter(has_text=THINKING["gemini"])
+        assert await dropped.get_attribute("data-mark") == "dropped"
+        assert await client.filter(has_text=THINKING["claude"]).get_attribute("data-mark") == "dropped"
+        provider = page.locator("#detail > div .side.provider .row")
+        calls = provider.and_(page.locator("[data-kind=tool_call]"))
+        assert await calls.count() == 2
+        for i in range(2):
+            assert await calls.nth(i).get_attribute("data-mark") == "projected"
+            tag = await calls.nth(i).locator(".tag").text_content()
+            assert re.search(r"get_weather [A-Za-z0-9]{9}$", tag or ""), tag  # Mistral's id format
+        assert await provider.filter(has_text=THINKING["gemini"]).count() == 0
+
+        # what would Claude receive for the same request: its own thinking restored, no Gemini's
+        await page.fill("#preview-model", "claude")
+        await page.keyboard.press("Enter")
+        await page.locator("#preview-target").filter(has_text="claude / claude-sonnet-4-5").wait_for()
+        preview = page.locator("#preview-result .side.provider .row")
+        assert await preview.filter(has_text=THINKING["claude"]).count() == 1
+        assert await preview.filter(has_text=THINKING["gemini"]).count() == 0
+        body = await page.locator("#preview-result pre").text_content()
+        assert '"signature"' in (body or "")  # Claude's own signature goes back to Claude
+        await page.screenshot(path="/tmp/inspector.png", full_page=False)
+    assert browser.errors == []  # the page's script ran under its Content-Security-Policy
+    assert len(hub.states["anthropic"].requests) == 1  # the preview called no provider
