@@ -109,7 +109,8 @@ def clear_socket(path: str) -> None:
 
 
 async def serve_peer(app: web.Application, path: str) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # handler_cancellation: a sibling's feed that went away ends here too
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     await web.UnixSite(runner, path).start()
     return runner
