@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
@@ -13,8 +14,11 @@ from aiohttp import web
 from gateway import __version__
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
+from gateway.exchange import REQUEST_ID_HEADER
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
+from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
+from gateway.handlers.inspector import add_routes as add_inspector_routes
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import error_response, method_not_allowed, not_found
 from gateway.ingress import chat, responses
@@ -24,8 +28,6 @@ from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
 from gateway.inspector import Inspector
-from gateway.inspector.api import PAGE as INSPECTOR_PAGE
-from gateway.inspector.api import add_routes as add_inspector_routes
 from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor
@@ -83,6 +85,7 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
             response = error_response(
                 request.path, ClientError(500, "internal gateway error", type="server_error")
             )
+            response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
             response.body = redactor.data(response.body)
         if not response.prepared and not request.content.at_eof():
@@ -95,10 +98,12 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
 
 def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
     state: GatewayState | None = request.app.get(GatewayState.KEY)
+    request_id = exc.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
     if state is not None:  # None only while starting up or shutting down
-        state.observe_refusal(request.path, exc, started)
+        state.observe_refusal(request.path, exc, started, request_id)
     log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
     response = error_response(request.path, exc)
+    response.headers[REQUEST_ID_HEADER] = request_id
     if exc.status == 503:  # the gateway turning clients away (connection cap): not on this connection
         response.force_close()
     return response

@@ -21,7 +21,7 @@ from aiohttp import web
 from gateway.access_log import configure_logging
 from gateway.app import IN_FLIGHT, create_app
 from gateway.config import GatewayConfig
-from gateway.inspector.api import worker_app
+from gateway.handlers.inspector import worker_app
 from gateway.inspector.peers import clear_socket, serve_peer, socket_path
 from gateway.lifecycle import END_BOUND
 from gateway.redaction import secrets_redactor

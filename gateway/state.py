@@ -56,14 +56,14 @@ class GatewayState:
             log.exception("metrics update failed for request %s", record.request_id)
         log_access(record)
 
-    def observe_refusal(self, path: str, exc: ClientError, started: float) -> None:
+    def observe_refusal(self, path: str, exc: ClientError, started: float, request_id: str = "") -> None:
         """A request refused before any dialect handler took it (unknown path, wrong method,
         401, 413, unparsable...) still counts and gets its access-log line, under its path's
         ingress label: outcome `client_error`, or `refused` when the gateway turned it away (503)."""
         self.observe(
             RequestRecord(
                 ingress_label(path),
-                request_id=uuid.uuid4().hex,
+                request_id=request_id or uuid.uuid4().hex,
                 outcome="client_error" if exc.status < 500 else "refused",
                 status=exc.status,
                 duration=time.monotonic() - started,

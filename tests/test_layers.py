@@ -23,6 +23,7 @@ LAYERS = {
     "handlers": 5,
     "lifecycle": 4,
     "exchange": 4,
+    "inspector": 4,
     "state": 4,
     "access_log": 4,
     "ingress": 3,

@@ -1,15 +1,25 @@
-"""A Claude -> Gemini -> Mistral tool loop through the gateway's Messages endpoint, as Claude Code
-runs one: each turn's answer goes back as it came (thinking with its signature, tool_use), then
-the tool's result, and the next turn asks another family."""
+"""A gateway on the simulators for the inspector tests, and a Claude -> Gemini -> Mistral tool
+loop through its Messages endpoint, as Claude Code runs one: each turn's answer goes back as it
+came (thinking with its signature, tool_use), then the tool's result, and the next turn asks
+another family."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
+from gateway.app import create_app
+from gateway.config import config_from_dict
+from gateway.demo import DEMO_KEY_ENV
+from gateway.metrics import Metrics
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
+from gateway.state import GatewayState
+from tests.e2e.scenarios import scenario_config
 
 FAMILIES = (("claude", "anthropic"), ("gemini", "gemini"), ("mistral", "mistral"))
 THINKING = {"claude": "Claude considers the weather.", "gemini": "Gemini plans the next call.", "mistral": ""}
@@ -57,3 +67,36 @@ async def run_loop(url: str, headers: dict[str, str] | None = None) -> Loop:
                 results = [{"type": "tool_result", "tool_use_id": c["id"], "content": "sunny"} for c in calls]
                 loop.messages.append({"role": "user", "content": results})
     return loop
+
+
+SECRET_ENV = "INSPECTOR_TEST_CONTINUITY_SECRET"
+
+
+@dataclass
+class Running:
+    url: str
+    state: GatewayState
+
+
+@asynccontextmanager
+async def inspector_gateway(
+    hub: SimulatorHub, tokens: dict[str, str] | None = None, **inspector: Any
+) -> AsyncIterator[Running]:
+    """A gateway on the hub (a model group per family, memory store); `tokens`: env name ->
+    client token, for [auth]; `inspector`: the [inspector] section."""
+    raw = scenario_config(hub, {"backend": "memory"})
+    raw["server"]["continuity_secret_env"] = SECRET_ENV
+    raw["inspector"] = inspector
+    env = {DEMO_KEY_ENV: hub.states["anthropic"].api_key, SECRET_ENV: "inspector-test-secret"}
+    if tokens:
+        raw["auth"] = {"tokens_env": list(tokens)}
+        env.update(tokens)
+    config = config_from_dict(raw, source="<inspector test>")
+    app = create_app(config, env, Metrics())
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, config.server.host, config.server.port).start()
+        yield Running(f"http://{config.server.host}:{config.server.port}", app[GatewayState.KEY])
+    finally:
+        await runner.cleanup()

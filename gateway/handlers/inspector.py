@@ -112,7 +112,7 @@ async def _preview_body(request: web.Request) -> str:
         ) from None
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
-        raise invalid("model: a model group or <provider>/<model> is required", param="model")
+        raise invalid("a model group or <provider>/<model> is required", param="model")
     return model
 
 
@@ -190,25 +190,27 @@ async def get_request(request: web.Request) -> web.Response:
 
 
 async def preview_request(request: web.Request) -> web.Response:
-    state, tenant = _state(request), _tenant(request)
     capture_id = request.match_info["id"]
+    try:
+        return await _preview_anywhere(request, capture_id)
+    except ClientError as exc:
+        exc.headers[REQUEST_ID_HEADER] = capture_id
+        raise
+
+
+async def _preview_anywhere(request: web.Request, capture_id: str) -> web.Response:
+    state, tenant = _state(request), _tenant(request)
     model = await _preview_body(request)
     capture = _local_capture(state.inspector, tenant, capture_id)
     if capture is not None:
-        try:
-            return _json(await preview(state, capture, model), request_id=capture_id)
-        except ClientError as exc:
-            exc.headers[REQUEST_ID_HEADER] = capture_id
-            raise
+        return _json(await preview(state, capture, model), request_id=capture_id)
     route = f"/requests/{capture_id}/preview"
     for status, found in await ask_all(state.inspector.peers, "POST", route, tenant, body={"model": model}):
         if status == 200:
             return _json(found, request_id=capture_id)
         if status == 400:
             error = found["error"]
-            raise ClientError(
-                error["status"], error["message"], code=error["code"], headers={REQUEST_ID_HEADER: capture_id}
-            )
+            raise ClientError(error["status"], error["message"], code=error["code"])
     raise _not_found(capture_id)
 
 
