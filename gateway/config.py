@@ -582,6 +582,13 @@ def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = N
     return tokens
 
 
+def inspect_client(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """`gateway inspect`'s gateway URL and client token: $GATEWAY_URL (else the default address)
+    and $GATEWAY_TOKEN (else none)."""
+    env = os.environ if env is None else env
+    return env.get("GATEWAY_URL") or "http://127.0.0.1:8787", env.get("GATEWAY_TOKEN", "")
+
+
 def model_names(config: GatewayConfig) -> list[str]:
     """Model group names clients can ask for, in config order."""
     return list(config.models)

@@ -16,6 +16,7 @@ LAYERS = {
     "cli": 7,
     "serve": 7,
     "workers": 7,
+    "inspect_cli": 7,
     "eventloop": 7,
     "demo": 7,
     "app": 6,

@@ -39,7 +39,9 @@ async def preview(state: GatewayState, capture: Capture, model: str) -> dict[str
         "repairs": [{"kind": r.kind, "detail": r.detail} for r in (*restored, *prepared.repairs)],
         "transcript": {
             "provider_name": target.provider,
-            **transcript_diff(received.messages, prepared.request.messages, prepared.provider_ids),
+            **transcript_diff(
+                received.messages, prepared.request.messages, prepared.provider_ids, routed.messages
+            ),
         },
     }
     if isinstance(http, UpstreamError):

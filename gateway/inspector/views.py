@@ -169,6 +169,10 @@ def _rows(messages: tuple[Message, ...]) -> list[tuple[int, Message, Block]]:
     return [(i, m, b) for i, m in enumerate(messages) for b in m.blocks]
 
 
+def _metas(messages: tuple[Message, ...]) -> set[int]:
+    return {id(meta) for m in messages for b in m.blocks if (meta := getattr(b, "meta", None)) is not None}
+
+
 def _row(index: int, message: Message, block: Block, mark: str = "", note: str = "") -> dict[str, Any]:
     row = {"message": index, "role": message.role.value, **block_view(block), "mark": mark}
     meta = getattr(block, "meta", None)
@@ -180,15 +184,23 @@ def _row(index: int, message: Message, block: Block, mark: str = "", note: str =
 
 
 def transcript_diff(
-    client: tuple[Message, ...], provider: tuple[Message, ...], provider_ids: Mapping[str, str]
-) -> dict[str, list[dict[str, Any]]]:
+    client: tuple[Message, ...],
+    provider: tuple[Message, ...],
+    provider_ids: Mapping[str, str],
+    routed: tuple[Message, ...] = (),
+) -> dict[str, list[Any]]:
     """The two transcripts as rows, each row marked with what repair did to it (see the module
-    docstring); `provider_ids`: the provider's tool ids -> the client's."""
+    docstring), and `pairs`: the rows side by side in reading order (indexes into each list, null
+    where one side has none); `provider_ids`: the provider's tool ids -> the client's; `routed`:
+    the client's transcript with recorded continuity restored (continuity found there and not in
+    the client's is restored, any other the provider got was made for it)."""
     left, right = _rows(client), _rows(provider)
+    restored = _metas(routed) - _metas(client)
     left_keys = [_key(b, {}) for _, _, b in left]
     right_keys = [_key(b, provider_ids) for _, _, b in right]
     out_left: list[dict[str, Any]] = []
     out_right: list[dict[str, Any]] = []
+    pairs: list[list[int | None]] = []  # [client row, provider row] in reading order
     matcher = SequenceMatcher(None, left_keys, right_keys, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -196,18 +208,25 @@ def transcript_diff(
                 mark, note = "", ""
                 native = getattr(rb, "id", None) or getattr(rb, "call_id", None)
                 canonical = getattr(lb, "id", None) or getattr(lb, "call_id", None)
-                if native is not None and native != canonical:
-                    mark, note = PROJECTED, f"{canonical} -> {native}"
-                elif getattr(rb, "meta", None) is not None and getattr(lb, "meta", None) != rb.meta:
-                    mark, note = RESTORED, f"{rb.meta.kind} continuity from {rb.meta.provider}"
+                meta = getattr(rb, "meta", None)
+                if meta is not None and getattr(lb, "meta", None) != meta:
+                    if id(meta) in restored:
+                        mark, note = RESTORED, f"{meta.kind} continuity restored from the record"
+                    else:  # made for the target (a placeholder signature, filled-in reasoning)
+                        mark, note = INSERTED, f"{meta.kind} continuity filled in"
+                if native is not None and native != canonical:  # the id is what a reader checks first
+                    mark, note = PROJECTED, "; ".join(x for x in (f"{canonical} -> {native}", note) if x)
+                pairs.append([len(out_left), len(out_right)])
                 out_left.append(_row(li, lm, lb, mark, note))
                 out_right.append(_row(ri, rm, rb, mark, note))
             continue
         for li, lm, lb in left[i1:i2]:
+            pairs.append([len(out_left), None])
             out_left.append(_row(li, lm, lb, DROPPED))
         for ri, rm, rb in right[j1:j2]:
+            pairs.append([None, len(out_right)])
             out_right.append(_row(ri, rm, rb, INSERTED))
-    return {"client": out_left, "provider": out_right}
+    return {"client": out_left, "provider": out_right, "pairs": pairs}
 
 
 def continuity_view(capture: Capture) -> dict[str, Any]:
@@ -278,9 +297,11 @@ def detail(capture: Capture) -> dict[str, Any]:
     shown = _provider_side(capture)
     client = capture.received.messages if capture.received is not None else ()
     if shown is not None and shown.prepared is not None:
+        routed = capture.routed.messages if capture.routed is not None else ()
+        prepared = shown.prepared
         out["transcript"] = {
             "provider_name": shown.provider,
-            **transcript_diff(client, shown.prepared.request.messages, shown.prepared.provider_ids),
+            **transcript_diff(client, prepared.request.messages, prepared.provider_ids, routed),
         }
     else:
         out["transcript"] = {"provider_name": None, **transcript_diff(client, (), {})}
