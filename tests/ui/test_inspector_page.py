@@ -23,12 +23,6 @@ async def hub() -> AsyncIterator[SimulatorHub]:
         yield hub
 
 
-async def rows(page, side: str) -> list[tuple[str, str]]:
-    return await page.eval_on_selector_all(
-        f"#detail > div .side.{side} .row", "els => els.map(e => [e.dataset.kind, e.dataset.mark])"
-    )
-
-
 async def test_the_page_shows_what_each_turn_of_a_tool_loop_became(chromium, hub):
     script(hub)
     async with ndjson_gateway(hub) as gw, browser_page(chromium) as browser:
@@ -46,11 +40,11 @@ async def test_the_page_shows_what_each_turn_of_a_tool_loop_became(chromium, hub
         await page.keyboard.press("Enter")
         await page.locator("#detail h2").filter(has_text=loop.ids[2]).wait_for()
 
-        client = page.locator("#detail .side.client .row")
+        client = page.locator("#detail > div .row.client")
         dropped = client.filter(has_text=THINKING["gemini"])
         assert await dropped.get_attribute("data-mark") == "dropped"
         assert await client.filter(has_text=THINKING["claude"]).get_attribute("data-mark") == "dropped"
-        provider = page.locator("#detail > div .side.provider .row")
+        provider = page.locator("#detail > div .row.provider")
         calls = provider.and_(page.locator("[data-kind=tool_call]"))
         assert await calls.count() == 2
         for i in range(2):
@@ -63,7 +57,7 @@ async def test_the_page_shows_what_each_turn_of_a_tool_loop_became(chromium, hub
         await page.fill("#preview-model", "claude")
         await page.keyboard.press("Enter")
         await page.locator("#preview-target").filter(has_text="claude / claude-sonnet-4-5").wait_for()
-        preview = page.locator("#preview-result .side.provider .row")
+        preview = page.locator("#preview-result .row.provider")
         assert await preview.filter(has_text=THINKING["claude"]).count() == 1
         assert await preview.filter(has_text=THINKING["gemini"]).count() == 0
         body = await page.locator("#preview-result pre").text_content()
