@@ -59,11 +59,17 @@ def _tenant(request: web.Request) -> str:
     return tenant_for(_state(request), inspector_credential(request.headers))
 
 
-def _json(data: Any, status: int = 200, request_id: str | None = None) -> web.Response:
+def _json(data: Any, status: int = 200) -> web.Response:
+    """An answer to a sibling worker (which shows it, redacted, to its client)."""
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def _shown(request: web.Request, data: Any, request_id: str | None = None) -> web.Response:
+    """A public answer: what it shows passes the redactor (a client may have pasted a provider key
+    into a prompt; an upstream error may quote one)."""
     headers = {REQUEST_ID_HEADER: request_id} if request_id else None
-    return web.Response(
-        body=orjson.dumps(data), status=status, content_type="application/json", headers=headers
-    )
+    body = _state(request).redactor.data(orjson.dumps(data))
+    return web.Response(body=body, content_type="application/json", headers=headers)
 
 
 def _not_found(capture_id: str) -> ClientError:
@@ -174,7 +180,7 @@ async def list_requests(request: web.Request) -> web.Response:
                 found.extend(items)
         found.sort(key=lambda s: s["time"], reverse=True)
         del found[limit:]
-    return _json(found)
+    return _shown(request, found)
 
 
 async def get_request(request: web.Request) -> web.Response:
@@ -182,10 +188,10 @@ async def get_request(request: web.Request) -> web.Response:
     capture_id = request.match_info["id"]
     capture = _local_capture(state.inspector, tenant, capture_id)
     if capture is not None:
-        return _json(detail(capture), request_id=capture_id)
+        return _shown(request, detail(capture), capture_id)
     for status, found in await ask_all(state.inspector.peers, "GET", f"/requests/{capture_id}", tenant):
         if status == 200:
-            return _json(found, request_id=capture_id)
+            return _shown(request, found, capture_id)
     raise _not_found(capture_id)
 
 
@@ -203,11 +209,11 @@ async def _preview_anywhere(request: web.Request, capture_id: str) -> web.Respon
     model = await _preview_body(request)
     capture = _local_capture(state.inspector, tenant, capture_id)
     if capture is not None:
-        return _json(await preview(state, capture, model), request_id=capture_id)
+        return _shown(request, await preview(state, capture, model), capture_id)
     route = f"/requests/{capture_id}/preview"
     for status, found in await ask_all(state.inspector.peers, "POST", route, tenant, body={"model": model}):
         if status == 200:
-            return _json(found, request_id=capture_id)
+            return _shown(request, found, capture_id)
         if status == 400:
             error = found["error"]
             raise ClientError(error["status"], error["message"], code=error["code"])
@@ -240,6 +246,7 @@ async def _sse(
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     await response.write(b": inspector feed\n\n")
+    redactor = _state(request).redactor
     stopping = asyncio.ensure_future(inspector.stopping.wait())
     try:
         while not stopping.done():
@@ -248,7 +255,8 @@ async def _sse(
                 (getter, stopping), timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
             )
             if getter in done:
-                await response.write(b"data: " + orjson.dumps(getter.result()) + b"\n\n")
+                line = redactor.data(orjson.dumps(getter.result()))
+                await response.write(b"data: " + line + b"\n\n")
                 continue
             getter.cancel()
             if not done:
