@@ -31,8 +31,11 @@ CLIENT_HEADERS = (
     "x-claude-code-session-id",
     "session-id",
 )
-# what one entry holds beside the bytes counted (the objects decoded from them, the record)
+# what one entry holds beside its bytes (the record, the attempts)
 ENTRY_OVERHEAD = 2048
+# the client body counts this many times: the body, and the transcript objects decoded from it
+# (about twice the JSON's size; the bench's RSS with and without the inspector agrees)
+DECODED = 3
 
 
 @dataclass(slots=True)
@@ -75,7 +78,7 @@ def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
     answer = exchange.answer
     attempts = answer.attempts if answer is not None else exchange.attempts
     turn = exchange.turn
-    size = ENTRY_OVERHEAD + len(exchange.raw) + sum(len(a.sent) for a in attempts)
+    size = ENTRY_OVERHEAD + DECODED * len(exchange.raw) + sum(len(a.sent) for a in attempts)
     if turn is not None:
         size += turn_size(turn)
     return Capture(
