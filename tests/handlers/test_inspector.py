@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.simulators.base import Reply, SimulatorHub
+from gateway.simulators.base import Fault, Reply, SimulatorHub
 from tests.inspector.loop import THINKING, inspector_gateway, run_loop, script
 
 TOKENS = {"INSPECTOR_TOKEN_A": "tenant-a-secret-token", "INSPECTOR_TOKEN_B": "tenant-b-secret-token"}
@@ -249,3 +249,23 @@ async def test_disabled_it_captures_nothing_and_serves_nothing(hub):
         for path in ("/inspector", "/inspector/api/requests"):
             status, _, _ = await get(gw.url, path)
             assert status == 404
+
+
+async def test_a_failover_shows_both_attempts_and_what_each_was_sent(hub):
+    hub.states["anthropic"].push(Fault(status=529))
+    async with inspector_gateway(hub) as gw:
+        request_id = await chat(gw.url, "fo.claude.gemini")
+        status, shown, _ = await get(gw.url, f"/inspector/api/requests/{request_id}")
+    assert status == 200 and shown["provider"] == "gemini"
+    first, second = shown["attempts"]
+    assert (first["provider"], first["status"], second["provider"], second["status"]) == (
+        "claude",
+        529,
+        "gemini",
+        200,
+    )
+    assert first["error"]["message"] and first["elapsed_ms"] is not None
+    assert first["upstream_request"] == hub.states["anthropic"].requests[0].body
+    assert second["upstream_request"] == hub.states["gemini"].requests[0].body
+    assert second["started_ms"] >= first["started_ms"]
+    assert shown["transcript"]["provider_name"] == "gemini"
