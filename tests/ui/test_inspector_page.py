@@ -7,12 +7,14 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
+from playwright.async_api import async_playwright
 
 from gateway.simulators.base import SimulatorHub
 from tests.e2e.ndjson_client import ndjson_gateway
-from tests.inspector.loop import THINKING, run_loop, script
-from tests.ui.conftest import browser_page
+from tests.inspector.loop import THINKING, inspector_gateway, run_loop, script
+from tests.ui.conftest import FLAGS, browser_page
 
 TOKEN = "inspector-page-token"
 
@@ -65,3 +67,31 @@ async def test_the_page_shows_what_each_turn_of_a_tool_loop_became(chromium, hub
         await page.screenshot(path="/tmp/inspector.png", full_page=False)
     assert browser.errors == []  # the page's script ran under its Content-Security-Policy
     assert len(hub.states["anthropic"].requests) == 1  # the preview called no provider
+
+
+async def test_with_auth_the_browser_logs_in_once_and_sees_only_its_tokens_requests(chromium, hub):
+    tokens = {"INSPECTOR_PAGE_TOKEN": TOKEN, "INSPECTOR_PAGE_OTHER": "another-tenant-token"}
+    async with inspector_gateway(hub, tokens=tokens) as gw, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=chromium, headless=True, args=FLAGS)
+        try:
+            context = await browser.new_context(http_credentials={"username": "me", "password": TOKEN})
+            page = await context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"{gw.url}/inspector")
+            await page.locator("#live").filter(has_text="live").wait_for()
+            async with aiohttp.ClientSession() as session:
+                ids = []
+                for token in tokens.values():
+                    body = {"model": "claude", "messages": [{"role": "user", "content": "Hi"}]}
+                    headers = {"Authorization": f"Bearer {token}"}
+                    async with session.post(f"{gw.url}/v1/chat/completions", json=body, headers=headers) as r:
+                        ids.append(r.headers["X-Gateway-Request-Id"])
+            await page.locator(f"#req-{ids[0]}").wait_for()  # through the live feed
+            await page.reload()  # and through the list
+            await page.locator(f"#req-{ids[0]}").click()
+            await page.locator("#detail h2").filter(has_text=ids[0]).wait_for()
+            assert await page.locator(f"#req-{ids[1]}").count() == 0  # the other token's request
+        finally:
+            await browser.close()
+    assert errors == []
