@@ -11,14 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
-from gateway.app import create_app
 from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV
-from gateway.metrics import Metrics
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
-from gateway.state import GatewayState
+from tests.e2e.ndjson_client import Running, serving
 from tests.e2e.scenarios import scenario_config
 
 FAMILIES = (("claude", "anthropic"), ("gemini", "gemini"), ("mistral", "mistral"))
@@ -72,12 +69,6 @@ async def run_loop(url: str, headers: dict[str, str] | None = None) -> Loop:
 SECRET_ENV = "INSPECTOR_TEST_CONTINUITY_SECRET"
 
 
-@dataclass
-class Running:
-    url: str
-    state: GatewayState
-
-
 @asynccontextmanager
 async def inspector_gateway(
     hub: SimulatorHub, tokens: dict[str, str] | None = None, **inspector: Any
@@ -91,12 +82,5 @@ async def inspector_gateway(
     if tokens:
         raw["auth"] = {"tokens_env": list(tokens)}
         env.update(tokens)
-    config = config_from_dict(raw, source="<inspector test>")
-    app = create_app(config, env, Metrics())
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, config.server.host, config.server.port).start()
-        yield Running(f"http://{config.server.host}:{config.server.port}", app[GatewayState.KEY])
-    finally:
-        await runner.cleanup()
+    async with serving(config_from_dict(raw, source="<inspector test>"), env) as running:
+        yield running
