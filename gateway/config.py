@@ -741,6 +741,8 @@ def inspect_client(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     and $GATEWAY_TOKEN (else none)."""
     env = os.environ if env is None else env
     return env.get("GATEWAY_URL") or "http://127.0.0.1:8787", env.get("GATEWAY_TOKEN", "")
+
+
 def resolve_key_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The named client keys' tokens (token -> key name) from their token_env variables; every
     one must be set, and no two keys may share a token."""
