@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
@@ -19,9 +20,11 @@ from gateway.config import (
 )
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook, preload
-from gateway.exchange import tenant_id
+from gateway.exchange import REQUEST_ID_HEADER, tenant_id
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
+from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
+from gateway.handlers.inspector import add_routes as add_inspector_routes
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import echo_path, error_response, method_not_allowed, not_found
 from gateway.ingress import chat, responses
@@ -30,6 +33,7 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
+from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
 from gateway.metrics import Metrics
@@ -89,6 +93,7 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
             response = error_response(
                 request.path, ClientError(500, "internal gateway error", type="server_error")
             )
+            response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
             response.body = redactor.data(response.body)
         if not response.prepared and not request.content.at_eof():
@@ -101,10 +106,12 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
 
 def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
     state: GatewayState | None = request.app.get(GatewayState.KEY)
+    request_id = exc.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
     if state is not None:  # None only while starting up or shutting down
-        state.observe_refusal(request.path, exc, started)
+        state.observe_refusal(request.path, exc, started, request_id)
     log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
     response = error_response(request.path, exc)
+    response.headers[REQUEST_ID_HEADER] = request_id
     if exc.status == 503:  # the gateway turning clients away (connection cap): not on this connection
         response.force_close()
     return response
@@ -226,6 +233,7 @@ def create_app(
             sealer,
             in_flight=in_flight,
             memo=DecodeMemo(server.transcript_memo_mib << 20),
+            inspector=Inspector(config.inspector.enabled, config.inspector.max_bytes),
             prices=PriceBook(config),
             limits=limits,
             tracing=tracing,
@@ -252,4 +260,7 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
+    if config.inspector.enabled:
+        app.router.add_get(INSPECTOR_PAGE, page_handler("inspector.html"))
+        add_inspector_routes(app)
     return app

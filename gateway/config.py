@@ -187,6 +187,14 @@ class AuthConfig(_Section):
     tokens_env: list[EnvName] = Field(min_length=1)
 
 
+class InspectorConfig(_Section):
+    # capture every request for /inspector and `gateway inspect` (in memory only, never on disk)
+    enabled: bool = True
+    # what the captures may hold in all (bodies, upstream requests, answers, plus a fixed
+    # per-entry overhead); the oldest go first beyond it
+    max_bytes: int = Field(33554432, gt=0)
+
+
 class StoreConfig(_Section):
     backend: Literal["memory", "sqlite", "redis"] = "memory"
     path: str = Field(".gateway/continuity.db", min_length=1)
@@ -349,6 +357,7 @@ class GatewayConfig(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig | None = None
     store: StoreConfig = Field(default_factory=StoreConfig)
+    inspector: InspectorConfig = Field(default_factory=InspectorConfig)
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
     keys: dict[Name, KeyConfig] = Field(default_factory=dict)
@@ -727,6 +736,13 @@ def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = N
     return tokens
 
 
+def inspect_client(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """`gateway inspect`'s gateway URL and client token: $GATEWAY_URL (else the default address)
+    and $GATEWAY_TOKEN (else none)."""
+    env = os.environ if env is None else env
+    return env.get("GATEWAY_URL") or "http://127.0.0.1:8787", env.get("GATEWAY_TOKEN", "")
+
+
 def resolve_key_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The named client keys' tokens (token -> key name) from their token_env variables; every
     one must be set, and no two keys may share a token."""
@@ -803,6 +819,7 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         status = ", ".join(f"{name} {_set_or_not(env, name)}" for name in config.auth.tokens_env)
         section("auth", config.auth, {"tokens_env": status})
     section("store", config.store)
+    section("inspector", config.inspector)
     for name, provider in config.providers.items():
         section(
             key_path(("providers", name)),

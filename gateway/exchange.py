@@ -60,6 +60,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gateway")
 
+# on every answer of the API, errors included: the request's id in the inspector (/inspector)
+REQUEST_ID_HEADER = "X-Gateway-Request-Id"
+
 # what an upstream that breaks its own answer format raises while its events are folded
 _FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
 
@@ -87,6 +90,11 @@ class Exchange:
     key_refusal: str = ""
     trace: RequestTrace | None = None  # the request's span, when tracing is on
     cost_usd: float | None = None  # what the answer cost, once accounted for (GatewayState.observe)
+    # what the inspector keeps of it (gateway/inspector): references to what the request made anyway
+    raw: bytes = b""  # the body as received
+    received: Request | None = None  # the client's transcript, decoded (kept history prepended)
+    routed: Request | None = None  # ... with recorded continuity restored: what was routed
+    error: str = ""  # the client's error message, or the stream's
 
     def first_content(self) -> None:
         if self.ttft is None:
@@ -124,9 +132,13 @@ class Exchange:
 def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
     """Whose continuity this request may see: a hash of the client's credential when the gateway
     authenticates clients (the guard already accepted it), else one shared tenant."""
+    return tenant_for(state, codec.credential(http.headers))
+
+
+def tenant_for(state: GatewayState, credential: str) -> str:
+    """The tenant of a client credential (the inspector's viewers are scoped by it too)."""
     if not state.config.authenticates:
         return ""
-    credential = codec.credential(http.headers)
     return tenant_id(credential) if credential else ""
 
 
@@ -146,7 +158,9 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
             exchange.outcome = "client_error" if exc.status < 500 else "upstream_error"
         status, body = codec.error_body(exc)
         exchange.status = status
-        return web.Response(status=status, body=body, headers=exc.headers, content_type="application/json")
+        exchange.error = exc.message
+        headers = {**exc.headers, REQUEST_ID_HEADER: exchange.request_id}
+        return web.Response(status=status, body=body, headers=headers, content_type="application/json")
     except asyncio.CancelledError:
         if state.in_flight.ending:
             # the shutdown's grace period ended it: the stream gets its dialect's error event, an
@@ -164,6 +178,7 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         state.metrics.inflight.dec()
         record = exchange.record()
         state.observe(record)
+        state.inspector.capture(exchange, http.headers)
         exchange.cost_usd = record.cost_usd
         if exchange.trace is not None:
             _finish_trace(exchange.trace, exchange, record)
@@ -184,7 +199,8 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     exchange.tenant = tenant_of(state, codec, http)
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
-    body, items = _parse(state, exchange, await http.read())
+    exchange.raw = raw = await http.read()
+    body, items = _parse(state, exchange, raw)
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -198,7 +214,8 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     if exchange.trace is not None:
         # as the access log writes it: a client-chosen X-Session-Id may name a person
         exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
-    request = await _restore(state, exchange, request)
+    exchange.received = request
+    exchange.routed = request = await _restore(state, exchange, request)
 
     try:
         answer = await state.engine.open(request, plan, exchange.session, exchange.trace)
@@ -417,23 +434,32 @@ def _keep(
 
 
 async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
-    """Recorded turns (with their continuity tokens) back in place of the client's copies."""
-    keys = message_keys(request, exchange.session, exchange.tenant)
+    request, repairs = await restore_recorded(state, request, exchange.session, exchange.tenant)
+    exchange.restored = repairs
+    return request
+
+
+async def restore_recorded(
+    state: GatewayState, request: Request, session: str, tenant: str
+) -> tuple[Request, tuple[Repair, ...]]:
+    """Recorded turns (with their continuity tokens) back in place of the client's copies. Reads
+    only: the inspector's preview runs it too."""
+    keys = message_keys(request, session, tenant)
     wanted = list(dict.fromkeys(k for k in keys if k is not None))
     if not wanted:
-        return request
+        return request, ()
     records: dict[str, bytes | None] = dict(state.recorder.pending(wanted))
     missing = [k for k in wanted if k not in records] if records else wanted
     if missing:
         records.update(zip(missing, await state.store.get_many(missing), strict=True))
-    request, repairs = restore(request, records, exchange.session, exchange.tenant, keys)
-    exchange.restored = tuple(repairs)
-    return request
+    request, repairs = restore(request, records, session, tenant, keys)
+    return request, tuple(repairs)
 
 
 def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
     headers = {
         "X-Request-Id": exchange.request_id,
+        REQUEST_ID_HEADER: exchange.request_id,
         "X-Session-Id": exchange.session,
         "X-Gateway-Provider": answer.target.provider,
         "X-Gateway-Attempts": str(len(answer.attempts)),
@@ -528,7 +554,8 @@ async def _stream(
             # a half-finished turn is never recorded: its reasoning block may be cut short
             exchange.outcome = "stream_error"
             # the provider's message may quote what it was sent: never echo a secret
-            await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
+            exchange.error = state.redactor.text(error.message)
+            await response.write(encoder.error(replace(error, message=exchange.error)))
             return response
         assert turn is not None
         exchange.turn = turn
