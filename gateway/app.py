@@ -11,6 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway import __version__
+from gateway.browser import BrowserPolicy
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
 from gateway.handlers.count_tokens import count_tokens
@@ -161,7 +162,9 @@ def create_app(
     app.middlewares.append(errors_middleware(redactor, limits))
     app.middlewares.append(in_flight.middleware())
     app.middlewares.append(refuse_over_capacity)
-    app.middlewares.append(request_guard(tokens, limits))
+    browser = BrowserPolicy.from_lists(server.allowed_hosts, server.allowed_origins, server.host)
+    metrics_open = config.auth is not None and config.auth.metrics_from_loopback_without_token
+    app.middlewares.append(request_guard(tokens, limits, browser, metrics_open))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)

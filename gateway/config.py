@@ -130,6 +130,38 @@ Name = Annotated[str, AfterValidator(_check_name)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
 BaseUrl = Annotated[str, AfterValidator(_check_base_url)]
 RedisUrl = Annotated[str, AfterValidator(_check_redis_url)]
+
+
+def _check_allowed_host(value: str) -> str:
+    # a name as it appears in a Host header, without its port: "gateway.internal", ".example.com"
+    # (that domain and every subdomain) or "*" (any: the check is off)
+    name = value.lower()
+    if name != "*" and not _HOST_NAME_RE.fullmatch(name):
+        raise PydanticCustomError(
+            "invalid_host", "must be a host name without port or scheme, '.domain' for a domain and its"
+            " subdomains, or '*'"
+        )
+    return name
+
+
+def _check_origin(value: str) -> str:
+    # an origin exactly as a browser sends it: scheme://host[:port], no path
+    parts = urlsplit(value)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise PydanticCustomError("invalid_origin", "must be an origin: http(s)://host[:port], nothing after it")
+    return value.lower()
+
+
+_HOST_NAME_RE = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?")
+AllowedHost = Annotated[str, AfterValidator(_check_allowed_host)]
+Origin = Annotated[str, AfterValidator(_check_origin)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -181,10 +213,19 @@ class ServerConfig(_Section):
     workers: int | None = Field(None, ge=1, le=512)
     # "uvloop" needs the extra (pip install 'llm-transcript-gateway[uvloop]'); see gateway/eventloop.py
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
+    # -- browsers (gateway/browser.py) --
+    # Host header names served besides loopback names and IP addresses (DNS rebinding defence):
+    # the names clients and a load balancer use to reach the gateway
+    allowed_hosts: list[AllowedHost] = []
+    # web origins whose pages may call the API (CORS); every other origin is refused with 403
+    allowed_origins: list[Origin] = []
 
 
 class AuthConfig(_Section):
     tokens_env: list[EnvName] = Field(min_length=1)
+    # /metrics takes a token like every route; true serves it to loopback clients without one
+    # (a Prometheus on the same host that has no token)
+    metrics_from_loopback_without_token: bool = False
 
 
 class StoreConfig(_Section):

@@ -2,7 +2,10 @@
 
 - Client authentication: tokens from [auth] (`Authorization: Bearer` or `x-api-key`), checked in
   constant time.
-- `/metrics` is served to loopback clients, and to others only with a valid token.
+- `/metrics` is served to loopback clients when no tokens are configured; with tokens it takes one
+  from every client (unless `[auth] metrics_from_loopback_without_token`).
+- Browsers: Host, Origin and the JSON media type are checked before anything else
+  (gateway/browser.py).
 - The request body limit: 413 from the Content-Length alone when it is too large, otherwise while
   reading (aiohttp counts the decompressed bytes, so a small gzip bomb is refused too); the body
   must arrive within a time limit (408), and one that does not decode is a 400.
@@ -27,6 +30,16 @@ import aiohttp
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.browser import (
+    CORS_ORIGIN,
+    BrowserPolicy,
+    check_host,
+    check_json_body,
+    check_origin,
+    cors_headers,
+    is_preflight,
+    preflight,
+)
 from gateway.ingress.errors import ClientError
 
 log = logging.getLogger(__name__)
@@ -75,6 +88,13 @@ CLIENT_RESPONSE_HEADERS = frozenset(
         "www-authenticate",
         "x-session-id",
         "x-request-id",
+        # CORS, for the origins in [server] allowed_origins only (gateway/browser.py)
+        "access-control-allow-origin",
+        "access-control-allow-methods",
+        "access-control-allow-headers",
+        "access-control-expose-headers",
+        "access-control-max-age",
+        "vary",
     }
 )
 GATEWAY_HEADER_PREFIX = "x-gateway-"
@@ -140,13 +160,15 @@ def _unauthorized() -> ClientError:
     )
 
 
-def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
-    """Raise the ClientError a request gets when it may not reach its handler."""
+def check_access(request: web.BaseRequest, tokens: BearerTokens, metrics_loopback_open: bool = False) -> None:
+    """Raise the ClientError a request gets when it may not reach its handler. `/metrics` takes a
+    token like every route when tokens are configured (a local browser page or process is not
+    trusted for being local), unless `metrics_loopback_open` serves it to loopback clients."""
     path = request.path
     if path in OPEN_PATHS:
         return
     if path == METRICS_PATH:
-        if is_local_client(request):
+        if (not tokens or metrics_loopback_open) and is_local_client(request):
             return
         if not tokens:
             raise ClientError(
@@ -240,14 +262,24 @@ async def send_and_close(
     return response
 
 
-def request_guard(tokens: BearerTokens, limits: BodyLimits) -> Middleware:
-    """Access control, then the body limits, before any handler runs (so an unauthenticated
-    client cannot make the gateway read a large body). A refusal is a ClientError for the error
-    middleware to answer and account for."""
+def request_guard(
+    tokens: BearerTokens, limits: BodyLimits, browser: BrowserPolicy, metrics_loopback_open: bool = False
+) -> Middleware:
+    """Before any handler runs and before the body is read: the browser checks (Host, Origin, a
+    listed origin's preflight; gateway/browser.py), access control, the JSON media type, then the
+    body limits (so neither a web page nor an unauthenticated client can make the gateway read a
+    large body). A refusal is a ClientError for the error middleware to answer and account for."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        check_access(request, tokens)
+        host = check_host(request, browser)
+        origin = check_origin(request, browser, host)
+        if origin is not None:
+            if is_preflight(request):
+                return preflight(request, origin)
+            request[CORS_ORIGIN] = origin
+        check_access(request, tokens, metrics_loopback_open)
+        check_json_body(request)
         if request.body_exists:
             await read_body_within(request, limits)
         return await handler(request)
@@ -284,6 +316,9 @@ async def restrict_response_headers(request: web.BaseRequest, response: web.Stre
     for name in dict.fromkeys(n for n in headers if not _client_header_allowed(n.lower())):
         _drop(headers, name, "client response")
     headers["Server"] = SERVER_HEADER
+    origin = request.get(CORS_ORIGIN)
+    if origin is not None:
+        headers.update(cors_headers(origin))
 
 
 def _client_header_allowed(name: str) -> bool:

@@ -35,6 +35,7 @@ LAYERS = {
     "upstream": 2,
     "metrics": 2,
     "security": 5,
+    "browser": 5,  # security's browser checks (Host, Origin, media type)
     # config validates model names against the providers' capability data
     "redaction": 2,
     "config": 2,

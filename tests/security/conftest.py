@@ -19,7 +19,7 @@ from gateway.metrics import Metrics
 from gateway.serve import start, stop
 from gateway.server import GatewayRunner
 from gateway.simulators.base import Reply, SimulatorHub
-from tests.ops.conftest import base_config, restore_logging  # noqa: F401 - a fixture, shared
+from tests.ops.conftest import JSON, base_config, restore_logging  # noqa: F401 - a fixture, shared
 
 PROVIDER_KEY = "sec-provider-key-7Hq2Xv9LmR4tWz8K"
 USER = [{"role": "user", "content": "What is six times seven?"}]
@@ -53,7 +53,7 @@ class Gateway:
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         async with (
             aiohttp.ClientSession() as http,
-            http.post(self.url + path, data=data, headers=headers) as resp,
+            http.post(self.url + path, data=data, headers={**JSON, **(headers or {})}) as resp,
         ):
             return resp.status, {str(k): v for k, v in resp.headers.items()}, await resp.read()
 

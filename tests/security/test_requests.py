@@ -162,7 +162,7 @@ async def test_json_scalar_bodies_and_bodies_that_do_not_decompress_are_400s(cap
     _no_errors_logged(caplog)
 
 
-RAW_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+RAW_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 BODY = orjson.dumps({"model": "claude", "messages": USER})
 
 
@@ -179,7 +179,7 @@ BODY = orjson.dumps({"model": "claude", "messages": USER})
             431,
             "header_too_large",
         ),
-        (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: gateway\r\n\r\n", 431, "header_too_large"),
+        (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 431, "header_too_large"),
         (RAW_HEAD + b"".join(b"X-H%d: 1\r\n" % i for i in range(200)) + b"\r\n", 400, "malformed_request"),
         (
             RAW_HEAD + b"Content-Encoding: br\r\nContent-Length: 4\r\n\r\nabcd",
