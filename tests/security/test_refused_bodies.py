@@ -77,6 +77,7 @@ async def test_clients_uploading_at_full_speed_read_the_refusal():
         body = _oversized_body()
         for authenticated, expected in ((True, 413), (False, 401)):
             headers = {"Authorization": f"Bearer {TOKEN}"} if authenticated else {}
+            headers["Content-Type"] = "application/json"
             api_key = TOKEN if authenticated else "not-the-token-0000"
             seen: dict[str, list[int | str]] = {}
             for _ in range(ROUNDS):
