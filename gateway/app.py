@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
@@ -32,6 +33,7 @@ from gateway.security import (
     BearerTokens,
     BodyLimits,
     Middleware,
+    Tenants,
     body_too_large,
     request_guard,
     restrict_response_headers,
@@ -151,7 +153,8 @@ def create_app(
     of one `gateway serve` share one, so a blob sealed by one verifies on every other)."""
     tokens = BearerTokens(resolve_auth_tokens(config, env))
     redactor = secrets_redactor(config, env)
-    continuity_secret = resolve_continuity_secret(config, env) or continuity_key
+    # without a configured secret or one shared by the workers: valid for this process only
+    continuity_secret = resolve_continuity_secret(config, env) or continuity_key or secrets.token_bytes(32)
     server = config.server
     limits = BodyLimits(
         server.max_body_bytes, server.body_timeout_seconds, server.linger_seconds, server.linger_max_bytes
@@ -164,7 +167,7 @@ def create_app(
     app.middlewares.append(refuse_over_capacity)
     browser = BrowserPolicy.from_lists(server.allowed_hosts, server.allowed_origins, server.host)
     metrics_open = config.auth is not None and config.auth.metrics_from_loopback_without_token
-    app.middlewares.append(request_guard(tokens, limits, browser, metrics_open))
+    app.middlewares.append(request_guard(tokens, limits, browser, Tenants(continuity_secret), metrics_open))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)

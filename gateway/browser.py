@@ -28,17 +28,16 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from gateway.ingress.errors import ClientError
+from gateway.ingress.errors import ClientError, echo
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 JSON_MEDIA_TYPE = "application/json"
-# request key under which an allowed cross-origin request keeps its origin, for the response
-CORS_ORIGIN = "gateway_cors_origin"
+# an allowed cross-origin request's origin, for its response's CORS headers
+CORS_ORIGIN = web.RequestKey("gateway_cors_origin", str)
 _PREFLIGHT_METHODS = "GET, POST, OPTIONS"
 _PREFLIGHT_MAX_AGE = "600"
 # what a listed origin's page may read of an answer besides the CORS-safelisted headers
 _EXPOSED_HEADERS = "X-Request-Id, X-Session-Id, Retry-After, X-Gateway-Provider, X-Gateway-Attempts"
-_MAX_ECHOED = 100  # a header value quoted in an error message is the client's input: bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +107,6 @@ def _same_origin(origin: str, host: tuple[str, int | None]) -> bool:
     return parts.hostname == hostname and (port or default) == (host_port or default)
 
 
-def _echo(value: str) -> str:
-    return value if len(value) <= _MAX_ECHOED else value[:_MAX_ECHOED] + "..."
-
-
 def _forbidden(message: str, code: str) -> ClientError:
     return ClientError(403, message, type="permission_error", code=code)
 
@@ -121,7 +116,7 @@ def check_host(request: web.BaseRequest, policy: BrowserPolicy) -> tuple[str, in
     host = split_host(raw)
     if host is None or not policy.host_allowed(host[0]):
         raise _forbidden(
-            f"Host {_echo(raw)!r} is not served by this gateway: it answers to loopback names, IP"
+            f"Host {echo(raw)!r} is not served by this gateway: it answers to loopback names, IP"
             " addresses and the names in [server] allowed_hosts",
             "host_not_allowed",
         )
@@ -140,7 +135,7 @@ def check_origin(request: web.BaseRequest, policy: BrowserPolicy, host: tuple[st
     if _same_origin(normalized, host):
         return None
     raise _forbidden(
-        f"Origin {_echo(origin)!r} may not use this gateway: list it in [server] allowed_origins",
+        f"Origin {echo(origin)!r} may not use this gateway: list it in [server] allowed_origins",
         "origin_not_allowed",
     )
 
@@ -171,7 +166,7 @@ def check_json_body(request: web.BaseRequest) -> None:
     if request.content_type == JSON_MEDIA_TYPE:  # aiohttp parses the media type, params aside
         return
     sent = request.headers.get("Content-Type")
-    got = f"got {_echo(sent)!r}" if sent else "none was sent"
+    got = f"got {echo(sent)!r}" if sent else "none was sent"
     raise ClientError(
         415,
         f"the request body must be JSON with Content-Type: application/json ({got})",

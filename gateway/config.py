@@ -155,7 +155,9 @@ def _check_origin(value: str) -> str:
         or parts.fragment
         or parts.username is not None
     ):
-        raise PydanticCustomError("invalid_origin", "must be an origin: http(s)://host[:port], nothing after it")
+        raise PydanticCustomError(
+            "invalid_origin", "must be an origin: http(s)://host[:port], nothing after it"
+        )
     return value.lower()
 
 

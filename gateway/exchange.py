@@ -12,7 +12,6 @@ its way; the request's metrics/access-log record is built from it once, when it 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -28,7 +27,7 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.errors import ClientError, echo, invalid, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.metrics import AttemptOutcome, RequestRecord
@@ -36,7 +35,7 @@ from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
-from gateway.state import GatewayState
+from gateway.state import TENANT, GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.events import (
     BlockDelta,
@@ -104,15 +103,6 @@ class Exchange:
         return record
 
 
-def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
-    """Whose continuity this request may see: a hash of the client's credential when the gateway
-    authenticates clients (the guard already accepted it), else one shared tenant."""
-    if state.config.auth is None or not state.config.auth.tokens_env:
-        return ""
-    credential = codec.credential(http.headers)
-    return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
-
-
 async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
     exchange = Exchange(codec)
     state.metrics.inflight.inc()
@@ -144,7 +134,7 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
-    exchange.tenant = tenant_of(state, codec, http)
+    exchange.tenant = http.get(TENANT, "")  # decided by the guard (gateway/security.py)
     body, items = _parse(state, exchange, await http.read())
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
@@ -157,7 +147,7 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, exchange.session)
+        answer = await state.engine.open(request, plan, _affinity_key(exchange))
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -298,6 +288,12 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
     return plan
 
 
+def _affinity_key(exchange: Exchange) -> str:
+    """The session as the engine's affinity knows it: a client-chosen X-Session-Id is scoped by
+    tenant, so another tenant naming it cannot move this conversation to another target."""
+    return f"{exchange.tenant}\0{exchange.session}" if exchange.tenant else exchange.session
+
+
 def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
         return derive_session_key(request, tenant)
@@ -319,7 +315,7 @@ async def _continue(
     if messages is None:
         raise ClientError(
             400,
-            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
+            f"{history.source}: no answer {echo(history.id)!r} is kept here (unknown, or older than the "
             "store's ttl_seconds)",
             param=history.source,
             code=history.not_found_code,

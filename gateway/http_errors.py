@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway.ingress.errors import ClientError, anthropic_error_body, openai_error_body
+from gateway.ingress.errors import ClientError, anthropic_error_body, echo, openai_error_body
 
 ErrorBody = Callable[[ClientError], bytes]
 # the `ingress` label of a request whose path belongs to no dialect (404s, /v1/models, /metrics...)
@@ -59,7 +59,7 @@ def error_response(path: str, exc: ClientError) -> web.Response:
 
 
 def echo_path(path: str) -> str:
-    return path if len(path) <= _MAX_ECHOED_PATH else path[:_MAX_ECHOED_PATH] + "..."
+    return echo(path, _MAX_ECHOED_PATH)
 
 
 def not_found(method: str, path: str) -> ClientError:

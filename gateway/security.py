@@ -1,7 +1,8 @@
 """Security defaults at the HTTP edges.
 
-- Client authentication: tokens from [auth] (`Authorization: Bearer` or `x-api-key`), checked in
-  constant time.
+- Client authentication: tokens from [auth] (`Authorization: Bearer`, `x-api-key`,
+  `x-goog-api-key` or `?key=`), checked in constant time. The token a request was admitted with is
+  its tenant (`Tenants`), decided here once for every dialect.
 - `/metrics` is served to loopback clients when no tokens are configured; with tokens it takes one
   from every client (unless `[auth] metrics_from_loopback_without_token`).
 - Browsers: Host, Origin and the JSON media type are checked before anything else
@@ -41,6 +42,7 @@ from gateway.browser import (
     preflight,
 )
 from gateway.ingress.errors import ClientError
+from gateway.state import TENANT
 
 log = logging.getLogger(__name__)
 
@@ -160,16 +162,34 @@ def _unauthorized() -> ClientError:
     )
 
 
-def check_access(request: web.BaseRequest, tokens: BearerTokens, metrics_loopback_open: bool = False) -> None:
-    """Raise the ClientError a request gets when it may not reach its handler. `/metrics` takes a
+def presented_credentials(request: web.BaseRequest) -> tuple[str, ...]:
+    """Every token the client presented, wherever its SDK puts it: `Authorization: Bearer`
+    (OpenAI SDKs, ANTHROPIC_AUTH_TOKEN), `x-api-key` (Anthropic SDKs, Claude Code),
+    `x-goog-api-key` and the `key` query parameter (Gemini SDKs and CLI). None is ever forwarded."""
+    headers = request.headers
+    scheme, _, bearer = headers.get("Authorization", "").partition(" ")
+    candidates = (
+        bearer if scheme.lower() == "bearer" else "",
+        headers.get("x-api-key", ""),
+        headers.get("x-goog-api-key", ""),
+        request.query.get("key", ""),
+    )
+    return tuple(c for c in (c.strip() for c in candidates) if c)
+
+
+def check_access(
+    request: web.BaseRequest, tokens: BearerTokens, metrics_loopback_open: bool = False
+) -> str | None:
+    """The credential a request was admitted with (None when no tokens are configured or the path
+    is open), or the ClientError it gets when it may not reach its handler. `/metrics` takes a
     token like every route when tokens are configured (a local browser page or process is not
     trusted for being local), unless `metrics_loopback_open` serves it to loopback clients."""
     path = request.path
     if path in OPEN_PATHS:
-        return
+        return None
     if path == METRICS_PATH:
         if (not tokens or metrics_loopback_open) and is_local_client(request):
-            return
+            return None
         if not tokens:
             raise ClientError(
                 403,
@@ -179,13 +199,29 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens, metrics_loopbac
                 code="forbidden",
             )
     elif not tokens:
-        return
-    headers = request.headers
-    # Anthropic clients send the token in x-api-key (ANTHROPIC_API_KEY), or as a bearer token
-    # (ANTHROPIC_AUTH_TOKEN); neither header is ever forwarded
-    bearer_ok = tokens.accepts(headers.get("Authorization", ""))
-    if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", ""))):
-        raise _unauthorized()
+        return None
+    for credential in presented_credentials(request):
+        if tokens.accepts_key(credential):
+            return credential
+    raise _unauthorized()
+
+
+class Tenants:
+    """The tenant of a request is the credential it was admitted with, whichever header carried
+    it: an HMAC of it under a server secret, so that store keys and memo scopes name no token
+    (a bare hash of a token found in a store dump could be checked against guesses offline).
+    Without configured tokens every client is the one tenant ""."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, secret: bytes) -> None:
+        # domain-separated from the same secret's other use (sealing continuity blobs)
+        self._key = hmac.new(secret, b"gateway tenant key", hashlib.sha256).digest()
+
+    def of(self, credential: str | None) -> str:
+        if not credential:
+            return ""
+        return hmac.new(self._key, credential.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def body_too_large(limit: int) -> ClientError:
@@ -263,7 +299,11 @@ async def send_and_close(
 
 
 def request_guard(
-    tokens: BearerTokens, limits: BodyLimits, browser: BrowserPolicy, metrics_loopback_open: bool = False
+    tokens: BearerTokens,
+    limits: BodyLimits,
+    browser: BrowserPolicy,
+    tenants: Tenants,
+    metrics_loopback_open: bool = False,
 ) -> Middleware:
     """Before any handler runs and before the body is read: the browser checks (Host, Origin, a
     listed origin's preflight; gateway/browser.py), access control, the JSON media type, then the
@@ -278,7 +318,7 @@ def request_guard(
             if is_preflight(request):
                 return preflight(request, origin)
             request[CORS_ORIGIN] = origin
-        check_access(request, tokens, metrics_loopback_open)
+        request[TENANT] = tenants.of(check_access(request, tokens, metrics_loopback_open))
         check_json_body(request)
         if request.body_exists:
             await read_body_within(request, limits)
