@@ -22,6 +22,7 @@ envelope by the error middleware.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ from aiohttp import web
 
 from gateway.ingress.errors import ClientError, echo
 
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?\.?")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 JSON_MEDIA_TYPE = "application/json"
 # an allowed cross-origin request's origin, for its response's CORS headers
@@ -80,16 +82,24 @@ def _is_ip(name: str) -> bool:
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
-    """(hostname, port) of a Host header value (`[::1]:8787`, `localhost`), None if malformed."""
-    try:
-        parts = urlsplit("//" + value)
-        port = parts.port
-    except ValueError:
+    """(hostname, port) of a Host header value (`[::1]:8787`, `localhost`), None if malformed:
+    strictly `name[:port]` or `[ipv6][:port]`, so that no lenient parse finds a loopback name
+    inside something else."""
+    value = value.lower()
+    if value.startswith("["):
+        address, bracket, port = value[1:].partition("]")
+        if not bracket or not _is_ip(address) or (port and not port.startswith(":")):
+            return None
+        name, port = address, port[1:]
+    else:
+        name, _, port = value.partition(":")
+        if not _HOST_NAME.fullmatch(name):
+            return None
+    if not port:
+        return name, None
+    if not port.isdigit() or len(port) > 5 or int(port) > 65535:
         return None
-    hostname = parts.hostname
-    if not hostname or parts.path or parts.query or parts.fragment or parts.username is not None:
-        return None
-    return hostname.lower(), port
+    return name, int(port)
 
 
 def _same_origin(origin: str, host: tuple[str, int | None]) -> bool:
