@@ -177,6 +177,10 @@ class ServerConfig(_Section):
     port: int = Field(8787, ge=1, le=65535)
     max_body_bytes: int = Field(33554432, gt=0)
     max_json_depth: int = Field(64, gt=0)
+    # JSON values one body may hold (containers and list/object entries): parsing is linear in
+    # it, so this bounds how long a body's parse holds the event loop (about 60 ms per million
+    # values on one idle core); a body beyond it is refused unparsed (gateway/ingress/budget.py)
+    max_json_values: int = Field(1000000, gt=0)
     shutdown_grace_seconds: float = Field(10.0, ge=0, allow_inf_nan=False)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # env var holding the key that authenticates continuity data handed to clients

@@ -27,6 +27,7 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
+from gateway.ingress.budget import JsonValues, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, echo, invalid, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
@@ -135,7 +136,7 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
     exchange.tenant = http.get(TENANT, "")  # decided by the guard (gateway/security.py)
-    body, items = _parse(state, exchange, await http.read())
+    body, items = await _parse(state, exchange, await http.read())
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -169,13 +170,13 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     return await _whole(state, exchange, inbound, request, answer, reply, headers)
 
 
-def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
+async def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
     codec = exchange.codec
     field = codec.transcript_field
     limit = state.config.server.max_json_depth
-    body = parse_json_body(raw, limit, field)
+    body = await parse_within_budget(raw, state.config.server, field)
     items = None
     if field is not None and type(body) is dict:
         values = body.get(field)
@@ -237,6 +238,51 @@ def client_error_for(failed: AllTargetsFailed) -> ClientError:
         headers["Retry-After"] = str(max(1, math.ceil(final.retry_after)))
     kind = "invalid_request_error" if status in (400, 413) else "upstream_error"
     return ClientError(status, message, type=kind, code=final.code or final.category.value, headers=headers)
+
+
+# a body's value count is made in steps, the event loop running between them: bytes per step of
+# the bound, strings and structural bytes per step of the exact count (each a few ms)
+_BOUND_STEP = 1 << 20
+_COUNT_STEP = 20_000
+
+
+async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
+    """The parsed body, once it is known to be within the caps that bound its parse and decode:
+    its JSON values (counted in steps that let other requests run, and only when one C-speed
+    count cannot tell), then the blocks its lists hold (`check_size` checks the decoded transcript
+    again: a kept history adds to it)."""
+    cap = limits.max_json_values
+    bound = 0
+    for start in range(0, len(raw), _BOUND_STEP):
+        if start:
+            await asyncio.sleep(0)
+        bound += value_bound(raw, start, start + _BOUND_STEP)
+        if bound > cap:
+            break
+    if bound > cap:
+        values = JsonValues(raw)
+        while not values.done:
+            values.step(_COUNT_STEP)
+            if values.count > cap:
+                raise ClientError(
+                    400,
+                    f"the request body holds more than {cap} JSON values ([server] max_json_values)",
+                    code="too_many_values",
+                )
+            await asyncio.sleep(0)
+    body = parse_json_body(raw, limits.max_json_depth, skip)
+    parts = raw_parts(body)
+    most = limits.max_blocks + limits.max_messages + limits.max_tools
+    if parts > most:
+        raise ClientError(
+            400,
+            f"the request holds {parts} messages, content blocks and tools; this gateway takes at most "
+            f"{limits.max_blocks} blocks ([server] max_blocks), {limits.max_messages} messages and "
+            f"{limits.max_tools} tools",
+            param="messages",
+            code="too_many_blocks",
+        )
+    return body
 
 
 def check_size(request: Request, limits: ServerConfig) -> None:

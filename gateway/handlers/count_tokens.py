@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.exchange import check_size, plan_for
-from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.exchange import check_size, parse_within_budget, plan_for
+from gateway.ingress.errors import ClientError
 from gateway.ingress.messages.codec import CODEC
 from gateway.routing.count import count_input_tokens
 from gateway.state import GatewayState
@@ -18,7 +18,7 @@ SOURCE_HEADER = "X-Gateway-Token-Count"
 async def count_tokens(request: web.Request) -> web.Response:
     state: GatewayState = request.app[GatewayState.KEY]
     try:
-        body = parse_json_body(await request.read(), state.config.server.max_json_depth)
+        body = await parse_within_budget(await request.read(), state.config.server)
         inbound = CODEC.decode_count(body, request.headers, state.sealer)
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
