@@ -117,9 +117,10 @@ def rss_mib(pid: int) -> float:
 
 
 async def stalled_readers(url: str, hub: SimulatorHub, pid: int, count: int) -> tuple[float, float]:
-    """RSS before and with `count` streamed answers (each 8 MiB of text) nobody reads."""
+    """RSS before and with `count` streamed answers nobody reads (each 1 MiB of text in deltas of
+    12 characters, as the simulator streams): once it stops growing, every stream stalled."""
     for _ in range(count):
-        hub.states["anthropic"].push(Reply(text="x" * (8 << 20), chunk_size=4096))
+        hub.states["anthropic"].push(Reply(text="x" * (1 << 20)))
     before = rss_mib(pid)
     body = orjson.dumps(
         {"model": "claude", "max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
@@ -136,8 +137,11 @@ async def stalled_readers(url: str, hub: SimulatorHub, pid: int, count: int) -> 
         writer.write(head + body)
         writers.append((reader, writer))
         reader._transport.pause_reading()  # type: ignore[attr-defined]  # never read the answer
-    await asyncio.sleep(5)  # every stream fills what it may buffer
-    with_them = rss_mib(pid)
+    with_them, grown = rss_mib(pid), True
+    while grown:  # every stream fills what it may buffer
+        await asyncio.sleep(3)
+        now = rss_mib(pid)
+        grown, with_them = now > with_them + 1, now
     for _, writer in writers:
         writer.transport.abort()
     return before, with_them
