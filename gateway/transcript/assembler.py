@@ -35,22 +35,15 @@ class AssemblyError(ValueError):
     upstream); the caller turns it into a protocol error."""
 
 
-# deltas kept as separate strings before they are joined into one: a delta of a few characters
-# costs ~50 bytes of object header, ten times its text, for as long as the answer streams (a
-# client that stops reading keeps it alive until the write timeout)
-_JOIN_EVERY = 128
-
-
 class _Open:
-    __slots__ = ("kind", "id", "name", "custom", "parts", "joined", "meta", "closed")
+    __slots__ = ("kind", "id", "name", "custom", "parts", "meta", "closed")
 
     def __init__(self, kind: BlockKind, id: str, name: str, custom: bool) -> None:
         self.kind = kind
         self.id = id
         self.name = name
         self.custom = custom
-        self.parts: list[str] = []  # the latest deltas
-        self.joined: list[str] = []  # the earlier ones, _JOIN_EVERY to a string
+        self.parts: list[str] = []
         self.meta: Continuity | None = None
         self.closed = False
 
@@ -72,11 +65,7 @@ class Assembler:
             block = self._blocks.get(event.index)
             if block is None or block.closed:
                 raise AssemblyError(f"delta for block {event.index} that is not open")
-            parts = block.parts
-            parts.append(event.text)
-            if len(parts) >= _JOIN_EVERY:
-                block.joined.append("".join(parts))
-                parts.clear()
+            block.parts.append(event.text)
         elif t is BlockStart:
             if event.index in self._blocks:
                 raise AssemblyError(f"block {event.index} started twice")
@@ -109,8 +98,6 @@ class Assembler:
         blocks: list[Block] = []
         for block in self._blocks.values():
             text = "".join(block.parts)
-            if block.joined:
-                text = "".join(block.joined) + text
             if block.kind is BlockKind.TEXT:
                 blocks.append(Text(text, block.meta))
             elif block.kind is BlockKind.REASONING:
