@@ -52,9 +52,7 @@ def bodies(size: int) -> dict[str, bytes]:
         "/v1/messages/count_tokens": orjson.dumps(
             {"model": "claude", "messages": [{"role": "user", "content": blocks}]}
         ),
-        "/v1/responses": orjson.dumps(
-            {"model": "claude", "input": [{"role": "user", "content": items}]}
-        ),
+        "/v1/responses": orjson.dumps({"model": "claude", "input": [{"role": "user", "content": items}]}),
         "/v1/chat/completions": orjson.dumps(
             {"model": "claude", "messages": [{"role": "user", "content": chat_parts}]}
         ),
@@ -148,7 +146,9 @@ async def stalled_readers(url: str, hub: SimulatorHub, pid: int, count: int) -> 
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tree", type=Path, default=ROOT, help="the gateway source tree to run")
     parser.add_argument("--size-mb", type=float, default=31.0)
     parser.add_argument("--streams", type=int, default=100)

@@ -12,8 +12,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.simulators.base import free_port
-from tests.security.conftest import USER, serving, split_response
+from tests.security.conftest import USER, loopback_site, serving, split_response
 
 COUNT = "/v1/messages/count_tokens"
 MESSAGES = {"model": "claude", "max_tokens": 64, "messages": USER}
@@ -27,24 +26,9 @@ async def test_count_tokens_is_counted_and_logged(caplog):
             assert status == 200 and orjson.loads(body)["input_tokens"] > 0, body
         status, _, _ = await gateway.chat({"model": "nope", "messages": USER}, path=COUNT)
         assert status == 404
-        ok = gateway.sample(
-            "gateway_requests_total",
-            ingress="anthropic_count_tokens",
-            model="claude",
-            provider="claude",
-            outcome="ok",
-        )
-        assert ok == 3
-        refused = gateway.sample(
-            "gateway_requests_total",
-            ingress="anthropic_count_tokens",
-            model="unknown",
-            provider="none",
-            outcome="client_error",
-        )
-        assert refused == 1
-        assert gateway.sample("gateway_requests_total", ingress="anthropic_messages", model="claude",
-                              provider="claude", outcome="ok") == 0  # fmt: skip
+        assert gateway.requests("anthropic_count_tokens", "ok", "claude", "claude") == 3
+        assert gateway.requests("anthropic_count_tokens", "client_error", "unknown", "none") == 1
+        assert gateway.requests("anthropic_messages", "ok", "claude", "claude") == 0
     lines = [r.getMessage() for r in caplog.records if r.name == "gateway.access"]
     assert sum("anthropic_count_tokens" in line for line in lines) == 4, lines
 
@@ -63,14 +47,8 @@ async def anthropic_refusing_to_count(status: int, kind: str, message: str) -> A
     seen: list[dict] = []
     app = web.Application()
     app.router.add_post("/v1/messages/count_tokens", refuse)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
+    async with loopback_site(app) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
     assert seen, "the provider was never asked"
 
 
@@ -96,14 +74,7 @@ async def test_a_provider_refusing_to_count_is_the_clients_4xx(status, kind, exp
                 error = orjson.loads(answer)
                 assert error["type"] == "error" and "refused by the provider" in error["error"]["message"]
                 assert headers["X-Gateway-Provider"] == "claude"
-                outcome = gateway.sample(
-                    "gateway_requests_total",
-                    ingress="anthropic_count_tokens",
-                    model="claude",
-                    provider="claude",
-                    outcome="client_error",
-                )
-                assert outcome == 1
+                assert gateway.requests("anthropic_count_tokens", "client_error", "claude", "claude") == 1
 
 
 @pytest.mark.parametrize(("field", "value"), [("stream", "yes"), ("max_tokens", "100"), ("stream", 1)])
@@ -137,8 +108,7 @@ async def test_a_header_too_long_on_messages_answers_in_anthropics_envelope():
                 assert payload["type"] == "error" and payload["error"]["type"] == "invalid_request_error"
             else:
                 assert payload["error"]["code"] == "header_too_large"
-        assert gateway.sample("gateway_requests_total", ingress="anthropic_messages", model="unknown",
-                              provider="none", outcome="client_error") == 1  # fmt: skip
+        assert gateway.requests("anthropic_messages", "client_error", "unknown", "none") == 1
         await gateway.serves_normally()
 
 

@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 from playwright.async_api import Route, async_playwright
 
-from gateway.simulators.base import Reply, free_port
-from tests.security.conftest import USER, Gateway, serving, split_response
+from gateway.simulators.base import Reply
+from tests.security.conftest import USER, Gateway, loopback_site, serving, split_response
 from tests.ui.conftest import FLAGS, chromium  # noqa: F401 - a fixture, shared
 
 TOKEN = "browser-test-token-5Gh8Jk2Lm"
@@ -285,14 +285,8 @@ async def attacker_site() -> AsyncIterator[int]:
 
     app = web.Application()
     app.router.add_get("/", page)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
+    async with loopback_site(app) as port:
         yield port
-    finally:
-        await runner.cleanup()
 
 
 # evil.test resolves to loopback: the attacker's site, then (rebinding) the gateway. Chromium's

@@ -17,7 +17,9 @@ from tests.security.conftest import HANG_GUARD, JSON, USER, Gateway, eventually,
 
 async def _post(gateway: Gateway, body: dict) -> tuple[int, dict[str, str], bytes]:
     async with aiohttp.ClientSession() as http:
-        async with http.post(gateway.url + "/v1/chat/completions", data=orjson.dumps(body), headers=JSON) as resp:
+        async with http.post(
+            gateway.url + "/v1/chat/completions", data=orjson.dumps(body), headers=JSON
+        ) as resp:
             return resp.status, dict(resp.headers), await resp.read()  # raises if the body is cut
 
 
