@@ -145,18 +145,19 @@ def _check_allowed_host(value: str) -> str:
 
 
 def _check_origin(value: str) -> str:
-    # an origin exactly as a browser sends it: scheme://host[:port], no path
+    # an origin exactly as a browser sends it: scheme://host[:port], no path (an editor's webview
+    # sends its own scheme: vscode-webview://<id>)
     parts = urlsplit(value)
     if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
+        not parts.scheme
+        or not parts.netloc
         or parts.path
         or parts.query
         or parts.fragment
         or parts.username is not None
     ):
         raise PydanticCustomError(
-            "invalid_origin", "must be an origin: http(s)://host[:port], nothing after it"
+            "invalid_origin", "must be an origin: scheme://host[:port], nothing after it"
         )
     return value.lower()
 

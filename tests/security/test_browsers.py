@@ -170,7 +170,7 @@ async def test_allowed_origins_get_cors():
     app = "https://app.example.com"
 
     def origins(config: dict) -> None:
-        config["server"]["allowed_origins"] = [app]
+        config["server"]["allowed_origins"] = [app, "vscode-webview://4f2a"]  # an editor's webview too
 
     async with serving(origins) as gateway:
         preflight = {
@@ -185,6 +185,9 @@ async def test_allowed_origins_get_cors():
         assert headers["Access-Control-Allow-Headers"] == "content-type, authorization"
         status, _, _ = await gateway.request("OPTIONS", "/v1/chat/completions", {**preflight, "Origin": EVIL})
         assert status == 403
+        webview = {**preflight, "Origin": "vscode-webview://4f2a"}
+        status, headers, _ = await gateway.request("OPTIONS", "/v1/messages", webview)
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == "vscode-webview://4f2a"
 
         gateway.hub.states["anthropic"].push(Reply(text="hi"))
         status, headers, _ = await gateway.chat(ROUTES["/v1/chat/completions"], {"Origin": app})
