@@ -34,6 +34,9 @@ LAYERS = {
     "store": 2,
     "upstream": 2,
     "metrics": 2,
+    "cost": 2,
+    "tracing": 2,
+    "limits": 3,
     "security": 5,
     "browser": 5,  # security's browser checks (Host, Origin, media type)
     # config validates model names against the providers' capability data
@@ -41,6 +44,8 @@ LAYERS = {
     "config": 2,
     "session": 1,
     "sse": 1,
+    # a vendor's wire forms its dialect and its provider family share (server tools, citations)
+    "wire": 1,
     "transcript": 0,
 }
 # siblings on one layer that must not know each other (DESIGN.md section 3)

@@ -14,7 +14,7 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.messages.codec import CODEC
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.routing.count import PROVIDER, CountRefused, count_input_tokens
-from gateway.state import GatewayState
+from gateway.state import TENANT, GatewayState
 from gateway.transcript.events import ErrorCategory
 
 # response header: whether the figure is the provider's count or the gateway's estimate
@@ -45,6 +45,10 @@ async def _count(state: GatewayState, request: web.Request, record: RequestRecor
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
         record.model = plan.model
+        if state.limits:  # a key's model list holds here too; counting is free: no limit applies
+            refusal = state.limits.forbidden(state.limits.identify(request.get(TENANT, "")), plan.model)
+            if refusal is not None:
+                raise refusal.error()
         try:
             tokens, source, provider = await count_input_tokens(state.engine, inbound.request, plan)
         except CountRefused as refused:
