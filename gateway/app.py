@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -12,6 +13,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway import __version__
+from gateway.browser import BrowserPolicy
 from gateway.config import (
     GatewayConfig,
     resolve_auth_tokens,
@@ -20,7 +22,7 @@ from gateway.config import (
 )
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook, preload
-from gateway.exchange import REQUEST_ID_HEADER, tenant_id
+from gateway.exchange import REQUEST_ID_HEADER
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
@@ -43,6 +45,7 @@ from gateway.security import (
     BearerTokens,
     BodyLimits,
     Middleware,
+    Tenants,
     body_too_large,
     request_guard,
     restrict_response_headers,
@@ -182,7 +185,8 @@ def create_app(
     # a named key's token is a client token too: with keys configured, clients must present one
     tokens = BearerTokens([*resolve_auth_tokens(config, env), *key_tokens])
     redactor = secrets_redactor(config, env)
-    continuity_secret = resolve_continuity_secret(config, env) or continuity_key
+    # without a configured secret or one shared by the workers: valid for this process only
+    continuity_secret = resolve_continuity_secret(config, env) or continuity_key or secrets.token_bytes(32)
     server = config.server
     limits = BodyLimits(
         server.max_body_bytes, server.body_timeout_seconds, server.linger_seconds, server.linger_max_bytes
@@ -193,7 +197,10 @@ def create_app(
     app.middlewares.append(errors_middleware(redactor, limits))
     app.middlewares.append(in_flight.middleware())
     app.middlewares.append(refuse_over_capacity)
-    app.middlewares.append(request_guard(tokens, limits))
+    browser = BrowserPolicy.from_lists(server.allowed_hosts, server.allowed_origins, server.host)
+    metrics_open = config.auth is not None and config.auth.metrics_from_loopback_without_token
+    tenants = Tenants(continuity_secret)
+    app.middlewares.append(request_guard(tokens, limits, browser, tenants, metrics_open))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)
@@ -217,7 +224,7 @@ def create_app(
         sealer = Sealer(continuity_secret)
         preload()  # the price database, now rather than on the first answer
         limits = (
-            KeyLimits(config, key_tokens, tenant_id, on_op=metrics.count_store_operation)
+            KeyLimits(config, key_tokens, tenants.of, on_op=metrics.count_store_operation)
             if config.keys
             else None
         )

@@ -12,7 +12,6 @@ its way; the request's metrics/access-log record is built from it once, when it 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -30,7 +29,8 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
+from gateway.ingress.budget import JsonValues, raw_parts, value_bound
+from gateway.ingress.errors import ClientError, echo, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
@@ -39,7 +39,7 @@ from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
-from gateway.state import GatewayState
+from gateway.state import TENANT, GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
@@ -129,23 +129,6 @@ class Exchange:
         return record
 
 
-def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
-    """Whose continuity this request may see: a hash of the client's credential when the gateway
-    authenticates clients (the guard already accepted it), else one shared tenant."""
-    return tenant_for(state, codec.credential(http.headers))
-
-
-def tenant_for(state: GatewayState, credential: str) -> str:
-    """The tenant of a client credential (the inspector's viewers are scoped by it too)."""
-    if not state.config.authenticates:
-        return ""
-    return tenant_id(credential) if credential else ""
-
-
-def tenant_id(credential: str) -> str:
-    return hashlib.sha256(credential.encode()).hexdigest()[:24]
-
-
 async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
     exchange = Exchange(codec)
     if state.tracing is not None:
@@ -196,11 +179,11 @@ def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
-    exchange.tenant = tenant_of(state, codec, http)
+    exchange.tenant = http.get(TENANT, "")  # decided by the guard (gateway/security.py)
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
-    body, items = _parse(state, exchange, raw)
+    body, items = await _parse(state, exchange, raw)
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -218,7 +201,7 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     exchange.routed = request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, exchange.session, exchange.trace)
+        answer = await state.engine.open(request, plan, _affinity_key(exchange), exchange.trace)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -248,13 +231,13 @@ async def _admit(state: GatewayState, exchange: Exchange) -> None:
         raise refusal.error()
 
 
-def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
+async def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
     codec = exchange.codec
     field = codec.transcript_field
     limit = state.config.server.max_json_depth
-    body = parse_json_body(raw, limit, field)
+    body = await parse_within_budget(raw, state.config.server, field)
     items = None
     if field is not None and type(body) is dict:
         values = body.get(field)
@@ -333,6 +316,51 @@ def client_error_for(failed: AllTargetsFailed, request: Request | None = None) -
     return ClientError(status, message, type=kind, code=final.code or final.category.value, headers=headers)
 
 
+# a body's value count is made in steps, the event loop running between them: bytes per step of
+# the bound, strings and structural bytes per step of the exact count (each a few ms)
+_BOUND_STEP = 1 << 20
+_COUNT_STEP = 20_000
+
+
+async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
+    """The parsed body, once it is known to be within the caps that bound its parse and decode:
+    its JSON values (counted in steps that let other requests run, and only when one C-speed
+    count cannot tell), then the blocks its lists hold (`check_size` checks the decoded transcript
+    again: a kept history adds to it)."""
+    cap = limits.max_json_values
+    bound = 0
+    for start in range(0, len(raw), _BOUND_STEP):
+        if start:
+            await asyncio.sleep(0)
+        bound += value_bound(raw, start, start + _BOUND_STEP)
+        if bound > cap:
+            break
+    if bound > cap:
+        values = JsonValues(raw)
+        while not values.done:
+            values.step(_COUNT_STEP)
+            if values.count > cap:
+                raise ClientError(
+                    400,
+                    f"the request body holds more than {cap} JSON values ([server] max_json_values)",
+                    code="too_many_values",
+                )
+            await asyncio.sleep(0)
+    body = parse_json_body(raw, limits.max_json_depth, skip)
+    parts = raw_parts(body)
+    most = limits.max_blocks + limits.max_messages + limits.max_tools
+    if parts > most:
+        raise ClientError(
+            400,
+            f"the request holds {parts} messages, content blocks and tools; this gateway takes at most "
+            f"{limits.max_blocks} blocks ([server] max_blocks), {limits.max_messages} messages and "
+            f"{limits.max_tools} tools",
+            param="messages",
+            code="too_many_blocks",
+        )
+    return body
+
+
 def check_size(request: Request, limits: ServerConfig) -> None:
     """Refuse a transcript beyond the configured caps before any pass runs over it."""
     if len(request.messages) > limits.max_messages:
@@ -397,6 +425,12 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
     return plan
 
 
+def _affinity_key(exchange: Exchange) -> str:
+    """The session as the engine's affinity knows it: a client-chosen X-Session-Id is scoped by
+    tenant, so another tenant naming it cannot move this conversation to another target."""
+    return f"{exchange.tenant}\0{exchange.session}" if exchange.tenant else exchange.session
+
+
 def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
         return derive_session_key(request, tenant)
@@ -418,7 +452,7 @@ async def _continue(
     if messages is None:
         raise ClientError(
             400,
-            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
+            f"{history.source}: no answer {echo(history.id)!r} is kept here (unknown, or older than the "
             "store's ttl_seconds)",
             param=history.source,
             code=history.not_found_code,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import resource
 import time
 import uuid
@@ -52,6 +53,7 @@ RESERVED_FILES = 64  # descriptors kept for the listening sockets, the store, lo
 # if over the cap): the listen backlog TCPSite asks for
 ACCEPT_BURST = 128
 ACCEPT_LOG_INTERVAL = 10.0
+_REQUEST_LINE = re.compile(rb"[A-Z]{3,7} (/[^ ?\r\n]{0,2048})")
 _ACCEPT_FAILURE = "socket.accept() out of system resource"
 
 
@@ -90,7 +92,7 @@ class GatewayRequestHandler(RequestHandler):
     """aiohttp's HTTP/1.1 protocol with the write stall timeout, the connection cap and
     enveloped parse errors (see the module docstring)."""
 
-    __slots__ = ("_server", "_stall_timer", "_refusal_timer", "_counted", "over_capacity")
+    __slots__ = ("_server", "_stall_timer", "_refusal_timer", "_counted", "over_capacity", "_head_path")
 
     def __init__(self, manager: GatewayServer, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -99,6 +101,7 @@ class GatewayRequestHandler(RequestHandler):
         self._refusal_timer: asyncio.TimerHandle | None = None
         self._counted = False
         self.over_capacity = False
+        self._head_path = "/"  # of the latest request line seen, for a head that does not parse
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -112,6 +115,15 @@ class GatewayRequestHandler(RequestHandler):
                 return
             self.over_capacity = True
             self._refusal_timer = self._loop.call_later(REFUSAL_WAIT, self.force_close)
+
+    def data_received(self, data: bytes) -> None:
+        # a head refused while parsing (431: a header too long) is answered in the envelope of its
+        # path's dialect: aiohttp hands over "/" for it, so the request line is read here (only
+        # when a chunk starts with one: the path chooses an envelope, nothing else)
+        match = _REQUEST_LINE.match(data)
+        if match is not None:
+            self._head_path = match.group(1).decode("latin-1")
+        super().data_received(data)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._counted:
@@ -163,8 +175,9 @@ class GatewayRequestHandler(RequestHandler):
             error = ClientError(status, "internal gateway error", type="server_error")
         if request.writer.output_size > 0:  # as aiohttp: an answer was already under way
             raise ConnectionError("response already started, cannot send an error response")
-        # the head did not parse: its path is unknown (aiohttp hands over "/"), so the default envelope
-        response = error_response(request.path, error)
+        # the head did not parse: aiohttp hands over "/", the request line read as it arrived says more
+        path = self._head_path if request.path == "/" else request.path
+        response = error_response(path, error)
         response.headers["Server"] = SERVER_HEADER
         request_id = response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         response.force_close()
@@ -172,7 +185,7 @@ class GatewayRequestHandler(RequestHandler):
         if state is not None:
             if type(response.body) is bytes:
                 response.body = state.redactor.data(response.body)
-            state.observe_refusal(request.path, error, started, request_id)
+            state.observe_refusal(path, error, started, request_id)
         return response
 
 

@@ -28,6 +28,9 @@ from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
 
+# the tenant the request guard admitted a request as (gateway/security.py `Tenants`)
+TENANT = web.RequestKey("gateway_tenant", str)
+
 
 @dataclass(slots=True)
 class GatewayState:

@@ -40,6 +40,7 @@ LAYERS = {
     "tracing": 2,
     "limits": 3,
     "security": 5,
+    "browser": 5,  # security's browser checks (Host, Origin, media type)
     # config validates model names against the providers' capability data
     "redaction": 2,
     "config": 2,
