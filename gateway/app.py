@@ -17,12 +17,13 @@ from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import error_response, method_not_allowed, not_found
-from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
+from gateway.ingress.chat import codec as chat
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
+from gateway.ingress.responses import codec as responses
 from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.ingress.chat import CODEC as CHAT
+from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.messages.codec import CODEC as MESSAGES

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from gateway.app import INGRESS_ROUTES
-from gateway.ingress.chat import CODEC
+from gateway.ingress.chat.codec import CODEC
 from gateway.ingress.ndjson import NdjsonEncoder, ToolArgumentsError, accepts_ndjson
 from gateway.transcript.events import (
     BlockDelta,

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.ingress.base import Inbound, Reply, SessionHint
-from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
-from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
+from gateway.ingress.chat.decode import DecodeStats, decode_request, include_usage
+from gateway.ingress.chat.encode import ChatStreamEncoder, completion_json
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
 from gateway.transcript.events import BlockKind

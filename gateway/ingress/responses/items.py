@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from gateway.ingress.errors import invalid
-from gateway.ingress.responses_fields import array, obj, optional_text, path_of, text
-from gateway.ingress.responses_tokens import (
+from gateway.ingress.responses.fields import array, obj, optional_text, path_of, text
+from gateway.ingress.responses.tokens import (
     CARRIER_KIND,
     GATEWAY,
     apply_carrier,
@@ -25,7 +25,7 @@ from gateway.ingress.responses_tokens import (
     echoed_native,
     sealed,
 )
-from gateway.ingress.responses_tools import Tools
+from gateway.ingress.responses.tools import Tools
 from gateway.transcript.model import (
     Block,
     Document,

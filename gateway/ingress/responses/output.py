@@ -11,14 +11,14 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.ingress.responses_tokens import (
+from gateway.ingress.responses.tokens import (
     carrier_token,
     compaction_token,
     reasoning_id,
     reasoning_summary,
     reasoning_token,
 )
-from gateway.ingress.responses_tools import ToolNames
+from gateway.ingress.responses.tools import ToolNames
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import Block, Reasoning, StopReason, Text, ToolCall, Usage
 from gateway.transcript.seal import Sealer
@@ -111,7 +111,7 @@ def call_item(
 def carrier_item(
     blocks: list[Block], base: str, answering: Answering, sealer: Sealer
 ) -> dict[str, Any] | None:
-    """The reasoning item carrying the turn's text and call continuity (responses_tokens)."""
+    """The reasoning item carrying the turn's text and call continuity (tokens)."""
     if not answering.encrypted:
         return None
     token = carrier_token(blocks, sealer)

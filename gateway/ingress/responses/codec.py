@@ -2,7 +2,7 @@
 ingress codec: Codex CLI, the OpenAI Agents SDK, and the `openai` SDK's `responses` API.
 
 Stateless clients (Codex: `store: false`, the whole transcript every turn) carry continuity in
-`encrypted_content` (gateway/ingress/responses_tokens.py); stateful ones name an earlier answer
+`encrypted_content` (gateway/ingress/responses/tokens.py); stateful ones name an earlier answer
 with `previous_response_id`, which the exchange rebuilds from what it kept (`Inbound.keep`).
 A request whose input ends in a `compaction_trigger` item, or any request to
 /v1/responses/compact, is answered with exactly one `compaction` item: the routed model's
@@ -17,11 +17,11 @@ from typing import Any
 import orjson
 
 from gateway.ingress.base import Inbound, Reply
-from gateway.ingress.chat import bearer_token
+from gateway.ingress.chat.codec import bearer_token
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
-from gateway.ingress.responses_decode import decode_request
-from gateway.ingress.responses_output import (
+from gateway.ingress.responses.decode import decode_request
+from gateway.ingress.responses.output import (
     ERROR_FINISH,
     Answering,
     base_of,
@@ -31,8 +31,8 @@ from gateway.ingress.responses_output import (
     status_of,
     usage_json,
 )
-from gateway.ingress.responses_stream import ResponsesStreamEncoder
-from gateway.ingress.responses_tokens import reasoning_token
+from gateway.ingress.responses.stream import ResponsesStreamEncoder
+from gateway.ingress.responses.tokens import reasoning_token
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity, Text
 from gateway.transcript.seal import Sealer
