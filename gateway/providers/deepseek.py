@@ -3,7 +3,7 @@ back on every assistant turn that made tool calls."""
 
 from __future__ import annotations
 
-from gateway.providers.openai_compat import (
+from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
     ChatAdapter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from gateway.providers.openai_compat import (
+from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
     ChatAdapter,

@@ -3,7 +3,12 @@ reasoning as `thinking` chunks inside a content array."""
 
 from __future__ import annotations
 
-from gateway.providers.openai_compat import OPENAI_ERROR_TYPES, ChatAdapter, ChatDialect, ReasoningReplay
+from gateway.providers.openai_compat.adapter import (
+    OPENAI_ERROR_TYPES,
+    ChatAdapter,
+    ChatDialect,
+    ReasoningReplay,
+)
 from gateway.transcript.events import ErrorCategory
 from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from gateway.providers.openai_compat import (
+from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
     ChatAdapter,
     ChatDialect,
     ReasoningReplay,
 )
-from gateway.providers.openai_responses import OPENAI_MODEL_NAMES
+from gateway.providers.openai_responses.adapter import OPENAI_MODEL_NAMES
 from gateway.transcript.target import Capabilities, ToolIdRule
 
 CAPABILITIES = Capabilities(

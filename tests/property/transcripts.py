@@ -19,7 +19,7 @@ import orjson
 from hypothesis import strategies as st
 
 from gateway.providers import get_adapter
-from gateway.providers.gemini_request import SIGNATURE
+from gateway.providers.gemini.request import SIGNATURE
 from gateway.repair.tool_pairing import SYNTHETIC_RESULT_TEXT
 from gateway.simulators.anthropic_rules import redacted_data, thinking_signature
 from gateway.simulators.base import SimulatorState

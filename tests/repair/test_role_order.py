@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
-from gateway.providers.gemini import CAPABILITIES as GEMINI
+from gateway.providers.anthropic.adapter import CAPABILITIES as ANTHROPIC
+from gateway.providers.gemini.adapter import CAPABILITIES as GEMINI
 from gateway.providers.mistral import CAPABILITIES as MISTRAL
 from gateway.providers.openai_chat import CAPABILITIES as OPENAI_CHAT
 from gateway.repair.role_order import (

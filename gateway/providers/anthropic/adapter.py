@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
-from gateway.providers.anthropic_schema import anthropic_output_schema
+from gateway.providers.anthropic.decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
+from gateway.providers.anthropic.schema import anthropic_output_schema
 from gateway.providers.base import (
     Adapter,
     EncodeError,

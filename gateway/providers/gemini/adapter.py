@@ -23,7 +23,7 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
-from gateway.providers.gemini_request import (
+from gateway.providers.gemini.request import (
     SIGNATURE,
     STRUCTURED_OUTPUT,
     decode_count,

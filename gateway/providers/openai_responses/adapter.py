@@ -22,7 +22,7 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
-from gateway.providers.openai_responses_decode import (
+from gateway.providers.openai_responses.decode import (
     ResponsesStreamDecoder,
     decode_response,
     error_category,

@@ -1,0 +1,3 @@
+"""The anthropic provider family: its adapter (`adapter`) and the modules it is built from."""
+
+from gateway.providers.anthropic.adapter import ADAPTER as ADAPTER

@@ -1,0 +1,3 @@
+"""The openai_responses provider family: its adapter (`adapter`) and the modules it is built from."""
+
+from gateway.providers.openai_responses.adapter import ADAPTER as ADAPTER
