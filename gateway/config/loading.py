@@ -1,0 +1,132 @@
+"""Loading a config: the TOML file, then the environment and command-line flags layered over it
+(flags > environment > file > defaults), validated with every mistake named by its key path (and
+by where an overridden value came from)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.config.schema import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    CrossCheckFailed,
+    GatewayConfig,
+    Loc,
+    key_path,
+)
+
+
+def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc: Loc = err["loc"]
+        if loc and loc[-1] == "[key]":  # a bad table name: the path already shows it
+            loc = loc[:-1]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(_line(source, loc, msg, origins))
+    return lines
+
+
+def _line(source: str, loc: Loc, msg: str, origins: Mapping[Loc, str]) -> str:
+    origin = origins.get(loc)
+    suffix = f" (from {origin})" if origin else ""
+    return f"{source}: {key_path(loc)}: {msg}{suffix}" if loc else f"{source}: {msg}{suffix}"
+
+
+def _validate(data: Mapping[str, Any], source: str, origins: Mapping[Loc, str]) -> GatewayConfig:
+    try:
+        return GatewayConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(*_validation_lines(exc, source, origins)) from None
+    except CrossCheckFailed as exc:
+        raise ConfigError(*(_line(source, loc, msg, origins) for loc, msg in exc.issues)) from None
+
+
+def config_from_dict(data: Mapping[str, Any], *, source: str = "<config>") -> GatewayConfig:
+    """Validate an in-memory config (same shape as the TOML file)."""
+    return _validate(data, source, {})
+
+
+def _read_toml(source: str, chosen_by: str | None) -> dict[str, Any]:
+    how = f" (from {chosen_by})" if chosen_by else ""
+    try:
+        raw = Path(source).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: config file not found{how}") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read config file{how}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not valid UTF-8 (byte offset {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: TOML syntax error: {exc}") from None
+
+
+def _env_port(value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"GATEWAY_PORT: must be an integer port number, got {value!r}") from None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    workers: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GatewayConfig:
+    """Load the config file and layer the environment and command-line flags over it.
+
+    Precedence, highest first: host/port/workers arguments > GATEWAY_HOST / GATEWAY_PORT /
+    GATEWAY_LOG_LEVEL / GATEWAY_SIMULATORS_URL > the file > built-in defaults. The file is
+    `path`, else $GATEWAY_CONFIG, else config/gateway.toml."""
+    env = os.environ if env is None else env
+    chosen_by = None
+    if path is None:
+        path = env.get("GATEWAY_CONFIG") or None
+        chosen_by = "GATEWAY_CONFIG" if path else None
+    source = os.fspath(path) if path is not None else DEFAULT_CONFIG_PATH
+    data = _read_toml(source, chosen_by)
+
+    overrides: list[tuple[str, Any, str]] = []
+    if env_host := env.get("GATEWAY_HOST"):
+        overrides.append(("host", env_host.strip(), "GATEWAY_HOST"))
+    if env_port := env.get("GATEWAY_PORT"):
+        overrides.append(("port", _env_port(env_port), "GATEWAY_PORT"))
+    if env_level := env.get("GATEWAY_LOG_LEVEL"):
+        overrides.append(("log_level", env_level.strip().lower(), "GATEWAY_LOG_LEVEL"))
+    if env_simulators := env.get("GATEWAY_SIMULATORS_URL"):
+        overrides.append(("simulators_url", env_simulators.strip(), "GATEWAY_SIMULATORS_URL"))
+    if host is not None:
+        overrides.append(("host", host, "--host"))
+    if port is not None:
+        overrides.append(("port", port, "--port"))
+    if workers is not None:
+        overrides.append(("workers", workers, "--workers"))
+
+    origins: dict[Loc, str] = {}
+    server = data.get("server", {})
+    # A non-table [server] is left for validation to report; overrides have nowhere to go.
+    if overrides and isinstance(server, dict):
+        server = dict(server)
+        for key, value, origin in overrides:  # later entries win: flags come after env
+            server[key] = value
+            origins[("server", key)] = origin
+        data = {**data, "server": server}
+    return _validate(data, source, origins)
+
+
+def model_names(config: GatewayConfig) -> list[str]:
+    """Model group names clients can ask for, in config order."""
+    return list(config.models)
