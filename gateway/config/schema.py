@@ -8,19 +8,20 @@ import ipaddress
 import os
 import re
 from collections.abc import Iterator, Sequence
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from gateway.providers import FAMILIES, KINDS
+
 DEFAULT_CONFIG_PATH = "config/gateway.toml"
 
-ProviderKind = Literal[
-    "anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek"
-]
-PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
+# the provider kinds are those of the family registry (gateway/providers/__init__.py)
+PROVIDER_KINDS: tuple[str, ...] = KINDS
+ProviderKind = Literal[KINDS]  # a Literal of a tuple is a Literal of its items
 ReasoningPolicy = Literal["drop", "as_text"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 Loc = tuple[str | int, ...]
@@ -298,12 +299,10 @@ class GatewayConfig(_Section):
             _check_base_url(url)
         except PydanticCustomError:
             return data  # validation reports server.simulators_url itself
-        from gateway.simulators.base import BASE_PATHS  # the hub's layout: one path per kind
-
         hub = url.rstrip("/")
         rewritten = {
-            name: {**entry, "base_url": hub + BASE_PATHS[entry["kind"]]}
-            if isinstance(entry, dict) and entry.get("kind") in BASE_PATHS
+            name: {**entry, "base_url": hub + FAMILIES[entry["kind"]].simulator_path}
+            if isinstance(entry, dict) and entry.get("kind") in FAMILIES
             else entry
             for name, entry in providers.items()
         }
@@ -392,11 +391,8 @@ def worker_count(config: GatewayConfig) -> int:
 
 
 def _model_name_problem(kind: str, model: str) -> str | None:
-    # the provider modules hold each family's model-name rule as capability data; imported here,
-    # not at the top, because they know nothing of the config and need not load to read a file
-    from gateway.providers import get_adapter
-
-    return get_adapter(kind).capabilities.model_names.problem(model)
+    # each family's record holds its model-name rule as capability data
+    return FAMILIES[kind].capabilities.model_names.problem(model)
 
 
 def set_fields(model: BaseModel) -> Iterator[tuple[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from gateway.providers.base import Family
 from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
@@ -51,3 +52,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/kimi/v1")

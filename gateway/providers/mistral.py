@@ -3,6 +3,7 @@ reasoning as `thinking` chunks inside a content array."""
 
 from __future__ import annotations
 
+from gateway.providers.base import Family
 from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_TYPES,
     ChatAdapter,
@@ -40,3 +41,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/mistral/v1")

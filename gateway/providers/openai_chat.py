@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.providers.base import Family
 from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
@@ -38,3 +39,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/openai_chat/v1")

@@ -17,6 +17,7 @@ from gateway.providers.anthropic.schema import anthropic_output_schema
 from gateway.providers.base import (
     Adapter,
     EncodeError,
+    Family,
     HttpRequest,
     category_for_status,
     hosted_tool_specs,
@@ -493,4 +494,10 @@ ADAPTER = Adapter(
     classify_error,
     count=encode_count,
     count_answer=decode_count,
+)
+FAMILY = Family(
+    ADAPTER,
+    credential_header="x-api-key",
+    simulator_path="/anthropic",
+    headers=("anthropic-version", "anthropic-beta"),
 )

@@ -17,6 +17,7 @@ import orjson
 
 from gateway.providers.base import (
     Adapter,
+    Family,
     SSEStreamDecoder,
     category_for_status,
     loads_or_none,
@@ -455,3 +456,4 @@ ADAPTER = Adapter(
     count=encode_count,
     count_answer=decode_count,
 )
+FAMILY = Family(ADAPTER, credential_header="x-goog-api-key", simulator_path="/gemini")

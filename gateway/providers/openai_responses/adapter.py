@@ -13,6 +13,7 @@ import orjson
 from gateway.providers.base import (
     Adapter,
     EncodeError,
+    Family,
     HttpRequest,
     category_for_status,
     document_text,
@@ -327,3 +328,4 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
 
 
 ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, ResponsesStreamDecoder, decode_response, classify_error)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/openai_responses/v1")
