@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -17,13 +17,10 @@ from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import error_response, method_not_allowed, not_found
-from gateway.ingress.base import IngressCodec
-from gateway.ingress.chat import codec as chat
+from gateway.ingress.base import ModelsList
+from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
-from gateway.ingress.messages import codec as messages
-from gateway.ingress.messages.models import anthropic_model_list
-from gateway.ingress.responses import codec as responses
 from gateway.lifecycle import InFlight
 from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor
@@ -49,13 +46,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 USER_AGENT = f"llm-transcript-gateway/{__version__}"
 IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
 
-# The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
-INGRESS_ROUTES: dict[str, IngressCodec] = {
-    "/v1/chat/completions": chat.CODEC,
-    "/v1/messages": messages.CODEC,
-    "/v1/responses": responses.CODEC,
-    "/v1/responses/compact": responses.COMPACT_CODEC,
-}
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
@@ -113,14 +103,19 @@ def _client_error(request: web.Request, exc: web.HTTPException) -> ClientError:
     return ClientError(exc.status, exc.reason, type=kind)
 
 
-async def list_models(request: web.Request) -> web.Response:
-    state: GatewayState = request.app[GatewayState.KEY]
-    if "anthropic-version" in request.headers:  # the Anthropic SDKs' models.list()
-        return web.json_response(anthropic_model_list(list(state.config.models)))
-    data = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "gateway"} for name in state.config.models
-    ]
-    return web.json_response({"object": "list", "data": data})
+def models_handler(lists: Sequence[ModelsList]) -> Handler:
+    """`GET` of a models-list path: the shape of the first dialect whose `selects` takes the
+    request's headers, else the path's default shape."""
+    selective = [m for m in lists if m.selects is not None]
+    default = next((m for m in lists if m.selects is None), lists[0])
+
+    async def list_models(request: web.Request) -> web.Response:
+        state: GatewayState = request.app[GatewayState.KEY]
+        headers = request.headers
+        shape = next((m for m in selective if m.selects is not None and m.selects(headers)), default)
+        return web.json_response(shape.render(list(state.config.models)))
+
+    return list_models
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -204,10 +199,15 @@ def create_app(
             await session.close()
 
     app.cleanup_ctx.append(resources)
-    for path, codec in INGRESS_ROUTES.items():
-        app.router.add_post(path, ingress_handler(codec))
+    models: dict[str, list[ModelsList]] = {}
+    for dialect in DIALECTS:  # every route of every dialect runs the one exchange
+        for route in dialect.routes:
+            app.router.add_post(route.path, ingress_handler(dialect, route.codec))
+        if dialect.models is not None:
+            models.setdefault(dialect.models.path, []).append(dialect.models)
     app.router.add_post(COUNT_TOKENS_PATH, count_tokens)
-    app.router.add_get("/v1/models", list_models)
+    for path, lists in models.items():
+        app.router.add_get(path, models_handler(lists))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)

@@ -5,8 +5,9 @@
     observe (metrics, access log)
 
 Every ingress dialect and both the streamed and the whole answer run this one pipeline; a dialect
-is only an `IngressCodec` (gateway/ingress/base.py). `Exchange` holds what one request learned on
-its way; the request's metrics/access-log record is built from it once, when it ends.
+is its record and codecs (gateway/ingress/base.py). `Exchange` carries one request's working state
+from step to step, and what it learned on its way: the request's metrics/access-log record is
+built from it once, when it ends.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from gateway.config import ServerConfig
 from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
-from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
+from gateway.ingress.base import Dialect, HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
@@ -39,13 +40,12 @@ from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.events import (
-    BlockDelta,
-    BlockKind,
-    BlockStart,
     ErrorCategory,
+    Event,
     StreamError,
     UpstreamError,
     UsageUpdate,
+    is_first_content,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
 
@@ -57,25 +57,39 @@ _FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
 
 @dataclass(slots=True)
 class Exchange:
-    """What one request learned on its way through the pipeline."""
+    """One request on its way through the pipeline: what it carries (the HTTP request, its
+    dialect and codec), its working state as each step fills it in (inbound, plan, answer, reply,
+    headers), and what it learned for the request's metrics/access-log record."""
 
+    state: GatewayState
+    dialect: Dialect
     codec: IngressCodec
+    http: web.Request
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.monotonic)
+    # -- working state, in pipeline order --
+    inbound: Inbound | None = None
+    request: Request | None = None  # the canonical request as routed (history, restored continuity)
+    plan: Plan | None = None
+    answer: Answer | None = None
+    reply: Reply | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # the gateway's own response headers
+    # -- what the request's record says --
     model: str = UNKNOWN_MODEL  # label-safe: a config name
     session: str = ""
     tenant: str = ""
     ignored_tokens: int = 0
     restored: tuple[Repair, ...] = ()
-    answer: Answer | None = None
     attempts: tuple[Attempt, ...] = ()  # when no target committed
     outcome: str = "ok"
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
 
-    def first_content(self) -> None:
-        if self.ttft is None:
+    def saw(self, event: Event) -> None:
+        """An event on its way to the client: the first content (`is_first_content`) sets the
+        time to first token."""
+        if self.ttft is None and is_first_content(event):
             self.ttft = time.monotonic() - self.started
 
     def record(self) -> RequestRecord:
@@ -84,7 +98,7 @@ class Exchange:
         provider = answer.target.provider if answer is not None else None
         repairs = [*self.restored, *answer.repairs] if answer is not None else list(self.restored)
         record = RequestRecord(
-            self.codec.ingress,
+            self.dialect.ingress,
             request_id=self.request_id,
             session=self.session,
             model=self.model,
@@ -104,24 +118,26 @@ class Exchange:
         return record
 
 
-def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
+def tenant_of(state: GatewayState, dialect: Dialect, http: web.Request) -> str:
     """Whose continuity this request may see: a hash of the client's credential when the gateway
     authenticates clients (the guard already accepted it), else one shared tenant."""
     if state.config.auth is None or not state.config.auth.tokens_env:
         return ""
-    credential = codec.credential(http.headers)
+    credential = dialect.credential(http.headers, http.query)
     return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
 
 
-async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
-    exchange = Exchange(codec)
+async def run_exchange(
+    state: GatewayState, dialect: Dialect, codec: IngressCodec, http: web.Request
+) -> web.StreamResponse:
+    exchange = Exchange(state, dialect, codec, http)
     state.metrics.inflight.inc()
     try:
-        return await _run(state, exchange, http)
+        return await _run(exchange)
     except ClientError as exc:
         if exchange.outcome == "ok":  # an upstream failure already said what it was
             exchange.outcome = "client_error" if exc.status < 500 else "upstream_error"
-        status, body = codec.error_body(exc)
+        status, body = dialect.error(exc)
         exchange.status = status
         return web.Response(status=status, body=body, headers=exc.headers, content_type="application/json")
     except asyncio.CancelledError:
@@ -142,22 +158,26 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         state.observe(exchange.record())
 
 
-async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
-    codec = exchange.codec
-    exchange.tenant = tenant_of(state, codec, http)
-    body, items = _parse(state, exchange, await http.read())
-    inbound = codec.decode(body, http.headers, state.sealer, items)
+async def _run(exchange: Exchange) -> web.StreamResponse:
+    state, http = exchange.state, exchange.http
+    exchange.tenant = tenant_of(state, exchange.dialect, http)
+    body, items = _parse(exchange, await http.read())
+    inbound = exchange.codec.decode(
+        body, http.headers, state.sealer, items, params=http.match_info, query=http.query
+    )
+    exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
     if inbound.history is not None:
-        request = await _continue(state, exchange, inbound.history, request)
+        request = await _continue(exchange, inbound.history, request)
     check_size(request, state.config.server)
-    plan = _plan(state, exchange, request.model)
+    exchange.plan = plan_for(state, request.model)
+    exchange.model = exchange.plan.model
     exchange.session = _session(inbound.session_hint, request, exchange.tenant)
-    request = await _restore(state, exchange, request)
+    request = exchange.request = await _restore(exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, exchange.session)
+        answer = await state.engine.open(request, exchange.plan, exchange.session)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -172,25 +192,25 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
                 answer.target.provider,
                 repair.detail,
             )
-    reply = Reply(codec.answer_id(exchange.request_id), request.model, int(time.time()))
-    headers = _headers(exchange, answer)
+    exchange.reply = Reply(exchange.codec.answer_id(exchange.request_id), request.model, int(time.time()))
+    exchange.headers = _headers(exchange, answer)
     if request.stream:
-        return await _stream(state, exchange, inbound, request, answer, reply, headers, http)
-    return await _whole(state, exchange, inbound, request, answer, reply, headers)
+        return await _stream(exchange, inbound, request, answer)
+    return await _whole(exchange, inbound, request, answer)
 
 
-def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
+def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
-    codec = exchange.codec
-    field = codec.transcript_field
+    state = exchange.state
+    field = exchange.codec.transcript_field
     limit = state.config.server.max_json_depth
     body = parse_json_body(raw, limit, field)
     items = None
     if field is not None and type(body) is dict:
         values = body.get(field)
         if type(values) is list:
-            items = state.memo.items(f"{codec.ingress}\0{exchange.tenant}", values, limit)
+            items = state.memo.items(f"{exchange.dialect.ingress}\0{exchange.tenant}", values, limit)
     return body, items
 
 
@@ -292,12 +312,6 @@ def plan_for(state: GatewayState, model: str) -> Plan:
         raise invalid(str(exc), param="model", code="invalid_value") from None
 
 
-def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
-    plan = plan_for(state, model)
-    exchange.model = plan.model
-    return plan
-
-
 def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
         return derive_session_key(request, tenant)
@@ -307,10 +321,9 @@ def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     return hint.value
 
 
-async def _continue(
-    state: GatewayState, exchange: Exchange, history: HistoryRef, request: Request
-) -> Request:
+async def _continue(exchange: Exchange, history: HistoryRef, request: Request) -> Request:
     """The kept transcript of the answer `history` names, then the request's own messages."""
+    state = exchange.state
     key = history_key(history.id, exchange.tenant)
     raw = state.recorder.pending([key]).get(key)
     if raw is None:
@@ -327,15 +340,9 @@ async def _continue(
     return replace(request, messages=messages + request.messages)
 
 
-def _keep(
-    state: GatewayState, exchange: Exchange, reply: Reply, request: Request, turn: AssistantTurn
-) -> None:
-    transcript = (*request.messages, turn.message())
-    state.recorder.put([history_key(reply.id, exchange.tenant)], encode_transcript(transcript))
-
-
-async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
+async def _restore(exchange: Exchange, request: Request) -> Request:
     """Recorded turns (with their continuity tokens) back in place of the client's copies."""
+    state = exchange.state
     keys = message_keys(request, exchange.session, exchange.tenant)
     wanted = list(dict.fromkeys(k for k in keys if k is not None))
     if not wanted:
@@ -363,24 +370,22 @@ def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
     return headers
 
 
-def _record_turn(state: GatewayState, exchange: Exchange, request: Request, turn: AssistantTurn) -> None:
-    state.recorder.record(turn.blocks, exchange.session, answer_position(request), exchange.tenant)
+def _completed(exchange: Exchange, inbound: Inbound, request: Request, turn: AssistantTurn) -> None:
+    """A turn answered in full: recorded for continuity, and kept whole under the answer's id
+    when the client will continue it by that id."""
+    state, tenant = exchange.state, exchange.tenant
+    state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
+    if inbound.keep:
+        assert exchange.reply is not None
+        transcript = (*request.messages, turn.message())
+        state.recorder.put([history_key(exchange.reply.id, tenant)], encode_transcript(transcript))
 
 
-async def _whole(
-    state: GatewayState,
-    exchange: Exchange,
-    inbound: Inbound,
-    request: Request,
-    answer: Answer,
-    reply: Reply,
-    headers: dict[str, str],
-) -> web.Response:
+async def _whole(exchange: Exchange, inbound: Inbound, request: Request, answer: Answer) -> web.Response:
     assembler = Assembler()
     try:
         async for event in answer.events():
-            if type(event) is BlockDelta and event.text:
-                exchange.first_content()
+            exchange.saw(event)
             assembler.add(event)
         turn = assembler.finish()
     except _FORMAT_ERRORS as exc:
@@ -393,28 +398,20 @@ async def _whole(
         ) from None
     exchange.usage = turn.usage
     if assembler.error is None:
-        _record_turn(state, exchange, request, turn)
-        if inbound.keep:
-            _keep(state, exchange, reply, request, turn)
+        _completed(exchange, inbound, request, turn)
     exchange.status = 200
-    body = exchange.codec.answer(inbound, reply, turn, state.sealer)
-    return web.Response(body=body, headers=headers, content_type="application/json")
+    assert exchange.reply is not None
+    body = exchange.codec.answer(inbound, exchange.reply, turn, exchange.state.sealer)
+    return web.Response(body=body, headers=exchange.headers, content_type="application/json")
 
 
 async def _stream(
-    state: GatewayState,
-    exchange: Exchange,
-    inbound: Inbound,
-    request: Request,
-    answer: Answer,
-    reply: Reply,
-    headers: dict[str, str],
-    http: web.Request,
+    exchange: Exchange, inbound: Inbound, request: Request, answer: Answer
 ) -> web.StreamResponse:
-    encoder = _stream_encoder(state, exchange.codec, inbound, reply, http)
-    response = web.StreamResponse(
-        status=200, headers={**headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
-    )
+    state, http = exchange.state, exchange.http
+    encoder = _stream_encoder(exchange, inbound)
+    headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
+    response = web.StreamResponse(status=200, headers=headers)
     assembler = Assembler()  # the turn as it streams, to record once it completed
     keepalive: asyncio.Task[None] | None = None
     try:
@@ -444,9 +441,7 @@ async def _stream(
         assert turn is not None
         await response.write(encoder.finish())
         await response.write_eof()
-        _record_turn(state, exchange, request, turn)
-        if inbound.keep:
-            _keep(state, exchange, reply, request, turn)
+        _completed(exchange, inbound, request, turn)
         return response
     finally:
         if keepalive is not None:
@@ -454,15 +449,14 @@ async def _stream(
         await answer.aclose()
 
 
-def _stream_encoder(
-    state: GatewayState, codec: IngressCodec, inbound: Inbound, reply: Reply, http: web.Request
-) -> StreamEncoder:
+def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
-    if accepts_ndjson(http.headers.get("Accept", "")):
-        sealer = state.sealer
+    codec, sealer = exchange.codec, exchange.state.sealer
+    if accepts_ndjson(exchange.http.headers.get("Accept", "")):
         return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
-    return codec.stream_encoder(inbound, reply, state.sealer)
+    assert exchange.reply is not None
+    return codec.stream_encoder(inbound, exchange.reply, sealer)
 
 
 class _Relay:
@@ -492,13 +486,10 @@ class _Relay:
                     if out:
                         await response.write(bytes(out))
                     return event.error
-                if exchange.ttft is None and (
-                    (t is BlockDelta and event.text)
-                    or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
-                ):
-                    exchange.first_content()
-                elif t is UsageUpdate:
+                if t is UsageUpdate:
                     exchange.usage = event.usage
+                else:
+                    exchange.saw(event)
                 try:
                     assembler.add(event)
                     chunk = encoder.event(event)

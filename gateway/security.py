@@ -1,7 +1,7 @@
 """Security defaults at the HTTP edges.
 
-- Client authentication: tokens from [auth] (`Authorization: Bearer` or `x-api-key`), checked in
-  constant time.
+- Client authentication: tokens from [auth], carried as any dialect's clients carry them (each
+  dialect's record names how: `Authorization: Bearer`, `x-api-key`...), checked in constant time.
 - `/metrics` is served to loopback clients, and to others only with a valid token.
 - The request body limit: 413 from the Content-Length alone when it is too large, otherwise while
   reading (aiohttp counts the decompressed bytes, so a small gzip bomb is refused too); the body
@@ -27,6 +27,8 @@ import aiohttp
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.ingress.base import Credential
+from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.errors import ClientError
 from gateway.providers import FAMILIES
 
@@ -39,6 +41,8 @@ Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 # carry the token)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/ndjson.html"})
 METRICS_PATH = "/metrics"
+# where each dialect's clients put their token (the dialects' records)
+CLIENT_CREDENTIALS: tuple[Credential, ...] = tuple(dict.fromkeys(d.credential for d in DIALECTS))
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
@@ -148,11 +152,10 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
             )
     elif not tokens:
         return
-    headers = request.headers
-    # Anthropic clients send the token in x-api-key (ANTHROPIC_API_KEY), or as a bearer token
-    # (ANTHROPIC_AUTH_TOKEN); neither header is ever forwarded
-    bearer_ok = tokens.accepts(headers.get("Authorization", ""))
-    if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", ""))):
+    # every dialect's way of carrying the token is accepted on every path (a client's requests to
+    # /v1/models and /metrics carry it its own way); none of them is ever forwarded
+    headers, query = request.headers, request.query
+    if not any(tokens.accepts_key(credential(headers, query)) for credential in CLIENT_CREDENTIALS):
         raise _unauthorized()
 
 

@@ -7,7 +7,7 @@ from aiohttp import web
 
 from gateway.exchange import check_size, plan_for
 from gateway.ingress.errors import ClientError, parse_json_body
-from gateway.ingress.messages.codec import CODEC
+from gateway.ingress.messages.codec import CODEC, DIALECT
 from gateway.routing.count import count_input_tokens
 from gateway.state import GatewayState
 
@@ -24,7 +24,7 @@ async def count_tokens(request: web.Request) -> web.Response:
         plan = plan_for(state, inbound.request.model)
         tokens, source, provider = await count_input_tokens(state.engine, inbound.request, plan)
     except ClientError as exc:
-        status, payload = CODEC.error_body(exc)
+        status, payload = DIALECT.error(exc)
         return web.Response(status=status, body=payload, headers=exc.headers, content_type="application/json")
     headers = {SOURCE_HEADER: source, "X-Gateway-Provider": provider}
     return web.json_response({"input_tokens": tokens}, headers=headers)

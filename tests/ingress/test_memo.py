@@ -128,7 +128,7 @@ def _decode(codec: Any, body: dict[str, Any], memo: DecodeMemo | None) -> Any:
         parsed = parse_json_body(raw, DEPTH)
     else:
         parsed = parse_json_body(raw, DEPTH, codec.transcript_field)
-        items = memo.items(f"{codec.ingress}\0", parsed["messages"], DEPTH)
+        items = memo.items(f"{id(codec)}\0", parsed["messages"], DEPTH)
     try:
         inbound = codec.decode(parsed, {}, SEALER, items)
     except ClientError as exc:

@@ -9,13 +9,15 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply, SessionHint
+from gateway.ingress.base import NO_PARAMS, Dialect, Inbound, ModelsList, Reply, Route, SessionHint
+from gateway.ingress.chat.codec import bearer_token
 from gateway.ingress.echo_formats import anthropic_token
-from gateway.ingress.errors import ClientError, anthropic_error
+from gateway.ingress.errors import anthropic_error
 from gateway.ingress.memo import Items
 from gateway.ingress.messages import wire as w
 from gateway.ingress.messages.decode import Decoded, Validated, decode_request, validate
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, message_json
+from gateway.ingress.messages.models import anthropic_client, anthropic_model_list
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
@@ -30,11 +32,17 @@ class Context:
 
 
 class MessagesCodec:
-    ingress = "anthropic_messages"
     transcript_field = "messages"
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         return self._decode(validate(body, items=items), headers, sealer)
 
@@ -65,9 +73,6 @@ class MessagesCodec:
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
         return orjson.dumps(message_json(self._events(inbound, reply, sealer), turn))
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        return anthropic_error(error)
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # Anthropic's own thinking signature (or redacted data) as Anthropic issued it, so the
         # history replays natively; every other token sealed, as the thinking blocks carry it
@@ -77,12 +82,20 @@ class MessagesCodec:
                 return token[1]
         return sealer.seal(meta)
 
-    def credential(self, headers: Mapping[str, str]) -> str:
-        key = headers.get("x-api-key", "").strip()
-        if key:
-            return key
-        scheme, _, value = headers.get("Authorization", "").partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else ""
+
+def api_key(headers: Mapping[str, str], query: Mapping[str, str] = NO_PARAMS) -> str:
+    """`x-api-key` (ANTHROPIC_API_KEY), else a bearer token (ANTHROPIC_AUTH_TOKEN)."""
+    key = headers.get("x-api-key", "").strip()
+    return key or bearer_token(headers)
 
 
 CODEC = MessagesCodec()
+DIALECT = Dialect(
+    ingress="anthropic_messages",
+    routes=(Route("/v1/messages", CODEC),),
+    # /v1/messages/count_tokens too (its handler is the app's: it answers without generating)
+    prefixes=("/v1/messages",),
+    error=anthropic_error,
+    credential=api_key,
+    models=ModelsList("/v1/models", anthropic_model_list, selects=anthropic_client),
+)

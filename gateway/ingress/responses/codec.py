@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply
-from gateway.ingress.chat.codec import bearer_token
-from gateway.ingress.errors import ClientError
+from gateway.ingress.base import NO_PARAMS, Dialect, Inbound, ModelsList, Reply, Route
+from gateway.ingress.chat.codec import bearer_token, openai_error
+from gateway.ingress.chat.models import openai_model_list
 from gateway.ingress.memo import Items
 from gateway.ingress.responses.decode import decode_request
 from gateway.ingress.responses.output import (
@@ -39,8 +39,6 @@ from gateway.transcript.seal import Sealer
 
 
 class ResponsesCodec:
-    ingress = "responses"
-
     def __init__(self, compact: bool = False) -> None:
         self.compact = compact  # the /v1/responses/compact endpoint
 
@@ -49,7 +47,14 @@ class ResponsesCodec:
     transcript_field = None
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         decoded = decode_request(body, headers, sealer, compact=self.compact)
         return Inbound(
@@ -100,12 +105,6 @@ class ResponsesCodec:
             )
         )
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        return error.status, error.to_json()
-
-    def credential(self, headers: Mapping[str, str]) -> str:
-        return bearer_token(headers)
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # a Responses client sends back OpenAI's own reasoning token as OpenAI issued it; every
         # other token (and text/call continuity, carried in the turn's carrier) sealed
@@ -118,3 +117,11 @@ class ResponsesCodec:
 
 CODEC = ResponsesCodec()
 COMPACT_CODEC = ResponsesCodec(compact=True)
+DIALECT = Dialect(
+    ingress="responses",
+    routes=(Route("/v1/responses", CODEC), Route("/v1/responses/compact", COMPACT_CODEC)),
+    prefixes=("/v1/responses",),
+    error=openai_error,
+    credential=bearer_token,
+    models=ModelsList("/v1/models", openai_model_list),
+)
