@@ -29,6 +29,8 @@ REPAIR_KINDS = (
     "hosted_tool_dropped",
     # added with the Messages ingress
     "provider_option_dropped",
+    # added with the family and dialect records (issue 18): inserted messages, apart from results
+    "synthetic_message",
 )
 
 

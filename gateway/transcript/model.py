@@ -107,6 +107,8 @@ class ToolResult:
     is_error: bool = False
     images: tuple[Image, ...] = ()
     cache: CacheControl | None = None
+    # inserted by repair for a call that had none (never a result a client sent, whatever its text)
+    synthetic: bool = False
 
 
 Block = Union[Text, Image, Document, Reasoning, ToolCall, ToolResult]

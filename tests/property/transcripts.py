@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from gateway.providers import KINDS, get_adapter  # KINDS: every registered family
 from gateway.providers.gemini.request import SIGNATURE
-from gateway.repair.tool_pairing import SYNTHETIC_RESULT_TEXT
+from gateway.repair.tool_pairing import synthetic_result
 from gateway.simulators.anthropic_rules import redacted_data, thinking_signature
 from gateway.simulators.base import SimulatorState
 from gateway.simulators.gemini_render import call_covers, text_covers
@@ -351,7 +351,7 @@ class Builder:
         for n, pick in enumerate(picks):
             call_id = self.call_ids[pick % len(self.call_ids)]
             if layout == "synthetic":
-                results.append(ToolResult(call_id, SYNTHETIC_RESULT_TEXT, is_error=True))
+                results.append(synthetic_result(call_id))
             else:
                 results.append(ToolResult(call_id, content, is_error=error and n == 0, images=images))
         if layout == "split":
