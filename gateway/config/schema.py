@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic_core import PydanticCustomError
 
 from gateway.providers import FAMILIES, KINDS
+from gateway.transcript.model import REASONING_EFFORTS
 
 DEFAULT_CONFIG_PATH = "config/gateway.toml"
 
@@ -23,7 +24,7 @@ DEFAULT_CONFIG_PATH = "config/gateway.toml"
 PROVIDER_KINDS: tuple[str, ...] = KINDS
 ProviderKind = Literal[KINDS]  # a Literal of a tuple is a Literal of its items
 ReasoningPolicy = Literal["drop", "as_text"]
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningEffort = Literal[REASONING_EFFORTS]  # the canonical levels (transcript.model)
 Loc = tuple[str | int, ...]
 
 # Names become metric label values and client-facing model names; "/" is reserved for the

@@ -50,7 +50,6 @@ _MAX_ROUNDS = 64
 class Prepared:
     request: Request  # repaired and projected for the target
     repairs: tuple[Repair, ...]
-    provider_ids: dict[str, str]  # provider tool id -> canonical id, for mapping answers back
     # custom tools sent in function form: their calls in the answer map back to custom calls
     custom_tools: frozenset[str] = frozenset()
 
@@ -91,7 +90,7 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     repairs.extend(found)
     messages, found = fill_reasoning_content(messages, target, caps)
     repairs.extend(found)
-    messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
+    messages, _, projected = project_tool_ids(messages, target, caps.tool_ids)
     repairs.extend(Repair("tool_id_projected") for _ in range(projected))
     tools, system, messages, found = limit_cache_breakpoints(tools, request.system, messages, caps)
     repairs.extend(found)
@@ -117,4 +116,4 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
             hosted_tools=hosted,
             provider_options=options,
         )
-    return Prepared(repaired, tuple(repairs), provider_ids, custom)
+    return Prepared(repaired, tuple(repairs), custom)

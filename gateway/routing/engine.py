@@ -92,9 +92,8 @@ def _break_reason(home: Target, attempts: list[Attempt]) -> str | None:
 
 
 class AllTargetsFailed(Exception):
-    def __init__(self, plan: Plan, attempts: list[Attempt], final: UpstreamError) -> None:
+    def __init__(self, attempts: list[Attempt], final: UpstreamError) -> None:
         super().__init__(final.message)
-        self.plan = plan
         self.attempts = attempts
         self.final = final
 
@@ -210,7 +209,7 @@ class Engine:
                             moved = _break_reason(home, attempts)
                         self.sessions.served(plan.model, session, target)
                     reason = moved if home is not None and target is not home else None
-                    return Answer(target, prepared, tuple(attempts), plan, stream, reason)
+                    return Answer(target, prepared, tuple(attempts), stream, reason)
                 self.health.record(target, ticket, result)
                 final = result
                 kind = failure_class(result)
@@ -238,7 +237,7 @@ class Engine:
             await self._sleep(wait)
             passes += 1
             pending = again
-        raise AllTargetsFailed(plan, attempts, final)
+        raise AllTargetsFailed(attempts, final)
 
     def _acquire_next(self, order: tuple[Target, ...], pending: list[int]) -> tuple[int, Ticket] | None:
         """The first target of this pass that can take traffic now (claiming a half-open probe if

@@ -43,7 +43,6 @@ from gateway.transcript.seal import Sealer
 COMPACTION_PREFIX = "Summary of the conversation so far (earlier turns were compacted):\n\n"
 SUMMARY_SEPARATOR = "\n\n"
 
-_ASSISTANT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call"})
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
 # items of OpenAI-hosted tools and other server-side state: nothing a canonical transcript holds
 _REFUSED = {
