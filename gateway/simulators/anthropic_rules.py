@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway.simulators.anthropic_shapes import Invalid, check_shape
 from gateway.simulators.base import Rejection, SimulatorState
-from gateway.simulators.structured import objects_closed
+from gateway.simulators.structured import objects_closed, recursive
 
 THINKING_TYPES = frozenset(("thinking", "redacted_thinking"))
 MISSING_RESULTS = (
@@ -148,6 +148,10 @@ def _check_output_format(body: dict, model: str) -> None:
     problem = objects_closed(schema, "output_config.format.schema")
     if problem:
         raise Invalid(problem)
+    # Claude's constrained decoding takes no recursive schema (grammar-compiled; Effect's
+    # Anthropic codec keeps recursion to non-strict tools for this reason). Unverified wording.
+    if recursive(schema):
+        raise Invalid("output_config.format.schema: Recursive schemas are not supported.")
 
 
 def _check_cache_breakpoints(body: dict, blocks: list[list[dict]]) -> None:

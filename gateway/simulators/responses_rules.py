@@ -20,7 +20,7 @@ from gateway.simulators.responses_shapes import (
     no_unknown,
     type_error,
 )
-from gateway.simulators.structured import strict_schema_problem
+from gateway.simulators.structured import strict_schema_problem, unbounded_problem
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # call ids issued together with a reasoning item share its key: rs_<key> / fc_<key>_<n> (ctc_ for
@@ -188,6 +188,9 @@ def _check_text_format(text: Any) -> None:
                 f"text.format.{key}",
                 "missing_required_parameter",
             )
+    unbounded = unbounded_problem(fmt["schema"]) if isinstance(fmt.get("schema"), dict) else None
+    if unbounded:
+        raise Invalid(unbounded, "text.format.schema", "invalid_json_schema")
     if fmt.get("strict") is True:
         problem = strict_schema_problem(fmt["schema"])
         if problem:
