@@ -13,7 +13,7 @@ from aiohttp import web
 from gateway import __version__
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
-from gateway.handlers.count_tokens import count_tokens
+from gateway.handlers.count_tokens import count_tokens_handler
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import error_response, method_not_allowed, not_found
@@ -45,8 +45,6 @@ log = logging.getLogger("gateway")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 USER_AGENT = f"llm-transcript-gateway/{__version__}"
 IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
-
-COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
 def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
@@ -203,9 +201,10 @@ def create_app(
     for dialect in DIALECTS:  # every route of every dialect runs the one exchange
         for route in dialect.routes:
             app.router.add_post(route.path, ingress_handler(dialect, route.codec))
+        if dialect.count is not None:
+            app.router.add_post(dialect.count.path, count_tokens_handler(dialect, dialect.count))
         if dialect.models is not None:
             models.setdefault(dialect.models.path, []).append(dialect.models)
-    app.router.add_post(COUNT_TOKENS_PATH, count_tokens)
     for path, lists in models.items():
         app.router.add_get(path, models_handler(lists))
     app.router.add_get("/healthz", healthz)

@@ -153,6 +153,17 @@ class ModelsList:
 
 
 @dataclass(frozen=True, slots=True)
+class CountRoute:
+    """`POST <path>` (a pattern, as a Route's): the request's input tokens, counted by the routed
+    provider where its family can count (else estimated), without generating anything."""
+
+    path: str
+    # (body, headers, sealer, *, params, query) -> Inbound: the dialect's counting request decoded
+    decode: Callable[..., Inbound]
+    render: Callable[[int], Any]  # the count -> the JSON body
+
+
+@dataclass(frozen=True, slots=True)
 class Dialect:
     """One client dialect, everything the gateway knows of it. The registry
     (gateway/ingress/dialects.py) lists the records; the app's routes, the errors answered outside
@@ -167,6 +178,7 @@ class Dialect:
     error: ErrorEnvelope
     credential: Credential
     models: ModelsList | None = None
+    count: CountRoute | None = None
 
     def owns(self, path: str) -> bool:
         for prefix in self.prefixes:

@@ -9,7 +9,16 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import NO_PARAMS, Dialect, Inbound, ModelsList, Reply, Route, SessionHint
+from gateway.ingress.base import (
+    NO_PARAMS,
+    CountRoute,
+    Dialect,
+    Inbound,
+    ModelsList,
+    Reply,
+    Route,
+    SessionHint,
+)
 from gateway.ingress.chat.codec import bearer_token
 from gateway.ingress.echo_formats import anthropic_token
 from gateway.ingress.errors import anthropic_error
@@ -46,7 +55,15 @@ class MessagesCodec:
     ) -> Inbound:
         return self._decode(validate(body, items=items), headers, sealer)
 
-    def decode_count(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+    def decode_count(
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
+    ) -> Inbound:
         """A `count_tokens` request: the Messages request without `max_tokens`."""
         return self._decode(validate(body, w.CountTokensRequest), headers, sealer)
 
@@ -89,13 +106,20 @@ def api_key(headers: Mapping[str, str], query: Mapping[str, str] = NO_PARAMS) ->
     return key or bearer_token(headers)
 
 
+def input_tokens(tokens: int) -> dict[str, int]:
+    """`count_tokens`' answer."""
+    return {"input_tokens": tokens}
+
+
 CODEC = MessagesCodec()
 DIALECT = Dialect(
     ingress="anthropic_messages",
     routes=(Route("/v1/messages", CODEC),),
-    # /v1/messages/count_tokens too (its handler is the app's: it answers without generating)
-    prefixes=("/v1/messages",),
+    prefixes=("/v1/messages",),  # /v1/messages/count_tokens too
     error=anthropic_error,
     credential=api_key,
     models=ModelsList("/v1/models", anthropic_model_list, selects=anthropic_client),
+    count=CountRoute(
+        "/v1/messages/count_tokens", CODEC.decode_count, lambda tokens: {"input_tokens": tokens}
+    ),
 )
