@@ -27,7 +27,7 @@ DEMO_KEY_ENV = "GATEWAY_DEMO_KEY"
 _TARGETS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "anthropic": ("claude", "claude-sonnet-4-5", {"thinking_budget": 2048}),
     "openai_responses": ("openai", "gpt-5.1", {"reasoning_effort": "medium"}),
-    "gemini": ("gemini", "gemini-3-pro-preview", {"thinking_budget": 1024}),
+    "gemini": ("gemini", "gemini-3-pro-preview", {"reasoning_effort": "low"}),
     "openai_chat": ("openai-chat", "gpt-4.1", {}),
     "mistral": ("mistral", "magistral-medium-latest", {}),
     "kimi": ("kimi", "kimi-k2-thinking", {}),

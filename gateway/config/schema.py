@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from gateway.providers import FAMILIES, KINDS
 from gateway.transcript.model import REASONING_EFFORTS
+from gateway.transcript.reasoning import setting_problem
 
 DEFAULT_CONFIG_PATH = "config/gateway.toml"
 
@@ -261,6 +262,8 @@ class TargetConfig(_Section):
     weight: float = Field(1.0, gt=0, allow_inf_nan=False)
     thinking_budget: Annotated[int, Field(ge=1024)] | None = None
     reasoning_effort: ReasoningEffort | None = None
+    # true: the two above win over the client's own reasoning choice (README "Reasoning")
+    pin_reasoning: bool | None = None
     reasoning_policy: ReasoningPolicy | None = None
 
 
@@ -335,6 +338,9 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                     ("models", group_name, "targets", index, "model"),
                     f"not a model name of kind {provider.kind} ({problem})",
                 )
+            elif found := _reasoning_problem(provider.kind, target):
+                key, problem = found
+                yield ("models", group_name, "targets", index, key), f"{problem} (kind {provider.kind})"
     for name, provider in config.providers.items():
         cooldown = provider.cooldown
         if cooldown.min_samples > cooldown.window:
@@ -394,6 +400,11 @@ def worker_count(config: GatewayConfig) -> int:
 def _model_name_problem(kind: str, model: str) -> str | None:
     # each family's record holds its model-name rule as capability data
     return FAMILIES[kind].capabilities.model_names.problem(model)
+
+
+def _reasoning_problem(kind: str, target: TargetConfig) -> tuple[str, str] | None:
+    rule = FAMILIES[kind].capabilities.thinking
+    return setting_problem(rule, target.model, target.thinking_budget, target.reasoning_effort)
 
 
 def set_fields(model: BaseModel) -> Iterator[tuple[str, Any]]:

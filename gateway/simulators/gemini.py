@@ -30,6 +30,7 @@ from gateway.simulators.base import (
 )
 from gateway.simulators.gemini_render import ReplyRenderer, call_covers, signs, text_covers, thinking_config
 from gateway.simulators.gemini_schema import PART_DATA, decode_bytes, parse
+from gateway.simulators.reasoning_rules import gemini_budget_range, gemini_levels
 
 INVALID = "INVALID_ARGUMENT"
 STATUS_NAMES = {
@@ -244,6 +245,15 @@ def _check_thinking(req: dict, model: str) -> Rejection | None:
         return _invalid("Thinking level is not supported for this model.")  # unverified wording
     if int(config.get("thinkingBudget", -1)) == 0 and "gemini-2.5-pro" in model:
         return _invalid("Budget 0 is invalid. This model only works in thinking mode.")
+    level = config.get("thinkingLevel")
+    if level is not None and str(level).lower() not in gemini_levels(model):
+        return _invalid(f"Thinking level {level} is not supported for this model.")  # unverified wording
+    budget = config.get("thinkingBudget")
+    span = gemini_budget_range(model)
+    if budget is not None and span is not None and budget != -1 and not span[0] <= int(budget) <= span[1]:
+        return _invalid(  # unverified wording
+            f"The thinking budget {budget} is invalid. Please choose a value between {span[0]} and {span[1]}."
+        )
     return None
 
 

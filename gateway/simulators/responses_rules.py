@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from gateway.simulators.base import Rejection, SimulatorState
+from gateway.simulators.reasoning_rules import openai_effort_problem
 from gateway.simulators.responses_shapes import (
     OUTPUT_OF,
     Invalid,
@@ -146,6 +147,11 @@ def _check(state: SimulatorState, body: Any, model: str) -> int:
         )
     _check_options(body)
     reasoning = _check_reasoning(body.get("reasoning"))
+    effort = body["reasoning"].get("effort") if isinstance(body.get("reasoning"), dict) else None
+    if effort is not None:
+        problem = openai_effort_problem(model, effort, "reasoning.effort")
+        if problem is not None:
+            raise Invalid(problem[0], "reasoning.effort", problem[1])
     if reasoning and body.get("temperature") not in (None, 1):
         raise Invalid(
             "Unsupported parameter: 'temperature' is not supported with this model.",
