@@ -1,5 +1,5 @@
 """Anthropic Messages API (/v1/messages): request encoding, error classification and the
-adapter. Stream and body decoding live in anthropic_decode (the meta layouts are documented there
+adapter. Stream and body decoding live in `decode` (the meta layouts are documented there
 and read back here when encoding).
 """
 

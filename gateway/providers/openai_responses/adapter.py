@@ -1,5 +1,5 @@
 """OpenAI Responses API (/responses), used statelessly: request encoding, error classification
-and the adapter. Stream and body decoding live in openai_responses_decode (the meta layouts are
+and the adapter. Stream and body decoding live in `decode` (the meta layouts are
 documented there and read back here when encoding).
 """
 
