@@ -33,10 +33,10 @@ _TARGETS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "kimi": ("kimi", "kimi-k2-thinking", {}),
     "deepseek": ("deepseek", "deepseek-reasoner", {}),
 }
-# (provider entry, kind, upstream model, target options), one per registered family: a family
-# without a demo target fails here, at import, not silently missing from the demo
+# (provider entry, kind, upstream model, target options), one per registered family in the order
+# above: a family without a demo target fails here, at import, not silently missing from the demo
 FAMILIES: tuple[tuple[str, str, str, dict[str, Any]], ...] = tuple(
-    (_TARGETS[kind][0], kind, *_TARGETS[kind][1:]) for kind in KINDS
+    (_TARGETS[kind][0], kind, *_TARGETS[kind][1:]) for kind in sorted(KINDS, key=list(_TARGETS).index)
 )
 
 TOOLS = [
