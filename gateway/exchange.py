@@ -21,10 +21,11 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from gateway.access_log import session_hash
 from gateway.config import ServerConfig
 from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
@@ -50,6 +51,9 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
+
+if TYPE_CHECKING:
+    from gateway.tracing import RequestTrace
 
 log = logging.getLogger("gateway")
 
@@ -87,6 +91,11 @@ class Exchange:
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
+    turn: AssistantTurn | None = None  # the answer, once it completed
+    key: str = ""  # the named client key (gateway/limits.py)
+    key_refusal: str = ""
+    trace: RequestTrace | None = None  # the request's span, when tracing is on
+    cost_usd: float | None = None  # what the answer cost, once accounted for (GatewayState.observe)
 
     def saw(self, event: Event) -> None:
         """An event on its way to the client: the first content (`is_first_content`) sets the
@@ -113,6 +122,9 @@ class Exchange:
             usage=self.usage,
             ignored_tokens=self.ignored_tokens,
             affinity_break=answer.affinity_break if answer is not None else None,
+            key=self.key,
+            key_refusal=self.key_refusal,
+            trace_id=self.trace.trace_id if self.trace is not None else "",
         )
         if provider is not None:
             record.provider = provider
@@ -123,16 +135,22 @@ class Exchange:
 def tenant_of(state: GatewayState, dialect: Dialect, http: web.Request) -> str:
     """Whose continuity this request may see: a hash of the client's credential when the gateway
     authenticates clients (the guard already accepted it), else one shared tenant."""
-    if state.config.auth is None or not state.config.auth.tokens_env:
+    if not state.config.authenticates:
         return ""
     credential = dialect.credential(http.headers, http.query)
-    return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
+    return tenant_id(credential) if credential else ""
+
+
+def tenant_id(credential: str) -> str:
+    return hashlib.sha256(credential.encode()).hexdigest()[:24]
 
 
 async def run_exchange(
     state: GatewayState, dialect: Dialect, codec: IngressCodec, http: web.Request
 ) -> web.StreamResponse:
     exchange = Exchange(state, dialect, codec, http)
+    if state.tracing is not None:
+        exchange.trace = state.tracing.request(dialect.ingress, http.method, http.path, http.headers)
     state.metrics.inflight.inc()
     try:
         return await _run(exchange)
@@ -157,12 +175,28 @@ async def run_exchange(
         raise
     finally:
         state.metrics.inflight.dec()
-        state.observe(exchange.record())
+        record = exchange.record()
+        state.observe(record)
+        exchange.cost_usd = record.cost_usd
+        if exchange.trace is not None:
+            _finish_trace(exchange.trace, exchange, record)
+
+
+def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
+    answer = exchange.answer
+    error = answer.error if answer is not None else None
+    repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
+    try:
+        trace.finish(record, exchange.turn, error, repairs)
+    except Exception:  # telemetry never fails a request that was answered
+        log.exception("ending the trace of request %s failed", exchange.request_id)
 
 
 async def _run(exchange: Exchange) -> web.StreamResponse:
     state, http = exchange.state, exchange.http
     exchange.tenant = tenant_of(state, exchange.dialect, http)
+    if state.limits:
+        exchange.key = state.limits.identify(exchange.tenant)
     body, items = _parse(exchange, await http.read())
     inbound = exchange.codec.decode(
         body, http.headers, state.sealer, items, params=http.match_info, query=http.query
@@ -175,11 +209,16 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     check_size(request, state.config.server)
     exchange.plan = plan_for(state, request.model)
     exchange.model = exchange.plan.model
+    if exchange.key:
+        await _admit(exchange)
     exchange.session = _session(inbound.session_hint, request, exchange.tenant)
+    if exchange.trace is not None:
+        # as the access log writes it: a client-chosen X-Session-Id may name a person
+        exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
     request = exchange.request = await _restore(exchange, request)
 
     try:
-        answer = await state.engine.open(request, exchange.plan, exchange.session)
+        answer = await state.engine.open(request, exchange.plan, exchange.session, exchange.trace)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -199,6 +238,16 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if request.stream:
         return await _stream(exchange, inbound, request, answer)
     return await _whole(exchange, inbound, request, answer)
+
+
+async def _admit(exchange: Exchange) -> None:
+    """A named key's model allow-list and limits: 403 or 429 before anything is routed."""
+    limits = exchange.state.limits
+    assert limits is not None
+    refusal = await limits.admit(exchange.key, exchange.model)
+    if refusal is not None:
+        exchange.key_refusal = refusal.reason
+        raise refusal.error()
 
 
 def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
@@ -419,6 +468,7 @@ async def _whole(exchange: Exchange, inbound: Inbound, request: Request, answer:
             code="protocol",
         ) from None
     exchange.usage = turn.usage
+    exchange.turn = turn
     if assembler.error is None:
         _completed(exchange, inbound, request, turn)
     exchange.status = 200
@@ -464,6 +514,7 @@ async def _stream(
             await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
             return response
         assert turn is not None
+        exchange.turn = turn
         await response.write(encoder.finish())
         await response.write_eof()
         _completed(exchange, inbound, request, turn)

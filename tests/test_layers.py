@@ -34,6 +34,9 @@ LAYERS = {
     "store": 2,
     "upstream": 2,
     "metrics": 2,
+    "cost": 2,
+    "tracing": 2,
+    "limits": 3,
     "security": 5,
     # config validates model names against the providers' capability data
     "redaction": 2,

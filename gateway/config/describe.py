@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from gateway.config.schema import GatewayConfig, key_path, set_fields
+from gateway.config.schema import GatewayConfig, TracingConfig, key_path, set_fields
 from gateway.config.secrets import env_value
 
 
@@ -24,6 +24,8 @@ def _toml_value(value: Any) -> str:
             return orjson.dumps(value).decode()  # JSON string escapes are valid TOML basic strings
         case list():
             return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+        case dict():
+            return "{ " + ", ".join(f"{key_path((k,))} = {_toml_value(v)}" for k, v in value.items()) + " }"
         case BaseModel():
             return _inline_table(value)
     raise TypeError(f"no TOML form for {type(value).__name__}")
@@ -46,6 +48,8 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
     def section(header: str, model: BaseModel, notes: Mapping[str, str] | None = None) -> None:
         lines.extend(("", f"[{header}]"))
         for name, value in set_fields(model):
+            if value == {}:
+                continue
             note = notes.get(name) if notes else None
             lines.append(f"{name} = {_toml_value(value)}" + (f"  # {note}" if note else ""))
 
@@ -72,4 +76,8 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         section(key_path(("models", name, "retry")), group.retry)
         if any(True for _ in set_fields(group.timeouts)):
             section(key_path(("models", name, "timeouts")), group.timeouts)
+    for name, key in config.keys.items():
+        section(key_path(("keys", name)), key, {"token_env": _set_or_not(env, key.token_env)})
+    if config.tracing != TracingConfig():
+        section("tracing", config.tracing)
     return "\n".join(lines) + "\n"

@@ -119,6 +119,7 @@ def load_config(
         overrides.append(("log_level", log_level, "--log-level"))
 
     origins: dict[Loc, str] = {}
+    data = _tracing_from_env(data, env, origins)
     server = data.get("server", {})
     # A non-table [server] is left for validation to report; overrides have nowhere to go.
     if overrides and isinstance(server, dict):
@@ -128,6 +129,42 @@ def load_config(
             origins[("server", key)] = origin
         data = {**data, "server": server}
     return _validate(data, source, origins)
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+
+
+def _tracing_from_env(
+    data: dict[str, Any], env: Mapping[str, str], origins: dict[Loc, str]
+) -> dict[str, Any]:
+    """The standard OTEL_* variables that decide what the gateway traces, over [tracing]:
+    an OTLP endpoint variable turns tracing on (OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true
+    turn it off), OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental picks the newest GenAI
+    names, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true records message content. The
+    rest of OTEL_* (endpoint, headers, service name, sampler...) the SDK reads itself."""
+    changes: dict[str, tuple[Any, str]] = {}
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        if env.get(name, "").strip():
+            changes["enabled"] = (True, name)
+            break
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        changes["enabled"] = (False, "OTEL_TRACES_EXPORTER")
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
+        changes["enabled"] = (False, "OTEL_SDK_DISABLED")
+    opt_in = {v.strip() for v in env.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")}
+    if "gen_ai_latest_experimental" in opt_in:
+        changes["semconv"] = ("latest", "OTEL_SEMCONV_STABILITY_OPT_IN")
+    capture = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower()
+    if capture:
+        changes["capture_content"] = (capture in _TRUE, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    tracing = data.get("tracing", {})
+    if not changes or not isinstance(tracing, dict):
+        return data
+    tracing = dict(tracing)
+    for key, (value, origin) in changes.items():
+        tracing[key] = value
+        origins[("tracing", key)] = origin
+    return {**data, "tracing": tracing}
 
 
 def model_names(config: GatewayConfig) -> list[str]:

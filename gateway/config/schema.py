@@ -247,6 +247,22 @@ class RetryConfig(_Section):
     budget_burst: float = Field(10.0, ge=0, allow_inf_nan=False)
 
 
+USD = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class PriceConfig(_Section):
+    """A model's price in USD per million tokens, replacing the price database's (a model it does
+    not know, a negotiated price). Cache and reasoning prices default to what most providers
+    charge for them: cache reads at the input price, cache writes at the input price, reasoning at
+    the output price."""
+
+    input_per_mtok: USD
+    output_per_mtok: USD
+    cache_read_per_mtok: USD | None = None
+    cache_write_per_mtok: USD | None = None
+    reasoning_per_mtok: USD | None = None
+
+
 class ProviderConfig(_Section):
     kind: ProviderKind
     base_url: BaseUrl
@@ -254,6 +270,8 @@ class ProviderConfig(_Section):
     continuity_group: Name | None = None
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     cooldown: CooldownConfig = Field(default_factory=CooldownConfig)
+    # upstream model name -> its price (gateway/cost.py); the price database covers the rest
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)
 
 
 class TargetConfig(_Section):
@@ -284,12 +302,61 @@ class ModelGroupConfig(_Section):
         return target.reasoning_policy or self.reasoning_policy
 
 
+class KeyConfig(_Section):
+    """A named client key (gateway/limits.py): its token, what it may use, and its limits. Every
+    limit is optional; a key without any is only identified (metrics per key)."""
+
+    token_env: EnvName
+    # model groups (or provider names, for direct <provider>/<model> addressing) it may use;
+    # absent: every one
+    models: list[str] | None = None
+    requests_per_minute: int | None = Field(None, gt=0)
+    tokens_per_minute: int | None = Field(None, gt=0)  # input + output tokens
+    budget_usd_per_day: float | None = Field(None, gt=0, allow_inf_nan=False)  # UTC days
+
+    @property
+    def limited(self) -> bool:
+        return (
+            self.requests_per_minute is not None
+            or self.tokens_per_minute is not None
+            or self.budget_usd_per_day is not None
+        )
+
+
+class TracingConfig(_Section):
+    """OpenTelemetry traces (gateway/tracing.py; the `otel` extra). The exporter, resource and
+    sampler read their own standard variables (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME,
+    OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_BSP_*); `load_config` sets the fields below
+    from OTEL_* variables too (see there)."""
+
+    enabled: bool = False
+    # the OTLP/HTTP traces URL (.../v1/traces); unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+    # OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else http://localhost:4318/v1/traces
+    endpoint: BaseUrl | None = None
+    # message content on the spans (gen_ai.input.messages / gen_ai.output.messages)
+    capture_content: bool = False
+    # "latest": the GenAI conventions' newest names (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental)
+    semconv: Literal["default", "latest"] = "default"
+
+
 class GatewayConfig(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig | None = None
     store: StoreConfig = Field(default_factory=StoreConfig)
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
+    keys: dict[Name, KeyConfig] = Field(default_factory=dict)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
+
+    @property
+    def authenticates(self) -> bool:
+        """Clients must present a token: [auth] tokens or named client keys."""
+        return self.auth is not None or bool(self.keys)
+
+    @property
+    def limited(self) -> bool:
+        """Some client key has a limit or a budget (counted in a store every worker must share)."""
+        return any(key.limited for key in self.keys.values())
 
     @model_validator(mode="before")
     @classmethod
@@ -321,9 +388,28 @@ class GatewayConfig(_Section):
 
 
 def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
-    if config.auth is None and not is_loopback_host(config.server.host):
+    if config.auth is None and not config.keys and not is_loopback_host(config.server.host):
         yield ("server", "host"), f"refusing to bind {config.server.host} without [auth] tokens"
     yield from _process_issues(config.server, config.store)
+    if config.limited and config.store.backend != "redis" and (config.server.workers or 1) > 1:
+        yield (
+            ("server", "workers"),
+            f"{config.server.workers} worker processes cannot share the client keys' limits and budgets"
+            ' outside redis: set [store] backend = "redis" (or run one worker)',
+        )
+    if config.tracing.enabled and not _installed("opentelemetry.sdk"):
+        yield (
+            ("tracing", "enabled"),
+            "the OpenTelemetry SDK is not installed (pip install 'llm-transcript-gateway[otel]')",
+        )
+    targets = set(config.models) | set(config.providers)
+    for name, key in config.keys.items():
+        for index, model in enumerate(key.models or ()):
+            if model not in targets:
+                yield (
+                    ("keys", name, "models", index),
+                    f"unknown model group or provider {model!r}",
+                )
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
         for index, target in enumerate(group.targets):
@@ -387,12 +473,21 @@ def _process_issues(server: ServerConfig, store: StoreConfig) -> Iterator[tuple[
         )
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
 def worker_count(config: GatewayConfig) -> int:
     """How many worker processes `gateway serve` runs: [server] workers, else one per CPU this
     process may run on, except with the memory store (always one)."""
     if config.server.workers is not None:
         return config.server.workers
     if config.store.backend == "memory":
+        return 1
+    if config.limited and config.store.backend != "redis":  # limits counted inside one process
         return 1
     return len(os.sched_getaffinity(0))
 

@@ -39,6 +39,7 @@ def secret_values(config: GatewayConfig, env: Mapping[str, str] | None = None) -
         names.extend(config.auth.tokens_env)
     if config.server.continuity_secret_env:
         names.append(config.server.continuity_secret_env)
+    names.extend(key.token_env for key in config.keys.values())
     values = [v for v in (env_value(env, n) for n in names) if v]
     if config.store.backend == "redis":
         password = urlsplit(config.store.url).password
@@ -73,4 +74,24 @@ def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = N
             tokens.append(value)
     if missing:
         raise ConfigError(*missing)
+    return tokens
+
+
+def resolve_key_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The named client keys' tokens (token -> key name) from their token_env variables; every
+    one must be set, and no two keys may share a token."""
+    env = os.environ if env is None else env
+    tokens: dict[str, str] = {}
+    problems: list[str] = []
+    for name, key in config.keys.items():
+        value = env_value(env, key.token_env)
+        where = key_path(("keys", name, "token_env"))
+        if value is None:
+            problems.append(f"{where}: environment variable {key.token_env} is not set")
+        elif value in tokens:
+            problems.append(f"{where}: the same token as key {tokens[value]!r}")
+        else:
+            tokens[value] = name
+    if problems:
+        raise ConfigError(*problems)
     return tokens

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.exchange import check_size, plan_for
+from gateway.exchange import check_size, plan_for, tenant_of
 from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.routing.count import count_input_tokens
@@ -29,6 +29,12 @@ def count_tokens_handler(dialect: Dialect, count: CountRoute) -> Handler:
             )
             check_size(inbound.request, state.config.server)
             plan = plan_for(state, inbound.request.model)
+            if state.limits:  # a key's model list holds here too; counting is free: no limit applies
+                refusal = state.limits.forbidden(
+                    state.limits.identify(tenant_of(state, dialect, request)), plan.model
+                )
+                if refusal is not None:
+                    raise refusal.error()
             tokens, source, provider = await count_input_tokens(state.engine, inbound.request, plan)
         except ClientError as exc:
             status, payload = dialect.error(exc)

@@ -17,6 +17,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -36,6 +38,9 @@ from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
 from gateway.upstream import Timeouts
+
+if TYPE_CHECKING:
+    from gateway.tracing import RequestTrace
 
 __all__ = [
     "AllTargetsFailed",
@@ -172,9 +177,12 @@ class Engine:
             return order, home, COOLDOWN
         return (home, *(t for t in order if t is not home)), home, None
 
-    async def open(self, request: Request, plan: Plan, session: str | None = None) -> Answer:
+    async def open(
+        self, request: Request, plan: Plan, session: str | None = None, trace: RequestTrace | None = None
+    ) -> Answer:
         """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
-        conversation's key, for session affinity."""
+        conversation's key, for session affinity; `trace`: the request's span when tracing is on
+        (each attempt gets a span of its own)."""
         retry = plan.retry
         deadline = self._clock() + retry.deadline_seconds
         order, home, moved = self._session_order(request, plan, session)
@@ -194,7 +202,9 @@ class Engine:
                 target = order[index]
                 others = any(self.health.available(order[i]) for i in pending)
                 try:
-                    result = await self._serve(request, plan, target, ticket, attempts, others, deadline)
+                    result = await self._serve(
+                        request, plan, target, ticket, attempts, others, deadline, trace
+                    )
                 except BaseException:
                     self.health.release(target, ticket)  # cancelled (the client went away): no verdict
                     raise
@@ -270,6 +280,7 @@ class Engine:
         attempts: list[Attempt],
         others: bool,
         deadline: float,
+        trace: RequestTrace | None = None,
     ) -> tuple[EventStream, Prepared] | UpstreamError:
         """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
         and send once more (DESIGN.md 4.5) before the loop moves on."""
@@ -279,13 +290,18 @@ class Engine:
         # could not be followed before the deadline anyway) is given as long as idle/total allow
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
+
+        def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
+            attempt = partial(self._attempt, adapter, target, prepared, request.stream, timeouts, first_token)
+            return self._traced(trace, target, prepared, attempt)
+
         prepared = prepare(request, target, adapter.capabilities)
-        result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+        result = await send(prepared)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
-            result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+            result = await send(prepared)
         if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))
             return result
@@ -295,6 +311,29 @@ class Engine:
     def _after_commit(self, target: Target, ticket: Ticket) -> Callable[[UpstreamError], None]:
         health = self.health
         return lambda error: health.record(target, ticket, error)
+
+    @staticmethod
+    async def _traced(
+        trace: RequestTrace | None,
+        target: Target,
+        prepared: Prepared,
+        send: Callable[[], Awaitable[EventStream | UpstreamError]],
+    ) -> EventStream | UpstreamError:
+        """One attempt (`send`) inside its own span when tracing is on."""
+        if trace is None:
+            return await send()
+        span = trace.attempt(target, prepared.request)
+        try:
+            result = await send()
+        except BaseException:
+            span.abandoned()
+            raise
+        if isinstance(result, UpstreamError):
+            span.failed(result, prepared.repairs)
+        else:
+            span.committed(prepared.repairs)
+            trace.committed = span
+        return result
 
     async def _attempt(
         self,
