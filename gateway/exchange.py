@@ -31,9 +31,10 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Dialect, HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
+from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
@@ -41,7 +42,9 @@ from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, Unknow
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
+    CONTEXT_OVERFLOW,
     ErrorCategory,
     Event,
     StreamError,
@@ -222,7 +225,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
-        raise client_error_for(failed) from None
+        raise client_error_for(failed, request) from None
     exchange.answer = answer
     if log.isEnabledFor(logging.DEBUG):  # the reasons behind the access log's repair counts
         for repair in answer.repairs:
@@ -297,13 +300,16 @@ def _credentials_refused(provider: str, error: UpstreamError) -> str:
     )
 
 
-def client_error_for(failed: AllTargetsFailed) -> ClientError:
+def client_error_for(failed: AllTargetsFailed, request: Request | None = None) -> ClientError:
     """The client's view of a request no target served: a real status (429/503 carry Retry-After),
     the upstream's message (never a provider's words about the gateway's own key), and which
     targets were tried (also in X-Gateway-Attempts)."""
     final = failed.final
     headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
     message = final.message
+    if final.code == CONTEXT_OVERFLOW and request is not None and overflow_figures(message) is None:
+        # clients read the size from the message: the gateway's estimate where the provider gave none
+        message = f"{message} (about {estimate_input_tokens(request)} tokens by the gateway's estimate)"
     if failed.attempts:
         provider = failed.attempts[-1].provider
         headers["X-Gateway-Provider"] = provider
@@ -313,6 +319,18 @@ def client_error_for(failed: AllTargetsFailed) -> ClientError:
         message = f"{message} (attempts: {tried})"
     if final.type == "missing_api_key":
         return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
+    if final.code == CONTEXT_OVERFLOW:
+        # OpenAI's own form (400, code context_length_exceeded), on which Codex and the OpenAI
+        # SDKs' users compact; the Messages envelope rewords it for Claude Code
+        # (gateway/ingress/errors.py), whichever family overflowed
+        return ClientError(
+            400,
+            message,
+            type="invalid_request_error",
+            param="messages",
+            code=CONTEXT_OVERFLOW,
+            headers=headers,
+        )
     status = _STATUS.get(final.category, 502)
     if final.retry_after is not None and status in (429, 503):
         headers["Retry-After"] = str(max(1, math.ceil(final.retry_after)))
@@ -530,7 +548,7 @@ def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
     codec, sealer = exchange.codec, exchange.state.sealer
     if accepts_ndjson(exchange.http.headers.get("Accept", "")):
-        return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
+        return ServerToolsAsText(NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer)))
     assert exchange.reply is not None
     return codec.stream_encoder(inbound, exchange.reply, sealer)
 

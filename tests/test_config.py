@@ -197,6 +197,16 @@ def test_unknown_provider_in_target() -> None:
     ]
 
 
+def test_overflow_target_is_checked_like_a_target() -> None:
+    data = minimal()
+    data["models"]["smart"]["overflow_target"] = {"provider": "gemx", "model": "gemini-2.5-pro"}
+    assert error_lines(data) == [
+        "cfg.toml: models.smart.overflow_target.provider: unknown provider 'gemx' (known: claude, gem)"
+    ]
+    data["models"]["smart"]["overflow_target"] = {"provider": "gem", "model": "gemini-2.5-pro"}
+    assert config_from_dict(data).models["smart"].overflow_target.model == "gemini-2.5-pro"
+
+
 def test_non_loopback_host_requires_auth() -> None:
     assert error_lines(minimal(server={"host": "0.0.0.0"})) == [
         "cfg.toml: server.host: refusing to bind 0.0.0.0 without [auth] tokens"

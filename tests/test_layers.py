@@ -43,6 +43,8 @@ LAYERS = {
     "config": 2,
     "session": 1,
     "sse": 1,
+    # a vendor's wire forms its dialect and its provider family share (server tools, citations)
+    "wire": 1,
     "transcript": 0,
 }
 # siblings on one layer that must not know each other (DESIGN.md section 3)

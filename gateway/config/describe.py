@@ -73,6 +73,8 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         lines.append("targets = [")
         lines.extend(f"  {_inline_table(target)}," for target in group.targets)
         lines.append("]")
+        if group.overflow_target is not None:
+            lines.append(f"overflow_target = {_inline_table(group.overflow_target)}")
         section(key_path(("models", name, "retry")), group.retry)
         if any(True for _ in set_fields(group.timeouts)):
             section(key_path(("models", name, "timeouts")), group.timeouts)

@@ -296,6 +296,12 @@ class ModelGroupConfig(_Section):
     affinity: Literal["none", "issuer", "session"] = "none"
     retry: RetryConfig = Field(default_factory=RetryConfig)
     timeouts: TimeoutOverrides = Field(default_factory=TimeoutOverrides)
+    # a larger-context model a request goes to when the target that served it reported a
+    # context-window overflow (before the client is told, in its own dialect's overflow form)
+    overflow_target: TargetConfig | None = None
+
+    def all_targets(self) -> list[TargetConfig]:
+        return [*self.targets, self.overflow_target] if self.overflow_target is not None else self.targets
 
     def policy_for(self, target: TargetConfig) -> ReasoningPolicy:
         """The reasoning policy in force for one of this group's targets (its own wins)."""
@@ -412,21 +418,20 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                 )
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
-        for index, target in enumerate(group.targets):
+        places: list[tuple[Loc, TargetConfig]] = [
+            (("models", group_name, "targets", index), target) for index, target in enumerate(group.targets)
+        ]
+        if group.overflow_target is not None:
+            places.append((("models", group_name, "overflow_target"), group.overflow_target))
+        for loc, target in places:
             provider = config.providers.get(target.provider)
             if provider is None:
-                yield (
-                    ("models", group_name, "targets", index, "provider"),
-                    f"unknown provider {target.provider!r} (known: {known})",
-                )
+                yield (*loc, "provider"), f"unknown provider {target.provider!r} (known: {known})"
             elif problem := _model_name_problem(provider.kind, target.model):
-                yield (
-                    ("models", group_name, "targets", index, "model"),
-                    f"not a model name of kind {provider.kind} ({problem})",
-                )
+                yield (*loc, "model"), f"not a model name of kind {provider.kind} ({problem})"
             elif found := _reasoning_problem(provider.kind, target):
                 key, problem = found
-                yield ("models", group_name, "targets", index, key), f"{problem} (kind {provider.kind})"
+                yield (*loc, key), f"{problem} (kind {provider.kind})"
     for name, provider in config.providers.items():
         cooldown = provider.cooldown
         if cooldown.min_samples > cooldown.window:

@@ -34,7 +34,7 @@ from gateway.routing.backoff import RetryBudget, backoff_delay
 from gateway.routing.cooldown import HealthBook, Ticket
 from gateway.routing.router import Plan, Router
 from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMemory
-from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
 from gateway.upstream import Timeouts
@@ -247,7 +247,33 @@ class Engine:
             await self._sleep(wait)
             passes += 1
             pending = again
+        if final.code == CONTEXT_OVERFLOW and plan.overflow is not None and plan.overflow not in order:
+            result = await self._overflow(request, plan, plan.overflow, attempts, deadline)
+            if isinstance(result, Answer):
+                return result
+            final = result or final
         raise AllTargetsFailed(attempts, final)
+
+    async def _overflow(
+        self, request: Request, plan: Plan, target: Target, attempts: list[Attempt], deadline: float
+    ) -> Answer | UpstreamError | None:
+        """The group's larger-context target, once, after a context-window overflow (None: it
+        cannot take traffic now, and the client hears about the overflow)."""
+        ticket = self.health.acquire(target)
+        if ticket is None:
+            return None
+        try:
+            result = await self._serve(request, plan, target, ticket, attempts, False, deadline)
+        except BaseException:
+            self.health.release(target, ticket)
+            raise
+        if isinstance(result, UpstreamError):
+            self.health.record(target, ticket, result)
+            return result
+        self.health.record(target, ticket, None)
+        stream, prepared = result
+        stream.after_commit(self._after_commit(target, ticket))
+        return Answer(target, prepared, tuple(attempts), stream, None)
 
     def _acquire_next(self, order: tuple[Target, ...], pending: list[int]) -> tuple[int, Ticket] | None:
         """The first target of this pass that can take traffic now (claiming a half-open probe if
