@@ -135,7 +135,7 @@ class Redactor:
 
 
 def secrets_redactor(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Redactor:
-    """A redactor for every secret this config names (config.py reads them from the environment):
+    """A redactor for every secret this config names (gateway/config/ reads them from the environment):
     each provider's key as set when the gateway starts, every client token, the continuity secret
     and the password of a redis store URL."""
     return Redactor(secret_values(config, env))

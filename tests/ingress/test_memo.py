@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.ingress.chat import CODEC as CHAT
+from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.messages.codec import CODEC as MESSAGES
@@ -128,7 +128,7 @@ def _decode(codec: Any, body: dict[str, Any], memo: DecodeMemo | None) -> Any:
         parsed = parse_json_body(raw, DEPTH)
     else:
         parsed = parse_json_body(raw, DEPTH, codec.transcript_field)
-        items = memo.items(f"{codec.ingress}\0", parsed["messages"], DEPTH)
+        items = memo.items(f"{id(codec)}\0", parsed["messages"], DEPTH)
     try:
         inbound = codec.decode(parsed, {}, SEALER, items)
     except ClientError as exc:

@@ -110,7 +110,11 @@ async def test_every_wrong_method_is_a_405_with_allow_and_every_unknown_path_a_4
                 provider="none",
                 outcome="client_error",
             )
-            for ingress in (*(d.ingress for d in DIALECTS), UNROUTED)
+            for ingress in (
+                *(d.ingress for d in DIALECTS),
+                *(d.count.ingress for d in DIALECTS if d.count is not None),
+                UNROUTED,
+            )
         )
         assert counted == asked
         assert gateway.sample(
