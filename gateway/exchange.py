@@ -18,13 +18,15 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
 from gateway.config import ServerConfig
-from gateway.continuity.codec import decode_transcript, encode_transcript
+from gateway.continuity import chain
+from gateway.continuity.codec import Link, encode_link
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
@@ -73,6 +75,7 @@ class Exchange:
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
+    kept: chain.Kept | None = None  # the kept conversation this request continues
 
     def first_content(self) -> None:
         if self.ttft is None:
@@ -310,28 +313,51 @@ def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
 async def _continue(
     state: GatewayState, exchange: Exchange, history: HistoryRef, request: Request
 ) -> Request:
-    """The kept transcript of the answer `history` names, then the request's own messages."""
-    key = history_key(history.id, exchange.tenant)
-    raw = state.recorder.pending([key]).get(key)
-    if raw is None:
-        raw = (await state.store.get_many([key]))[0]
-    messages = decode_transcript(raw) if raw is not None else None
-    if messages is None:
-        raise ClientError(
-            400,
-            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
-            "store's ttl_seconds)",
-            param=history.source,
-            code=history.not_found_code,
-        )
-    return replace(request, messages=messages + request.messages)
+    """The kept conversation of the answer `history` names, then the request's own messages."""
+    recorder, store = state.recorder, state.store
+
+    async def lookup(keys: Sequence[str]) -> list[bytes | None]:
+        found = recorder.pending(list(keys))
+        missing = [k for k in keys if k not in found]
+        if missing:
+            found.update(zip(missing, await store.get_many(missing, fail_open=False), strict=True))
+        return [found.get(k) for k in keys]
+
+    config = state.config.store
+    kept = await chain.resolve(
+        lookup,
+        state.links,
+        history,
+        exchange.tenant,
+        max_depth=config.max_chain_depth,
+        refresh_before=time.time() - config.ttl_seconds / 2,
+    )
+    exchange.kept = kept
+    now = time.time()
+    for answer_id, link in kept.stale:  # a conversation in use keeps its beginning
+        _put_link(state, history_key(answer_id, exchange.tenant), chain.refreshed(link, now), exchange.tenant)
+    return replace(request, messages=kept.messages + request.messages)
 
 
-def _keep(
+async def _keep(
     state: GatewayState, exchange: Exchange, reply: Reply, request: Request, turn: AssistantTurn
 ) -> None:
-    transcript = (*request.messages, turn.message())
-    state.recorder.put([history_key(reply.id, exchange.tenant)], encode_transcript(transcript))
+    """Keep the answer under its id: what this request added, linked to what it continued. The
+    write is awaited (bounded by the store's op timeout) before the client gets the answer's end,
+    so a continuation sent at once finds it on any connection, worker or replica."""
+    kept = exchange.kept
+    now = time.time()
+    if kept is None:
+        link = chain.root((*request.messages, turn.message()), now)
+    else:
+        link = kept.child((*request.messages[len(kept.messages) :], turn.message()), now)
+    await _put_link(state, history_key(reply.id, exchange.tenant), link, exchange.tenant)
+
+
+def _put_link(state: GatewayState, key: str, link: Link, tenant: str) -> asyncio.Future[None]:
+    raw = encode_link(link)
+    state.links.put(key, link, len(raw))
+    return state.recorder.write([key], raw, tenant)
 
 
 async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
@@ -363,8 +389,19 @@ def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
     return headers
 
 
-def _record_turn(state: GatewayState, exchange: Exchange, request: Request, turn: AssistantTurn) -> None:
+async def _record_turn(
+    state: GatewayState,
+    exchange: Exchange,
+    inbound: Inbound,
+    request: Request,
+    reply: Reply,
+    turn: AssistantTurn,
+) -> None:
+    """Record the answered turn before the client sees its end (a client may send its next turn
+    the moment it has the last byte, on another connection)."""
     state.recorder.record(turn.blocks, exchange.session, answer_position(request), exchange.tenant)
+    if inbound.keep:
+        await _keep(state, exchange, reply, request, turn)
 
 
 async def _whole(
@@ -393,9 +430,7 @@ async def _whole(
         ) from None
     exchange.usage = turn.usage
     if assembler.error is None:
-        _record_turn(state, exchange, request, turn)
-        if inbound.keep:
-            _keep(state, exchange, reply, request, turn)
+        await _record_turn(state, exchange, inbound, request, reply, turn)
     exchange.status = 200
     body = exchange.codec.answer(inbound, reply, turn, state.sealer)
     return web.Response(body=body, headers=headers, content_type="application/json")
@@ -442,11 +477,9 @@ async def _stream(
             await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
             return response
         assert turn is not None
+        await _record_turn(state, exchange, inbound, request, reply, turn)
         await response.write(encoder.finish())
         await response.write_eof()
-        _record_turn(state, exchange, request, turn)
-        if inbound.keep:
-            _keep(state, exchange, reply, request, turn)
         return response
     finally:
         if keepalive is not None:

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from gateway.access_log import log_access
 from gateway.config import GatewayConfig
+from gateway.continuity.chain import LinkCache
 from gateway.continuity.recorder import Recorder
 from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
@@ -23,6 +24,8 @@ from gateway.store.failopen import FailOpenStore
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
+
+LINK_CACHE_BYTES = 32 << 20
 
 
 @dataclass(slots=True)
@@ -41,6 +44,8 @@ class GatewayState:
     in_flight: InFlight = field(default_factory=InFlight)
     # transcript items decoded once per their bytes (gateway/ingress/memo.py)
     memo: DecodeMemo = field(default_factory=lambda: DecodeMemo(0))
+    # kept answers' links, decoded (gateway/continuity/chain.py)
+    links: LinkCache = field(default_factory=lambda: LinkCache(LINK_CACHE_BYTES))
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 

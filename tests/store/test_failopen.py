@@ -41,7 +41,7 @@ class ScriptedStore:
         values = [self.data.get(key) for key in keys]
         return values[:-1] if self.short_reply else values
 
-    async def put(self, keys: Sequence[str], value: bytes) -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
         await self._misbehave("put")
         self.data.update(dict.fromkeys(keys, value))
 
@@ -106,6 +106,7 @@ async def test_errors_become_misses_and_no_ops(
         ("scripted", "get", "error"),
         ("scripted", "get", "error"),
         ("scripted", "put", "error"),
+        ("scripted", "retry", "queued"),  # the failed write waits for the backend's return
         ("scripted", "ping", "error"),
     ]
 
@@ -117,7 +118,11 @@ async def test_backend_timeouts_are_reported_as_timeouts(
     inner.error = TimeoutError("read timed out")
     assert await store.get_many(["a"]) == [None]
     await store.put(["a"], b"v")
-    assert seen == [("scripted", "get", "timeout"), ("scripted", "put", "timeout")]
+    assert seen == [
+        ("scripted", "get", "timeout"),
+        ("scripted", "put", "timeout"),
+        ("scripted", "retry", "queued"),
+    ]
 
 
 async def test_a_hanging_backend_is_cut_off_by_the_op_timeout(
@@ -132,9 +137,11 @@ async def test_a_hanging_backend_is_cut_off_by_the_op_timeout(
     assert seen == [
         ("scripted", "get", "timeout"),
         ("scripted", "put", "timeout"),
+        ("scripted", "retry", "queued"),
         ("scripted", "ping", "timeout"),
+        ("scripted", "retry", "dropped"),  # still queued at shutdown (its last try timed out)
     ]
-    assert inner.calls == ["get", "put", "ping", "close"]
+    assert inner.calls == ["get", "put", "ping", "put"]
 
 
 async def test_an_unreachable_ping_is_an_error(
@@ -166,7 +173,10 @@ async def test_back_off_skips_the_backend_until_it_elapses(
     assert await store.get_many(["a", "b"]) == [None, None]
     await store.put(["a"], b"v")
     assert inner.calls == ["get"]  # both skipped
-    assert seen == [("scripted", "get", "error")] * 3 + [("scripted", "put", "error")]
+    assert seen == [("scripted", "get", "error")] * 3 + [
+        ("scripted", "put", "error"),
+        ("scripted", "retry", "queued"),
+    ]
 
     clock.advance(0.2)
     seen.clear()
