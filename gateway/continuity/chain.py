@@ -160,12 +160,12 @@ async def _resolve(
             f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
             "store's ttl_seconds)",
         )
-    if tip.depth + 1 > max_depth:
+    if tip.depth + 2 > max_depth:  # the answer to this request would be one more
         raise ClientError(
             400,
             f"{history.source}: {history.id!r} ends a chain of {tip.depth + 1} kept answers; this"
-            f" gateway continues chains of at most {max_depth} ([store] max_chain_depth): send the"
-            " conversation's items instead",
+            f" gateway keeps chains of at most {max_depth} answers ([store] max_chain_depth): send"
+            " the conversation's items instead",
             param=history.source,
             code="previous_response_chain_too_deep",
         )
