@@ -18,7 +18,6 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,8 +25,6 @@ from aiohttp import web
 
 from gateway.config import ServerConfig
 from gateway.continuity import chain
-from gateway.continuity.codec import Link, encode_link
-from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
@@ -314,50 +311,8 @@ async def _continue(
     state: GatewayState, exchange: Exchange, history: HistoryRef, request: Request
 ) -> Request:
     """The kept conversation of the answer `history` names, then the request's own messages."""
-    recorder, store = state.recorder, state.store
-
-    async def lookup(keys: Sequence[str]) -> list[bytes | None]:
-        found = recorder.pending(list(keys))
-        missing = [k for k in keys if k not in found]
-        if missing:
-            found.update(zip(missing, await store.get_many(missing, fail_open=False), strict=True))
-        return [found.get(k) for k in keys]
-
-    config = state.config.store
-    kept = await chain.resolve(
-        lookup,
-        state.links,
-        history,
-        exchange.tenant,
-        max_depth=config.max_chain_depth,
-        refresh_before=time.time() - config.ttl_seconds / 2,
-    )
-    exchange.kept = kept
-    now = time.time()
-    for answer_id, link in kept.stale:  # a conversation in use keeps its beginning
-        _put_link(state, history_key(answer_id, exchange.tenant), chain.refreshed(link, now), exchange.tenant)
-    return replace(request, messages=kept.messages + request.messages)
-
-
-async def _keep(
-    state: GatewayState, exchange: Exchange, reply: Reply, request: Request, turn: AssistantTurn
-) -> None:
-    """Keep the answer under its id: what this request added, linked to what it continued. The
-    write is awaited (bounded by the store's op timeout) before the client gets the answer's end,
-    so a continuation sent at once finds it on any connection, worker or replica."""
-    kept = exchange.kept
-    now = time.time()
-    if kept is None:
-        link = chain.root((*request.messages, turn.message()), now)
-    else:
-        link = kept.child((*request.messages[len(kept.messages) :], turn.message()), now)
-    await _put_link(state, history_key(reply.id, exchange.tenant), link, exchange.tenant)
-
-
-def _put_link(state: GatewayState, key: str, link: Link, tenant: str) -> asyncio.Future[None]:
-    raw = encode_link(link)
-    state.links.put(key, link, len(raw))
-    return state.recorder.write([key], raw, tenant)
+    exchange.kept = await state.history.resolve(history, exchange.tenant)
+    return replace(request, messages=exchange.kept.messages + request.messages)
 
 
 async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
@@ -400,8 +355,10 @@ async def _record_turn(
     """Record the answered turn before the client sees its end (a client may send its next turn
     the moment it has the last byte, on another connection)."""
     state.recorder.record(turn.blocks, exchange.session, answer_position(request), exchange.tenant)
-    if inbound.keep:
-        await _keep(state, exchange, reply, request, turn)
+    if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
+        await state.history.keep(
+            reply.id, exchange.tenant, exchange.kept, (*request.messages, turn.message())
+        )
 
 
 async def _whole(

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from gateway.access_log import log_access
 from gateway.config import GatewayConfig
-from gateway.continuity.chain import LinkCache
+from gateway.continuity.chain import History
 from gateway.continuity.recorder import Recorder
 from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
@@ -24,8 +24,6 @@ from gateway.store.failopen import FailOpenStore
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
-
-LINK_CACHE_BYTES = 32 << 20
 
 
 @dataclass(slots=True)
@@ -44,8 +42,14 @@ class GatewayState:
     in_flight: InFlight = field(default_factory=InFlight)
     # transcript items decoded once per their bytes (gateway/ingress/memo.py)
     memo: DecodeMemo = field(default_factory=lambda: DecodeMemo(0))
-    # kept answers' links, decoded (gateway/continuity/chain.py)
-    links: LinkCache = field(default_factory=lambda: LinkCache(LINK_CACHE_BYTES))
+    # answers kept for previous_response_id (gateway/continuity/chain.py)
+    history: History = field(init=False)
+
+    def __post_init__(self) -> None:
+        store = self.config.store
+        self.history = History(
+            self.store, self.recorder, ttl_seconds=store.ttl_seconds, max_depth=store.max_chain_depth
+        )
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 

@@ -18,15 +18,19 @@ link at most once per half TTL.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.continuity.codec import Link, decode_link
+from gateway.continuity.codec import Link, decode_link, encode_link
 from gateway.continuity.keys import history_key
+from gateway.continuity.recorder import Recorder
 from gateway.ingress.base import HistoryRef
 from gateway.ingress.errors import ClientError
 from gateway.store.base import StoreUnavailable
+from gateway.store.failopen import FailOpenStore
 from gateway.transcript.model import Message
 
 # ancestor ids each record names: the lookups per continuation are depth / ANCESTORS + 1, and a
@@ -201,3 +205,68 @@ def _broken(history: HistoryRef) -> ClientError:
         " longer kept (older than the store's ttl_seconds, or evicted): send the conversation's"
         " items instead",
     )
+
+
+# the decoded links one process keeps (LinkCache)
+LINK_CACHE_BYTES = 32 << 20
+
+
+class History:
+    """The process's kept answers: resolves a `previous_response_id` (the recorder's writes in
+    flight first, then the store, strictly: a store that fails is a 503) and keeps new answers."""
+
+    def __init__(
+        self,
+        store: FailOpenStore,
+        recorder: Recorder,
+        *,
+        ttl_seconds: float,
+        max_depth: int,
+        cache_bytes: int = LINK_CACHE_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._recorder = recorder
+        self._ttl = ttl_seconds
+        self._max_depth = max_depth
+        self._clock = clock
+        self.cache = LinkCache(cache_bytes)
+
+    async def _lookup(self, keys: Sequence[str]) -> list[bytes | None]:
+        found = self._recorder.pending(list(keys))
+        missing = [k for k in keys if k not in found]
+        if missing:
+            found.update(zip(missing, await self._store.get_many(missing, fail_open=False), strict=True))
+        return [found.get(k) for k in keys]
+
+    async def resolve(self, history: HistoryRef, tenant: str) -> Kept:
+        now = self._clock()
+        kept = await resolve(
+            self._lookup,
+            self.cache,
+            history,
+            tenant,
+            max_depth=self._max_depth,
+            refresh_before=now - self._ttl / 2,
+        )
+        for answer_id, link in kept.stale:  # a conversation in use keeps its beginning
+            self._put(history_key(answer_id, tenant), refreshed(link, now), tenant)
+        return kept
+
+    def keep(
+        self, answer_id: str, tenant: str, continued: Kept | None, messages: tuple[Message, ...]
+    ) -> asyncio.Future[None]:
+        """Keep an answer under its id: `messages` is the whole conversation it ends (what it
+        continued included). Awaiting the result waits until the store has it (or failed open:
+        it then waits in the store's retry queue)."""
+        now = self._clock()
+        if continued is None:
+            link = root(messages, now)
+        else:
+            link = continued.child(messages[len(continued.messages) :], now)
+        return self._put(history_key(answer_id, tenant), link, tenant)
+
+    def _put(self, key: str, link: Link, tenant: str) -> asyncio.Future[None]:
+        raw = encode_link(link)
+        self.cache.put(key, link, len(raw))
+        return self._recorder.write([key], raw, tenant)
