@@ -165,3 +165,37 @@ async def test_redis_unreachable_from_the_start_is_a_503_not_a_not_found(hub):
             gateway.url, {"model": "claude", "input": "and?", "previous_response_id": "resp_elsewhere"}
         )
     assert status == 503 and body["error"]["code"] == "store_unavailable"
+
+
+async def test_one_tenants_long_chain_never_evicts_another_tenants_kept_answer(hub):
+    store = {"backend": "memory", "max_bytes": 4 << 20, "tenant_max_bytes": 64 << 10}
+    config = config_with(hub, store=store, auth={"tokens_env": ["TOKEN_A", "TOKEN_B"]})
+    async with serve(hub, config, {"TOKEN_A": "token-a", "TOKEN_B": "token-b"}) as gateway:
+        url = gateway.url + "/v1/responses"
+
+        async def send(token: str, body: dict[str, Any]) -> tuple[int, Any]:
+            async with aiohttp.ClientSession() as http:
+                async with http.post(
+                    url, data=orjson.dumps(body), headers={"Authorization": f"Bearer {token}"}
+                ) as r:
+                    return r.status, await r.json()
+
+        status, b_kept = await send("token-b", {"model": "claude", "input": "B's secret plan"})
+        assert status == 200
+        previous = None
+        for n in range(120):  # ~120 KB of A's records: twice A's share
+            body: dict[str, Any] = {"model": "claude", "input": f"A turn {n} " + "a" * 1000}
+            if previous:
+                body["previous_response_id"] = previous
+            status, answer = await send("token-a", body)
+            if status != 200:  # A's own oldest answers went first: A's chain ends, clearly
+                assert status == 400 and answer["error"]["code"] == "previous_response_not_found", answer
+                assert "earlier answer" in answer["error"]["message"]
+                previous = None
+                continue
+            previous = answer["id"]
+        status, answer = await send(
+            "token-b", {"model": "claude", "input": "and?", "previous_response_id": b_kept["id"]}
+        )
+    assert status == 200, answer
+    assert "B's secret plan" in orjson.dumps(hub.states["anthropic"].requests[-1].body).decode()
