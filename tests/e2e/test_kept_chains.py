@@ -8,7 +8,6 @@ written once the store is back."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -25,23 +24,6 @@ async def hub():
     async with SimulatorHub() as hub:
         hub.states["anthropic"].default_reply = lambda body: Reply(text="Noted.")
         yield hub
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    server = start_redis()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-def store_for(backend: str, tmp_path: Path, redis_url: str) -> dict[str, Any]:
-    if backend == "sqlite":
-        return {"backend": "sqlite", "path": str(tmp_path / "continuity.db")}
-    if backend == "redis":
-        return {"backend": "redis", "url": redis_url}
-    return {"backend": "memory"}
 
 
 async def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
@@ -75,11 +57,8 @@ async def chain(url: str, turns: int, text: str = "turn {n} " + "x" * 1000) -> t
     return ids, sent
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"])
-async def test_a_continuation_sent_at_once_on_a_new_connection_always_finds_its_answer(
-    hub, tmp_path, redis_url, backend
-):
-    config = config_with(hub, store=store_for(backend, tmp_path, redis_url))
+async def test_a_continuation_sent_at_once_on_a_new_connection_always_finds_its_answer(hub, store):
+    config = config_with(hub, store=store)
     async with serve(hub, config) as gateway:
         ids, _ = await chain(gateway.url, 60, text="turn {n}")
     assert len(set(ids)) == 60  # 0 of 59 continuations missed their answer
