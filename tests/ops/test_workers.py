@@ -258,6 +258,19 @@ def test_workers_refuse_a_port_another_process_listens_on(tmp_path, capsys):
     assert "Address already in use" in capsys.readouterr().err
 
 
+def _alive(pid: int) -> bool:
+    """Not yet reaped by the supervisor (a zombie leader's threads may still hold its sockets)."""
+    return Path(f"/proc/{pid}").exists()
+
+
+async def _wait_until_dead(pid: int) -> None:
+    for _ in range(HANG_GUARD * 100):
+        if not _alive(pid):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"worker {pid} did not die")
+
+
 async def _wait_for_workers(supervisor: int, count: int, exclude: int = 0) -> list[int]:
     for _ in range(HANG_GUARD * 100):
         found = [pid for pid in children(supervisor) if pid != exclude]
@@ -274,6 +287,8 @@ async def test_a_killed_worker_is_restarted_counted_and_the_gateway_keeps_servin
         await a.close()
         try:
             os.kill(killed, signal.SIGKILL)
+            # until it is gone, a connection the kernel put in its backlog is reset (SO_REUSEPORT)
+            await _wait_until_dead(killed)
             for _ in range(20):  # served by the survivor meanwhile, on fresh connections
                 async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
                     async with http.post(
