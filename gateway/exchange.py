@@ -26,12 +26,11 @@ from aiohttp import web
 
 from gateway.access_log import session_hash
 from gateway.config import ServerConfig
-from gateway.continuity.codec import decode_transcript, encode_transcript
-from gateway.continuity.keys import history_key
+from gateway.continuity import chain
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Dialect, HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
-from gateway.ingress.errors import ClientError, echo, invalid, overflow_figures, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
@@ -97,6 +96,7 @@ class Exchange:
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
+    kept: chain.Kept | None = None  # the kept conversation this request continues
     turn: AssistantTurn | None = None  # the answer, once it completed
     key: str = ""  # the named client key (gateway/limits.py)
     key_refusal: str = ""
@@ -457,22 +457,9 @@ def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
 
 
 async def _continue(exchange: Exchange, history: HistoryRef, request: Request) -> Request:
-    """The kept transcript of the answer `history` names, then the request's own messages."""
-    state = exchange.state
-    key = history_key(history.id, exchange.tenant)
-    raw = state.recorder.pending([key]).get(key)
-    if raw is None:
-        raw = (await state.store.get_many([key]))[0]
-    messages = decode_transcript(raw) if raw is not None else None
-    if messages is None:
-        raise ClientError(
-            400,
-            f"{history.source}: no answer {echo(history.id)!r} is kept here (unknown, or older than the "
-            "store's ttl_seconds)",
-            param=history.source,
-            code=history.not_found_code,
-        )
-    return replace(request, messages=messages + request.messages)
+    """The kept conversation of the answer `history` names, then the request's own messages."""
+    exchange.kept = await exchange.state.history.resolve(history, exchange.tenant)
+    return replace(request, messages=exchange.kept.messages + request.messages)
 
 
 async def _restore(exchange: Exchange, request: Request) -> Request:
@@ -516,15 +503,16 @@ def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
     return headers
 
 
-def _completed(exchange: Exchange, inbound: Inbound, request: Request, turn: AssistantTurn) -> None:
-    """A turn answered in full: recorded for continuity, and kept whole under the answer's id
-    when the client will continue it by that id."""
+async def _record_turn(exchange: Exchange, inbound: Inbound, request: Request, turn: AssistantTurn) -> None:
+    """Record the answered turn before the client sees its end (a client may send its next turn
+    the moment it has the last byte, on another connection)."""
     state, tenant = exchange.state, exchange.tenant
     state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
-    if inbound.keep:
+    if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
         assert exchange.reply is not None
-        transcript = (*request.messages, turn.message())
-        state.recorder.put([history_key(exchange.reply.id, tenant)], encode_transcript(transcript))
+        await state.history.keep(
+            exchange.reply.id, tenant, exchange.kept, (*request.messages, turn.message())
+        )
 
 
 async def _whole(exchange: Exchange, inbound: Inbound, request: Request, answer: Answer) -> web.Response:
@@ -547,7 +535,7 @@ async def _whole(exchange: Exchange, inbound: Inbound, request: Request, answer:
     exchange.usage = turn.usage
     exchange.turn = turn
     if assembler.error is None:
-        _completed(exchange, inbound, request, turn)
+        await _record_turn(exchange, inbound, request, turn)
     exchange.status = 200
     if not answer.prepared.decision.shown:  # kept whole above; the client asked for no reasoning
         turn = replace(turn, blocks=visible_blocks(turn.blocks, False))
@@ -593,9 +581,9 @@ async def _stream(
             return response
         assert turn is not None
         exchange.turn = turn
+        await _record_turn(exchange, inbound, request, turn)
         await response.write(encoder.finish())
         await response.write_eof()
-        _completed(exchange, inbound, request, turn)
         return response
     finally:
         if keepalive is not None:

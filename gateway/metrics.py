@@ -129,6 +129,10 @@ class Metrics:
             registry=r,
         )
         self._store_children: dict[tuple[str, str, str], Any] = {}
+        # `--workers`: counted by the supervisor (gateway/workers.py); 0 in a single process
+        self.worker_restarts = Counter(
+            "gateway_worker_restarts_total", "Worker processes restarted after they died", registry=r
+        )
         # with several workers: the sum over the live workers
         self.inflight = Gauge(
             "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from gateway.access_log import log_access
 from gateway.config import GatewayConfig
+from gateway.continuity.chain import History
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook
 from gateway.http_errors import ingress_label
@@ -56,6 +57,14 @@ class GatewayState:
     limits: KeyLimits | None = None
     # OpenTelemetry traces (gateway/tracing.py); None: tracing is off
     tracing: Tracing | None = None
+    # answers kept for previous_response_id (gateway/continuity/chain.py)
+    history: History = field(init=False)
+
+    def __post_init__(self) -> None:
+        store = self.config.store
+        self.history = History(
+            self.store, self.recorder, ttl_seconds=store.ttl_seconds, max_depth=store.max_chain_depth
+        )
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 

@@ -252,6 +252,11 @@ class StoreConfig(_Section):
     # memory backend: what its entries may hold in all (values plus a fixed per-entry overhead);
     # the least recently used go first beyond it
     max_bytes: int = Field(134217728, gt=0)
+    # memory and redis backends: what one tenant's records may hold (values plus overhead); its
+    # own oldest go first beyond it, so one tenant never evicts another's continuity
+    tenant_max_bytes: int = Field(134217728, gt=0)
+    # how many kept answers one previous_response_id chain may hold (each is read when continuing)
+    max_chain_depth: int = Field(4096, gt=0)
 
 
 class TimeoutConfig(_Section):

@@ -30,7 +30,7 @@ class GatedStore:
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return [self.data.get(k) for k in keys]
 
-    async def put(self, keys: Sequence[str], value: bytes) -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
         self.puts += 1
         await self.gate.wait()
         for key in keys:

@@ -23,6 +23,7 @@ CONTRACT = {
     "gateway_repairs_total": ("counter", {"provider", "kind"}),
     "gateway_tokens_total": ("counter", {"provider", "model", "type"}),
     "gateway_store_operations_total": ("counter", {"backend", "op", "outcome"}),
+    "gateway_worker_restarts_total": ("counter", set()),
     "gateway_inflight_requests": ("gauge", set()),
     "gateway_target_available": ("gauge", {"model", "provider"}),
     "gateway_cost_usd_total": ("counter", {"provider", "model"}),
