@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `gatewa
 import orjson  # noqa: E402
 
 from bench import load, report, rig  # noqa: E402
-from bench.figures import DIRECT, Bench, Settings  # noqa: E402
+from bench.figures import DIRECT, FLOOR, Bench, Settings  # noqa: E402
 from gateway import eventloop  # noqa: E402
 from gateway.simulators.base import free_port  # noqa: E402
 
@@ -97,6 +97,7 @@ class Variant:
     loop: str | None = None  # [server] event_loop; None: not written (the gateway's default)
     store: str | None = None  # memory | sqlite | redis; None: memory, sqlite with several workers
     tree: str | None = None  # run the gateway of another checkout (e.g. the main branch)
+    relay: bool = False  # the floor: bench/relay.py, a bare aiohttp relay, instead of a gateway
 
     @classmethod
     def parse(cls, spec: str) -> Variant:
@@ -107,8 +108,10 @@ class Variant:
             if key not in ("workers", "loop", "store", "tree") or not value:
                 raise argparse.ArgumentTypeError(f"{spec}: unknown option {option!r}")
             values[key] = int(value) if key == "workers" else value
-        if not name or name == DIRECT:
-            raise argparse.ArgumentTypeError(f"{spec}: a variant needs a name other than {DIRECT!r}")
+        if not name or name in (DIRECT, FLOOR):
+            raise argparse.ArgumentTypeError(
+                f"{spec}: a variant needs a name other than {DIRECT!r} or {FLOOR!r}"
+            )
         return cls(name, **values)
 
     @property
@@ -117,6 +120,8 @@ class Variant:
 
     def processes(self) -> int:
         """Worker processes it will run (what decides whether it can be pinned to one CPU)."""
+        if self.relay:
+            return 1
         if self.workers is not None:
             return self.workers
         return 1 if self.backend == "memory" else len(rig.available_cpus())
@@ -148,11 +153,16 @@ class Gateway:
         )
         self.home = home
         self.env = env
+        self.stub_port = stub_port
         self.cpus: frozenset[int] | None = None
         self.child: rig.Child | None = None
 
     def start(self) -> None:
-        args = ["-m", "gateway", "serve", "--config", str(self.config)]
+        if self.variant.relay:
+            upstream = f"http://127.0.0.1:{self.stub_port}"
+            args = ["bench/relay.py", "--port", str(self.port), "--upstream", upstream, "--key-env", KEY_ENV]
+        else:
+            args = ["-m", "gateway", "serve", "--config", str(self.config)]
         if self.variant.workers is not None:
             args += ["--workers", str(self.variant.workers)]
         cwd = Path(self.variant.tree).resolve() if self.variant.tree else rig.ROOT
@@ -173,6 +183,7 @@ class Gateway:
             "event_loop": v.loop or "default",
             "pinning": rig.describe_cpus(self.cpus),
             "tree": v.tree,
+            "relay": v.relay,
         }
 
 
@@ -184,6 +195,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         settings = Settings(**{**settings.__dict__, "sweep": tuple(args.sweep)})
     wanted = args.only or list(FIGURES)
     variants = args.variant or [Variant("gateway", args.workers, args.event_loop, args.store)]
+    if not args.no_floor:  # the floor is measured in the same run as the gateways it is the floor of
+        variants = [Variant(FLOOR, relay=True), *variants]
     if len({v.name for v in variants}) != len(variants):
         raise SystemExit("bench: every --variant needs a name of its own")
     cpus = rig.available_cpus()
@@ -236,6 +249,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 settings,
                 paths,
                 {gw.variant.name: gw.pids for gw in gateways},
+                None if args.no_floor else FLOOR,
                 {"stub": lambda: [stub.pid], "load": lambda: [os.getpid()]},
             )
             await bench.warm_up()
@@ -295,6 +309,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--soak", type=int, help="requests in the RSS soak (default 100000, --quick 1500)")
     parser.add_argument("--sweep", type=int, nargs="+", help="transcript sizes (default 10 100 1000 5000)")
     parser.add_argument("--only", nargs="+", choices=FIGURES, help="measure only these figures")
+    parser.add_argument(
+        "--no-floor", action="store_true", help="do not measure the floor (bench/relay.py, a bare relay)"
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the gateway and the rig to CPUs")
     parser.add_argument("--json", default="bench/last-run.json", help="where to write the results")
     return parser
