@@ -16,7 +16,6 @@ import hashlib
 import logging
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -32,7 +31,7 @@ from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, Sessi
 from gateway.ingress.errors import ClientError, invalid, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
-from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -62,7 +61,7 @@ class Exchange:
     """What one request learned on its way through the pipeline."""
 
     codec: IngressCodec
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    request_id: str = field(default_factory=new_request_id)
     started: float = field(default_factory=time.monotonic)
     model: str = UNKNOWN_MODEL  # label-safe: a config name
     session: str = ""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -16,7 +15,7 @@ from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.lifecycle import InFlight
-from gateway.metrics import Metrics, RequestRecord
+from gateway.metrics import Metrics, RequestRecord, new_request_id
 from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
 from gateway.store.failopen import FailOpenStore
@@ -60,7 +59,7 @@ class GatewayState:
         self.observe(
             RequestRecord(
                 ingress_label(path),
-                request_id=uuid.uuid4().hex,
+                request_id=new_request_id(),
                 outcome="client_error" if exc.status < 500 else "refused",
                 status=exc.status,
                 duration=time.monotonic() - started,
