@@ -59,9 +59,10 @@ def test_quick_run_produces_every_figure(tmp_path):
         assert numbers and all(math.isfinite(n) for n in numbers), name
     for name in ("c1_latency", "c32_instant", "c64_slow", "streams", "many_streams"):
         assert figures[name]["errors"] == paths, name
-        for variant in ("floor", "gateway"):
-            assert figures[name]["cpu"][variant]["gateway"] > 0, name  # the gateway (or relay) did the work
-            assert figures[name]["gateway_cpu_us_per_unit"][variant] > 0, name
+        assert figures[name]["cpu"]["gateway"]["gateway"] > 0, name  # the gateway did the work
+        assert figures[name]["gateway_cpu_us_per_unit"]["gateway"] > 0, name
+        # the relay's CPU over a quick round can be under one clock tick: measured, maybe 0
+        assert figures[name]["gateway_cpu_us_per_unit"]["floor"] >= 0, name
         assert set(figures[name]["above_floor_cpu_us_per_unit"]) == {"gateway"}, name
     assert set(figures["c1_latency"]["above_floor_ms"]["gateway"]) == {"p50", "p99"}
     assert set(figures["c32_instant"]["of_floor"]) == set(figures["c64_slow"]["of_floor"]) == {"gateway"}
