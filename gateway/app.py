@@ -5,16 +5,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
 
 from gateway import __version__
-from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
+from gateway.config import (
+    GatewayConfig,
+    resolve_auth_tokens,
+    resolve_continuity_secret,
+    resolve_key_tokens,
+)
 from gateway.continuity.recorder import Recorder
+from gateway.cost import PriceBook, preload
+from gateway.exchange import REQUEST_ID_HEADER, tenant_id
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
+from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
+from gateway.handlers.inspector import add_routes as add_inspector_routes
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import echo_path, error_response, method_not_allowed, not_found
 from gateway.ingress import chat, responses
@@ -23,7 +33,9 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
+from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
+from gateway.limits import KeyLimits
 from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor
 from gateway.routing.engine import Engine
@@ -40,6 +52,7 @@ from gateway.security import (
 from gateway.server import refuse_over_capacity
 from gateway.state import GatewayState
 from gateway.store import open_store
+from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
@@ -80,6 +93,7 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
             response = error_response(
                 request.path, ClientError(500, "internal gateway error", type="server_error")
             )
+            response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
             response.body = redactor.data(response.body)
         if not response.prepared and not request.content.at_eof():
@@ -92,10 +106,12 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
 
 def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
     state: GatewayState | None = request.app.get(GatewayState.KEY)
+    request_id = exc.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
     if state is not None:  # None only while starting up or shutting down
-        state.observe_refusal(request.path, exc, started)
+        state.observe_refusal(request.path, exc, started, request_id)
     log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
     response = error_response(request.path, exc)
+    response.headers[REQUEST_ID_HEADER] = request_id
     if exc.status == 503:  # the gateway turning clients away (connection cap): not on this connection
         response.force_close()
     return response
@@ -162,7 +178,9 @@ def create_app(
 ) -> web.Application:
     """`continuity_key`: the key sealing continuity data when the config names no secret (workers
     of one `gateway serve` share one, so a blob sealed by one verifies on every other)."""
-    tokens = BearerTokens(resolve_auth_tokens(config, env))
+    key_tokens = resolve_key_tokens(config, env)
+    # a named key's token is a client token too: with keys configured, clients must present one
+    tokens = BearerTokens([*resolve_auth_tokens(config, env), *key_tokens])
     redactor = secrets_redactor(config, env)
     continuity_secret = resolve_continuity_secret(config, env) or continuity_key
     server = config.server
@@ -179,6 +197,7 @@ def create_app(
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)
+    metrics.bind_keys(config.keys)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         # upstream URLs come only from config: no proxies from the environment, no cookies kept,
@@ -196,6 +215,14 @@ def create_app(
         metrics.watch_targets(engine.availability())
         refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
+        preload()  # the price database, now rather than on the first answer
+        limits = (
+            KeyLimits(config, key_tokens, tenant_id, on_op=metrics.count_store_operation)
+            if config.keys
+            else None
+        )
+        # the config refused tracing.enabled without the SDK installed
+        tracing = Tracing(config.tracing) if config.tracing.enabled else None
         app[GatewayState.KEY] = GatewayState(
             config,
             metrics,
@@ -206,6 +233,10 @@ def create_app(
             sealer,
             in_flight=in_flight,
             memo=DecodeMemo(server.transcript_memo_mib << 20),
+            inspector=Inspector(config.inspector.enabled, config.inspector.max_bytes),
+            prices=PriceBook(config),
+            limits=limits,
+            tracing=tracing,
         )
         try:
             yield
@@ -213,6 +244,10 @@ def create_app(
             if refresher is not None:
                 refresher.cancel()
             await recorder.drain()  # turns answered before shutdown are still recorded
+            if limits is not None:
+                await limits.close()
+            if tracing is not None:  # spans still queued are exported (in a thread: it blocks)
+                await asyncio.to_thread(tracing.shutdown)
             await store.close()
             await session.close()
 
@@ -225,4 +260,7 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
+    if config.inspector.enabled:
+        app.router.add_get(INSPECTOR_PAGE, page_handler("inspector.html"))
+        add_inspector_routes(app)
     return app

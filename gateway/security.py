@@ -16,6 +16,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import hmac
 import ipaddress
@@ -38,6 +40,8 @@ Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 # carry the token)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/ndjson.html"})
 METRICS_PATH = "/metrics"
+INSPECTOR_PATH = "/inspector"
+INSPECTOR_PREFIX = "/inspector/"
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
@@ -145,6 +149,9 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
     path = request.path
     if path in OPEN_PATHS:
         return
+    if path == INSPECTOR_PATH or path.startswith(INSPECTOR_PREFIX):
+        _check_inspector_access(request, tokens)
+        return
     if path == METRICS_PATH:
         if is_local_client(request):
             return
@@ -164,6 +171,42 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
     bearer_ok = tokens.accepts(headers.get("Authorization", ""))
     if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", ""))):
         raise _unauthorized()
+
+
+def _check_inspector_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
+    """The inspector shows what clients sent: without [auth] to loopback clients only, with it to
+    a client token (Bearer, x-api-key, or HTTP Basic's password, which a browser asks for once and
+    then sends on the page's own calls), which sees only its own requests."""
+    if not tokens:
+        if is_local_client(request):
+            return
+        raise ClientError(
+            403,
+            "the inspector is served to loopback clients only; configure [auth] tokens to use it from"
+            " elsewhere",
+            type="permission_error",
+            code="forbidden",
+        )
+    headers = request.headers
+    authorization = headers.get("Authorization", "")
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "basic":
+        ok = tokens.accepts_key(basic_password(value))
+    else:
+        ok = tokens.accepts(authorization) or tokens.accepts_key(headers.get("x-api-key", ""))
+    if not ok:
+        error = _unauthorized()
+        error.headers["WWW-Authenticate"] = 'Basic realm="gateway inspector", charset="UTF-8"'
+        raise error
+
+
+def basic_password(value: str) -> str:
+    """The password of an HTTP Basic credential ("" when it does not decode)."""
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    return decoded.partition(":")[2]
 
 
 def body_too_large(limit: int) -> ClientError:

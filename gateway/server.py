@@ -27,6 +27,7 @@ import asyncio
 import logging
 import resource
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod, ContentEncodingError, HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from gateway.exchange import REQUEST_ID_HEADER
 from gateway.http_errors import error_response
 from gateway.ingress.errors import ClientError
 from gateway.security import SERVER_HEADER
@@ -164,12 +166,13 @@ class GatewayRequestHandler(RequestHandler):
         # the head did not parse: its path is unknown (aiohttp hands over "/"), so the default envelope
         response = error_response(request.path, error)
         response.headers["Server"] = SERVER_HEADER
+        request_id = response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         response.force_close()
         state: GatewayState | None = self._server.app.get(GatewayState.KEY)
         if state is not None:
             if type(response.body) is bytes:
                 response.body = state.redactor.data(response.body)
-            state.observe_refusal(request.path, error, started)
+            state.observe_refusal(request.path, error, started, request_id)
         return response
 
 

@@ -17,12 +17,14 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import aiohttp
 
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
 from gateway.providers import get_adapter
-from gateway.providers.base import EncodeError, ProviderAdapter
+from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import Prepared, prepare
 from gateway.repair.report import Repair
 from gateway.routing.affinity import last_issuer, prefer_issuer
@@ -32,10 +34,13 @@ from gateway.routing.backoff import RetryBudget, backoff_delay
 from gateway.routing.cooldown import HealthBook, Ticket
 from gateway.routing.router import Plan, Router
 from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMemory
-from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
 from gateway.upstream import Timeouts
+
+if TYPE_CHECKING:
+    from gateway.tracing import RequestTrace
 
 __all__ = [
     "AllTargetsFailed",
@@ -173,14 +178,31 @@ class Engine:
             return order, home, COOLDOWN
         return (home, *(t for t in order if t is not home)), home, None
 
-    async def open(self, request: Request, plan: Plan, session: str | None = None) -> Answer:
-        """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
-        conversation's key, for session affinity."""
-        retry = plan.retry
-        deadline = self._clock() + retry.deadline_seconds
+    def _order(
+        self, request: Request, plan: Plan, session: str | None
+    ) -> tuple[tuple[Target, ...], Target | None, str | None]:
         order, home, moved = self._session_order(request, plan, session)
         if plan.affinity:
             order = prefer_issuer(order, request)
+        return order, home, moved
+
+    def first_target(self, request: Request, plan: Plan, session: str | None = None) -> Target:
+        """The target `open` would try first for this request now (the inspector's preview)."""
+        order = self._order(request, plan, session)[0]
+        return next((t for t in order if self.health.available(t)), order[0])
+
+    def adapter(self, kind: str) -> ProviderAdapter:
+        return self._adapters(kind)
+
+    async def open(
+        self, request: Request, plan: Plan, session: str | None = None, trace: RequestTrace | None = None
+    ) -> Answer:
+        """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
+        conversation's key, for session affinity; `trace`: the request's span when tracing is on
+        (each attempt gets a span of its own)."""
+        retry = plan.retry
+        deadline = self._clock() + retry.deadline_seconds
+        order, home, moved = self._order(request, plan, session)
         budget = self.budget(plan)
         budget.deposit()
         attempts: list[Attempt] = []
@@ -195,7 +217,9 @@ class Engine:
                 target = order[index]
                 others = any(self.health.available(order[i]) for i in pending)
                 try:
-                    result = await self._serve(request, plan, target, ticket, attempts, others, deadline)
+                    result = await self._serve(
+                        request, plan, target, ticket, attempts, others, deadline, trace
+                    )
                 except BaseException:
                     self.health.release(target, ticket)  # cancelled (the client went away): no verdict
                     raise
@@ -238,7 +262,33 @@ class Engine:
             await self._sleep(wait)
             passes += 1
             pending = again
+        if final.code == CONTEXT_OVERFLOW and plan.overflow is not None and plan.overflow not in order:
+            result = await self._overflow(request, plan, plan.overflow, attempts, deadline)
+            if isinstance(result, Answer):
+                return result
+            final = result or final
         raise AllTargetsFailed(plan, attempts, final)
+
+    async def _overflow(
+        self, request: Request, plan: Plan, target: Target, attempts: list[Attempt], deadline: float
+    ) -> Answer | UpstreamError | None:
+        """The group's larger-context target, once, after a context-window overflow (None: it
+        cannot take traffic now, and the client hears about the overflow)."""
+        ticket = self.health.acquire(target)
+        if ticket is None:
+            return None
+        try:
+            result = await self._serve(request, plan, target, ticket, attempts, False, deadline)
+        except BaseException:
+            self.health.release(target, ticket)
+            raise
+        if isinstance(result, UpstreamError):
+            self.health.record(target, ticket, result)
+            return result
+        self.health.record(target, ticket, None)
+        stream, prepared = result
+        stream.after_commit(self._after_commit(target, ticket))
+        return Answer(target, prepared, tuple(attempts), plan, stream, None)
 
     def _acquire_next(self, order: tuple[Target, ...], pending: list[int]) -> tuple[int, Ticket] | None:
         """The first target of this pass that can take traffic now (claiming a half-open probe if
@@ -271,6 +321,7 @@ class Engine:
         attempts: list[Attempt],
         others: bool,
         deadline: float,
+        trace: RequestTrace | None = None,
     ) -> tuple[EventStream, Prepared] | UpstreamError:
         """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
         and send once more (DESIGN.md 4.5) before the loop moves on."""
@@ -280,22 +331,58 @@ class Engine:
         # could not be followed before the deadline anyway) is given as long as idle/total allow
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
+
+        sent: list[HttpRequest | None] = [None]  # what the last attempt sent, for its record
+
+        async def attempt(prepared: Prepared) -> EventStream | UpstreamError:
+            result, sent[0] = await self._attempt(
+                adapter, target, prepared, request.stream, timeouts, first_token
+            )
+            return result
+
+        def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
+            return self._traced(trace, target, prepared, partial(attempt, prepared))
+
         prepared = prepare(request, target, adapter.capabilities)
-        result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+        started = self._clock()
+        result = await send(prepared)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
-            attempts.append(Attempt(target.provider, result.category.value, result))
+            attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
-            result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+            started = self._clock()
+            result = await send(prepared)
+        attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
         if isinstance(result, UpstreamError):
-            attempts.append(Attempt(target.provider, result.category.value, result))
             return result
-        attempts.append(Attempt(target.provider, "ok"))
         return result, prepared
 
     def _after_commit(self, target: Target, ticket: Ticket) -> Callable[[UpstreamError], None]:
         health = self.health
         return lambda error: health.record(target, ticket, error)
+
+    @staticmethod
+    async def _traced(
+        trace: RequestTrace | None,
+        target: Target,
+        prepared: Prepared,
+        send: Callable[[], Awaitable[EventStream | UpstreamError]],
+    ) -> EventStream | UpstreamError:
+        """One attempt (`send`) inside its own span when tracing is on."""
+        if trace is None:
+            return await send()
+        span = trace.attempt(target, prepared.request)
+        try:
+            result = await send()
+        except BaseException:
+            span.abandoned()
+            raise
+        if isinstance(result, UpstreamError):
+            span.failed(result, prepared.repairs)
+        else:
+            span.committed(prepared.repairs)
+            trace.committed = span
+        return result
 
     async def _attempt(
         self,
@@ -305,8 +392,21 @@ class Engine:
         stream: bool,
         timeouts: Timeouts,
         first_token: float | None,
-    ) -> EventStream | UpstreamError:
-        """Encode for the target and send once."""
+    ) -> tuple[EventStream | UpstreamError, HttpRequest | None]:
+        """Encode for the target and send once; what was sent (None: nothing was)."""
+        http = self.encode(adapter, target, prepared)
+        if isinstance(http, UpstreamError):
+            return http, None
+        result = await run_attempt(
+            self.session, adapter, target, prepared, http, stream, timeouts, first_token
+        )
+        return result, http
+
+    def encode(
+        self, adapter: ProviderAdapter, target: Target, prepared: Prepared
+    ) -> HttpRequest | UpstreamError:
+        """The HTTP request `target` gets for `prepared` (the inspector's preview encodes through
+        here too, so it shows exactly what an attempt would send)."""
         if not prepared.request.messages:
             # e.g. only orphan tool results and empty text: no provider can answer nothing
             return UpstreamError(
@@ -320,7 +420,7 @@ class Engine:
         except MissingApiKey as exc:
             return UpstreamError(ErrorCategory.AUTH, str(exc), type="missing_api_key")
         try:
-            http = adapter.encode_request(prepared.request, target, api_key)
+            return adapter.encode_request(prepared.request, target, api_key)
         except EncodeError as exc:
             return UpstreamError(
                 ErrorCategory.INVALID_REQUEST,
@@ -334,4 +434,25 @@ class Engine:
                 f"cannot encode for {target.provider}: internal encoder error",
                 type="encode_error",
             )
-        return await run_attempt(self.session, adapter, target, prepared, http, stream, timeouts, first_token)
+
+
+def _attempt_record(
+    target: Target,
+    result: object,
+    prepared: Prepared,
+    sent: HttpRequest | None,
+    started: float,
+    ended: float,
+) -> Attempt:
+    error = result if isinstance(result, UpstreamError) else None
+    return Attempt(
+        target.provider,
+        "ok" if error is None else error.category.value,
+        error,
+        model=target.model,
+        prepared=prepared,
+        sent=sent.body if sent is not None else b"",
+        url=sent.url if sent is not None else "",
+        started=started,
+        elapsed=ended - started,
+    )
