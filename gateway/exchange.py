@@ -16,7 +16,6 @@ import asyncio
 import logging
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,7 @@ from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
-from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -76,7 +75,7 @@ class Exchange:
     dialect: Dialect
     codec: IngressCodec
     http: web.Request
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    request_id: str = field(default_factory=new_request_id)
     started: float = field(default_factory=time.monotonic)
     # -- working state, in pipeline order --
     inbound: Inbound | None = None

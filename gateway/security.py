@@ -282,6 +282,8 @@ async def read_body_within(request: web.Request, limits: BodyLimits) -> bytes:
     if length is not None and length > limits.max_bytes:
         raise body_too_large(limits.max_bytes)
     try:
+        if request.content.is_eof():  # the whole body is in already (most requests): no wait to bound
+            return await request.read()
         async with asyncio.timeout(limits.timeout):
             return await request.read()  # bounded by the app's client_max_size, which is the limit
     except web.HTTPRequestEntityTooLarge:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -20,7 +19,7 @@ from gateway.ingress.memo import DecodeMemo
 from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
-from gateway.metrics import NO_PROVIDER, Metrics, RequestRecord
+from gateway.metrics import NO_PROVIDER, Metrics, RequestRecord, new_request_id
 from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
 from gateway.store.failopen import FailOpenStore
@@ -91,7 +90,7 @@ class GatewayState:
         self.observe(
             RequestRecord(
                 ingress_label(path),
-                request_id=request_id or uuid.uuid4().hex,
+                request_id=request_id or new_request_id(),
                 outcome="client_error" if exc.status < 500 else "refused",
                 status=exc.status,
                 duration=time.monotonic() - started,
