@@ -13,6 +13,7 @@ from aiohttp import web
 from gateway import __version__
 from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
 from gateway.continuity.recorder import Recorder
+from gateway.handlers import gemini
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
@@ -114,6 +115,8 @@ def _client_error(request: web.Request, exc: web.HTTPException) -> ClientError:
 
 async def list_models(request: web.Request) -> web.Response:
     state: GatewayState = request.app[GatewayState.KEY]
+    if gemini.is_google_client(request):  # the google-genai SDKs' models.list() on api_version v1
+        return await gemini.list_models(request)
     if "anthropic-version" in request.headers:  # the Anthropic SDKs' models.list()
         return web.json_response(anthropic_model_list(list(state.config.models)))
     data = [
@@ -207,6 +210,7 @@ def create_app(
         app.router.add_post(path, ingress_handler(codec))
     app.router.add_post(COUNT_TOKENS_PATH, count_tokens)
     app.router.add_get("/v1/models", list_models)
+    gemini.add_routes(app)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)

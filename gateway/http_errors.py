@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from gateway.ingress.errors import ClientError, anthropic_error_body, openai_error_body
+from gateway.ingress.gemini.errors import google_error_body
 
 ErrorBody = Callable[[ClientError], bytes]
 # the `ingress` label of a request whose path belongs to no dialect (404s, /v1/models, /metrics...)
@@ -25,7 +26,9 @@ _MAX_ECHOED_PATH = 200  # a path quoted in a message is the client's input: boun
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    prefix: str  # the path itself, or a parent of its paths ("/v1/messages" covers ".../count_tokens")
+    # the path itself, or a parent of its paths ("/v1/messages" covers ".../count_tokens"); one
+    # ending in "/" covers only paths below it ("/v1/models/" is Gemini's, "/v1/models" OpenAI's)
+    prefix: str
     ingress: str  # the metrics label value
     error_body: ErrorBody
 
@@ -34,13 +37,17 @@ DIALECTS: tuple[Dialect, ...] = (
     Dialect("/v1/chat/completions", "chat_completions", openai_error_body),
     Dialect("/v1/messages", "anthropic_messages", anthropic_error_body),
     Dialect("/v1/responses", "responses", openai_error_body),
+    Dialect("/v1beta", "gemini", google_error_body),
+    Dialect("/v1/models/", "gemini", google_error_body),
 )
 
 
 def dialect_for(path: str) -> Dialect | None:
     for dialect in DIALECTS:
         prefix = dialect.prefix
-        if path == prefix or (path.startswith(prefix) and path[len(prefix)] == "/"):
+        if path == prefix or (
+            path.startswith(prefix) and (prefix[-1] == "/" or path[len(prefix)] == "/")
+        ):
             return dialect
     return None
 

@@ -27,7 +27,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
+from gateway.ingress.gemini.codec import INGRESS as GEMINI_INGRESS
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +164,17 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
     # Anthropic clients send the token in x-api-key (ANTHROPIC_API_KEY), or as a bearer token
     # (ANTHROPIC_AUTH_TOKEN); neither header is ever forwarded
     bearer_ok = tokens.accepts(headers.get("Authorization", ""))
-    if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", ""))):
+    if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", "")) or _google_key_ok(request, tokens)):
         raise _unauthorized()
+
+
+def _google_key_ok(request: web.BaseRequest, tokens: BearerTokens) -> bool:
+    """Google's clients send their key in `x-goog-api-key`, or (REST samples) as `?key=` on the
+    Gemini API's paths; neither is forwarded, and request URLs are never logged with their query."""
+    if tokens.accepts_key(request.headers.get("x-goog-api-key", "")):
+        return True
+    key = request.query.get("key")
+    return key is not None and ingress_label(request.path) == GEMINI_INGRESS and tokens.accepts_key(key)
 
 
 def body_too_large(limit: int) -> ClientError:

@@ -15,7 +15,7 @@ import orjson
 from gateway.providers.base import (
     EncodeError,
     HttpRequest,
-    function_tools_only,
+    hosted_tool_specs,
     join_url,
     loads_or_none,
     parse_arguments,
@@ -31,6 +31,7 @@ from gateway.transcript.model import (
     Text,
     ToolCall,
     ToolChoiceMode,
+    ToolKind,
     ToolResult,
     ToolSpec,
 )
@@ -94,7 +95,9 @@ _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 
 
 def _body(request: Request, target: Target) -> dict[str, Any]:
-    function_tools_only(request, target.kind)
+    hosted = hosted_tool_specs(request, target.kind)  # Google's built-in tools (googleSearch...)
+    if any(tool.kind is not ToolKind.FUNCTION for tool in request.tools):
+        raise EncodeError("custom (freeform) tools must be mapped to function tools")
     names = tool_call_names(request)
     contents: list[dict[str, Any]] = []
     previous: Role | None = None
@@ -125,6 +128,8 @@ def _body(request: Request, target: Target) -> dict[str, Any]:
         body["systemInstruction"] = {"parts": [{"text": request.system_text()}]}
     if request.tools:
         body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in request.tools]}]
+    if hosted:
+        body.setdefault("tools", []).extend(hosted)
     if request.tool_choice is not None and request.tools:  # refused without declarations
         config: dict[str, Any] = {"mode": FUNCTION_CALLING_MODES[request.tool_choice.mode]}
         if request.tool_choice.mode is ToolChoiceMode.TOOL:
