@@ -1,0 +1,92 @@
+"""The real Gemini CLI (npm `@google/gemini-cli`, pinned in tests/clients) with
+`GOOGLE_GEMINI_BASE_URL` at the gateway, in front of every strict provider simulator.
+
+Each simulated model is scripted to call Gemini CLI's own shell tool with a harmless `echo`,
+then to answer: the task is done only when the command really ran in the working directory and
+its output went back through the gateway. The model names Gemini CLI asks for are groups of the
+gateway's config, each routed to the family under test (config/examples/gemini-cli.toml does the
+same for real providers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gateway.demo import FAMILIES
+from gateway.simulators.base import Reply, ToolCallSpec
+from tests.clients.node_clis import Clients, Finished, GeminiCli, install
+from tests.ops.conftest import Stack, running_stack
+
+pytestmark = pytest.mark.clients
+
+KIND = {name: kind for name, kind, _, _ in FAMILIES}
+TARGET = {name: {"provider": name, "model": model, **options} for name, _, model, options in FAMILIES}
+ORDER = ("gemini", "claude", "openai", "openai-chat", "mistral", "kimi", "deepseek")
+RUN_LIMIT = 120  # seconds for one invocation: a hang fails the test instead of the suite
+# a group per family, named `via-<family>`: the session test moves between them with `-m`
+VIA = {f"via-{name}": {"targets": [TARGET[name]]} for name in ORDER}
+
+
+@pytest.fixture(scope="module")
+def clients() -> Clients:
+    return install()
+
+
+def shell_task(stack: Stack, family: str, n: int) -> str:
+    """Script `family`'s model: run a shell command writing out{n}.txt, then report it."""
+    stack.hub.states[KIND[family]].push(
+        Reply(
+            reasoning=f"I will write the file with a shell command ({n}).",
+            tool_calls=[
+                ToolCallSpec(
+                    "run_shell_command",
+                    {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt", "description": "Write the file"},
+                )
+            ],
+        ),
+        Reply(text=f"The file out{n}.txt now contains: hi{n}"),
+    )
+    return f"Create a file named out{n}.txt containing hi{n}, then show it."
+
+
+@asynccontextmanager
+async def gemini_cli(clients: Clients, tmp_path: Path) -> AsyncIterator[tuple[Stack, GeminiCli, Path]]:
+    def adjust(data: dict[str, Any]) -> None:
+        data["models"].update(VIA)
+
+    async with running_stack(adjust) as stack:
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        yield stack, GeminiCli(clients, tmp_path / "home", stack.url, "any-key-the-gateway-does-not-check"), work
+
+
+async def run(cli: GeminiCli, prompt: str, cwd: Path, **options: Any) -> Finished:
+    async with asyncio.timeout(RUN_LIMIT):
+        return await cli.run(prompt, cwd, **options)
+
+
+def assert_done(finished: Finished, cwd: Path, n: int) -> dict[str, Any]:
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    result = orjson.loads(finished.stdout[finished.stdout.index("{") :])
+    assert result["response"].strip() == f"The file out{n}.txt now contains: hi{n}", result
+    assert (cwd / f"out{n}.txt").read_text() == f"hi{n}\n", "Gemini CLI ran its shell tool"
+    return result
+
+
+@pytest.mark.parametrize("family", ORDER)
+async def test_gemini_cli_runs_its_shell_tool_through_every_family(clients, tmp_path, family):
+    async with gemini_cli(clients, tmp_path) as (stack, cli, work):
+        finished = await run(cli, shell_task(stack, family, 0), work, model=f"via-{family}")
+        assert_done(finished, work, 0)
+        state = stack.hub.states[KIND[family]]
+        assert state.rejections == []
+        assert state.script == type(state.script)(), "both scripted turns were used"
+        second = orjson.dumps(state.requests[-1].body).decode()
+        assert "hi0" in second and "run_shell_command" in second
