@@ -90,3 +90,33 @@ async def test_gemini_cli_runs_its_shell_tool_through_every_family(clients, tmp_
         assert state.script == type(state.script)(), "both scripted turns were used"
         second = orjson.dumps(state.requests[-1].body).decode()
         assert "hi0" in second and "run_shell_command" in second
+
+
+async def test_one_resumed_session_visits_every_family_and_returns_to_gemini(clients, tmp_path):
+    """`gemini --resume latest` carries the whole history each time, and sends every earlier
+    function response twice: the gateway keeps one result per call, restores each call's
+    continuity from its store (Gemini CLI drops thoughts and writes a dummy signature), and no
+    simulator rejects anything, Gemini's signature checks included."""
+    async with gemini_cli(clients, tmp_path) as (stack, cli, work):
+        for n, family in enumerate((*ORDER, "gemini")):
+            finished = await run(cli, shell_task(stack, family, n), work, model=f"via-{family}", resume=n > 0)
+            assert_done(finished, work, n)
+        for kind in {KIND[f] for f in ORDER}:
+            assert stack.hub.states[kind].rejections == [], kind
+        gemini = stack.hub.states["gemini"]
+        last = gemini.requests[-1].body
+        sent = orjson.dumps(last).decode()
+        assert all(f"hi{n}" in sent for n in range(len(ORDER) + 1)), "every earlier output came back"
+        responses = [p for c in last["contents"] for p in c["parts"] if "functionResponse" in p]
+        ids = [p["functionResponse"]["id"] for p in responses]
+        assert len(ids) == len(set(ids)) == len(ORDER) + 1, "one result per call"
+        dropped = {
+            name: stack.metrics.registry.get_sample_value(
+                "gateway_repairs_total", {"provider": name, "kind": "duplicate_tool_result_dropped"}
+            )
+            for name in ORDER
+        }
+        assert dropped["gemini"], f"Gemini CLI's repeated responses were closed: {dropped}"
+        assert "skip_thought_signature_validator" not in orjson.dumps(
+            [r.body for s in stack.hub.states.values() if s is not gemini for r in s.requests]
+        ).decode()
