@@ -45,9 +45,7 @@ DIALECTS: tuple[Dialect, ...] = (
 def dialect_for(path: str) -> Dialect | None:
     for dialect in DIALECTS:
         prefix = dialect.prefix
-        if path == prefix or (
-            path.startswith(prefix) and (prefix[-1] == "/" or path[len(prefix)] == "/")
-        ):
+        if path == prefix or (path.startswith(prefix) and (prefix[-1] == "/" or path[len(prefix)] == "/")):
             return dialect
     return None
 

@@ -53,10 +53,9 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return await _count(state, request, model)
     if method in EMBED:
         raise ClientError(
-            501,
+            400,
             f"{method}: embeddings are not served by this gateway (it routes generation only); call "
             "Google's API directly for embeddings",
-            type="not_implemented",
             code="unsupported_method",
         )
     raise ClientError(

@@ -47,7 +47,10 @@ def shell_task(stack: Stack, family: str, n: int) -> str:
             tool_calls=[
                 ToolCallSpec(
                     "run_shell_command",
-                    {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt", "description": "Write the file"},
+                    {
+                        "command": f"echo hi{n} > out{n}.txt && cat out{n}.txt",
+                        "description": "Write the file",
+                    },
                 )
             ],
         ),
@@ -64,7 +67,11 @@ async def gemini_cli(clients: Clients, tmp_path: Path) -> AsyncIterator[tuple[St
     async with running_stack(adjust) as stack:
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
-        yield stack, GeminiCli(clients, tmp_path / "home", stack.url, "any-key-the-gateway-does-not-check"), work
+        yield (
+            stack,
+            GeminiCli(clients, tmp_path / "home", stack.url, "any-key-the-gateway-does-not-check"),
+            work,
+        )
 
 
 async def run(cli: GeminiCli, prompt: str, cwd: Path, **options: Any) -> Finished:
@@ -117,6 +124,9 @@ async def test_one_resumed_session_visits_every_family_and_returns_to_gemini(cli
             for name in ORDER
         }
         assert dropped["gemini"], f"Gemini CLI's repeated responses were closed: {dropped}"
-        assert "skip_thought_signature_validator" not in orjson.dumps(
-            [r.body for s in stack.hub.states.values() if s is not gemini for r in s.requests]
-        ).decode()
+        assert (
+            "skip_thought_signature_validator"
+            not in orjson.dumps(
+                [r.body for s in stack.hub.states.values() if s is not gemini for r in s.requests]
+            ).decode()
+        )

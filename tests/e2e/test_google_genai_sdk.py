@@ -14,7 +14,11 @@ FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 WEATHER = types.FunctionDeclaration(
     name="get_weather",
     description="Current weather for a city",
-    parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    parameters_json_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 
 
@@ -32,16 +36,21 @@ def no_rejections(stack) -> None:
 
 @pytest.mark.parametrize("name,kind", FAMILY)
 async def test_generate_and_stream(stack, name, kind):
-    stack.hub.states[kind].push(Reply(text="The answer is 42."), Reply(text="Forty-two, streamed.", chunk_size=4))
+    stack.hub.states[kind].push(
+        Reply(text="The answer is 42."), Reply(text="Forty-two, streamed.", chunk_size=4)
+    )
     gemini = client(stack).aio
     config = types.GenerateContentConfig(system_instruction="Be brief.", max_output_tokens=512)
     answer = await gemini.models.generate_content(model=name, contents="Six times seven?", config=config)
     assert answer.text == "The answer is 42."
     assert answer.candidates[0].finish_reason == types.FinishReason.STOP
     assert answer.usage_metadata.prompt_token_count > 0
-    chunks = [c async for c in await gemini.models.generate_content_stream(
-        model=name, contents="Again, streamed", config=config
-    )]
+    chunks = [
+        c
+        async for c in await gemini.models.generate_content_stream(
+            model=name, contents="Again, streamed", config=config
+        )
+    ]
     assert "".join(c.text or "" for c in chunks) == "Forty-two, streamed."
     assert len(chunks) > 2
     assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
@@ -67,13 +76,20 @@ async def test_function_calling_round_trip(stack, name, kind, stream):
 
     async def ask() -> types.GenerateContentResponse | list[types.GenerateContentResponse]:
         if stream:
-            return [c async for c in await gemini.models.generate_content_stream(
-                model=name, contents=history, config=config
-            )]
+            return [
+                c
+                async for c in await gemini.models.generate_content_stream(
+                    model=name, contents=history, config=config
+                )
+            ]
         return await gemini.models.generate_content(model=name, contents=history, config=config)
 
     first = await ask()
-    parts = [p for c in first for p in c.candidates[0].content.parts or []] if stream else first.candidates[0].content.parts
+    parts = (
+        [p for c in first for p in c.candidates[0].content.parts or []]
+        if stream
+        else first.candidates[0].content.parts
+    )
     calls = [p.function_call for p in parts if p.function_call]
     assert [(c.name, c.args) for c in calls] == [("get_weather", {"city": "Paris"})]
     assert calls[0].id
@@ -81,9 +97,13 @@ async def test_function_calling_round_trip(stack, name, kind, stream):
     history.append(
         types.Content(
             role="user",
-            parts=[types.Part(function_response=types.FunctionResponse(
-                name="get_weather", id=calls[0].id, response={"output": "sunny, 24C"}
-            ))],
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        name="get_weather", id=calls[0].id, response={"output": "sunny, 24C"}
+                    )
+                )
+            ],
         )
     )
     second = await ask()
@@ -110,7 +130,9 @@ async def test_errors_in_googles_envelope(stack):
     with pytest.raises(errors.ClientError) as exc:
         await gemini.models.generate_content(model="gemini", contents="hi")
     assert exc.value.code == 429 and exc.value.status == "RESOURCE_EXHAUSTED"
-    assert {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"} in exc.value.details["error"]["details"]
+    assert {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"} in exc.value.details[
+        "error"
+    ]["details"]
 
 
 async def test_models_list_and_get(stack):

@@ -184,9 +184,13 @@ def _merged(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and part.get("thought") == prev.get("thought")
         ):
             prev["text"] += part["text"]
-        elif prev is not None and set(part) >= {"thoughtSignature"} and part.get("text") == "" and set(
-            prev
-        ) <= {"text", "thought"} and part.get("thought") == prev.get("thought"):
+        elif (
+            prev is not None
+            and set(part) >= {"thoughtSignature"}
+            and part.get("text") == ""
+            and set(prev) <= {"text", "thought"}
+            and part.get("thought") == prev.get("thought")
+        ):
             prev["thoughtSignature"] = part["thoughtSignature"]  # the signature on the part it closes
         else:
             out.append(dict(part))
