@@ -18,9 +18,13 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
+from gateway.app import create_app
+from gateway.config import StoreConfig, load_config
 from gateway.demo import FAMILIES
-from gateway.simulators.base import Reply, ToolCallSpec
+from gateway.metrics import Metrics
+from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec, free_port
 from tests.clients.node_clis import Clients, Finished, GeminiCli, install
 from tests.ops.conftest import Stack, running_stack
 
@@ -130,3 +134,52 @@ async def test_one_resumed_session_visits_every_family_and_returns_to_gemini(cli
                 [r.body for s in stack.hub.states.values() if s is not gemini for r in s.requests]
             ).decode()
         )
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "gemini-cli.toml"
+
+
+async def test_the_shipped_gemini_cli_config_routes_its_model_names(clients, tmp_path):
+    """config/examples/gemini-cli.toml, pointed at the simulators: Gemini CLI's default model
+    reaches Gemini, a family name reaches that family, in one resumed session."""
+    async with SimulatorHub() as hub:
+        env = {"GATEWAY_SIMULATORS_URL": f"http://{hub.host}:{hub.port}"}
+        config = load_config(EXAMPLE, port=free_port(), env=env)
+        config = config.model_copy(update={"store": StoreConfig()})  # memory: nothing on disk
+        keys = {p.api_key_env: hub.states[p.kind].api_key for p in config.providers.values()}
+        runner = web.AppRunner(create_app(config, keys, Metrics()), handle_signals=False, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, config.server.host, config.server.port).start()
+        try:
+            work = tmp_path / "work"
+            work.mkdir()
+            cli = GeminiCli(
+                clients, tmp_path / "home", f"http://{config.server.host}:{config.server.port}", "x"
+            )
+            routes = (
+                (None, "gemini", "gemini-3.1-pro-preview"),
+                ("claude", "anthropic", "claude-sonnet-4-5"),
+            )
+            for n, (model, kind, upstream) in enumerate(routes):
+                state = hub.states[kind]
+                if model is None:  # "auto": the router's classifier asks which model the turn needs
+                    hub.states["gemini"].push(
+                        Reply(data={"complexity_reasoning": "a tool", "complexity_score": 90})
+                    )
+                state.push(
+                    Reply(
+                        reasoning="Shell.",
+                        tool_calls=[
+                            ToolCallSpec(
+                                "run_shell_command", {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt"}
+                            )
+                        ],
+                    ),
+                    Reply(text=f"The file out{n}.txt now contains: hi{n}"),
+                )
+                prompt = f"Create a file named out{n}.txt containing hi{n}, then show it."
+                assert_done(await run(cli, prompt, work, model=model, resume=n > 0), work, n)
+                assert state.rejections == []
+                assert any(upstream in r.path + str(r.body.get("model")) for r in state.requests)
+        finally:
+            await runner.cleanup()

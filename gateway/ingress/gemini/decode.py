@@ -364,7 +364,7 @@ def _declaration(declaration: dict[str, Any], path: str) -> ToolSpec:
     name = _str(declaration.get("name"), f"{path}.name")
     description = declaration.get("description") or ""
     if "parametersJsonSchema" in declaration:
-        parameters = _dict(declaration["parametersJsonSchema"], f"{path}.parametersJsonSchema", True)
+        parameters = json_schema(declaration["parametersJsonSchema"], f"{path}.parametersJsonSchema")
     elif declaration.get("parameters") is not None:
         parameters = json_schema(declaration["parameters"], f"{path}.parameters")
     else:
@@ -437,7 +437,7 @@ def _response_format(config: dict[str, Any], path: str) -> ResponseFormat | None
     mime = config.get("responseMimeType")
     schema = config.get("responseJsonSchema", config.get("_responseJsonSchema"))
     if schema is not None:
-        schema = _dict(schema, f"{path}.responseJsonSchema", True)
+        schema = json_schema(schema, f"{path}.responseJsonSchema")
     elif config.get("responseSchema") is not None:
         schema = json_schema(config["responseSchema"], f"{path}.responseSchema")
     if mime in (None, "text/plain"):

@@ -1,6 +1,8 @@
 """Google's OpenAPI-subset schemas (`parameters`, `responseSchema`: upper-case `type`, `nullable`)
 as the JSON Schema the canonical transcript carries. `parametersJsonSchema` and
-`responseJsonSchema` are JSON Schema already and pass as they are."""
+`responseJsonSchema` are JSON Schema, but Google takes its upper-case type names there too and
+Gemini CLI sends them (`"type": "OBJECT"` in its router's `responseJsonSchema`): every schema
+goes through the same normalisation, which leaves a plain JSON Schema as it is."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ from typing import Any
 
 from gateway.ingress.errors import ClientError
 
-_NESTED_ONE = ("items", "not")
+_NESTED_ONE = ("items", "not", "additionalProperties")
+_NESTED_MAP = ("properties", "$defs", "definitions", "patternProperties")
 _NESTED_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
-def json_schema(node: Any, path: str) -> dict[str, Any]:
+def json_schema(node: Any, path: str) -> Any:
+    if type(node) is bool and "." in path:  # `true` / `false`: a JSON Schema sub-schema
+        return node
     if not isinstance(node, dict):
         raise ClientError(400, f"{path}: a schema must be an object", param=path)
     out: dict[str, Any] = {}
@@ -20,12 +25,14 @@ def json_schema(node: Any, path: str) -> dict[str, Any]:
     for key, value in node.items():
         if key == "nullable":
             continue
-        if key == "type" and isinstance(value, str):
+        if key == "type" and isinstance(value, list):
+            out["type"] = [v.lower() if isinstance(v, str) else v for v in value]
+        elif key == "type" and isinstance(value, str):
             out["type"] = value.lower() if value.upper() != "TYPE_UNSPECIFIED" else None
             if out["type"] is None:
                 del out["type"]
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: json_schema(sub, f"{path}.properties.{name}") for name, sub in value.items()}
+        elif key in _NESTED_MAP and isinstance(value, dict):
+            out[key] = {name: json_schema(sub, f"{path}.{key}.{name}") for name, sub in value.items()}
         elif key in _NESTED_ONE and isinstance(value, dict):
             out[key] = json_schema(value, f"{path}.{key}")
         elif key in _NESTED_LIST and isinstance(value, list):
