@@ -1,6 +1,7 @@
 """The Gemini API's routes: `POST {base}/models/{model}:{method}` and the models resource, under
 `/v1beta` and `/v1`. The method in the URL picks what runs: generation through the one exchange,
-`countTokens` through the routed provider's count, anything else a 404 naming what exists."""
+`countTokens` through the routed provider's count, embeddings by the group's Gemini target,
+anything else a 404 naming what exists."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.ingress.gemini.errors import google_error
 from gateway.ingress.gemini.models import model_json, model_list
 from gateway.routing.count import count_input_tokens
+from gateway.routing.embed import embed
 from gateway.state import GatewayState
 
 BASES = ("/v1beta", "/v1")
@@ -52,11 +54,13 @@ async def generate(request: web.Request) -> web.StreamResponse:
     if method == COUNT:
         return await _count(state, request, model)
     if method in EMBED:
-        raise ClientError(
-            400,
-            f"{method}: embeddings are not served by this gateway (it routes generation only); call "
-            "Google's API directly for embeddings",
-            code="unsupported_method",
+        body = parse_json_body(await request.read(), state.config.server.max_json_depth)
+        status, payload, provider = await embed(state.engine, plan_for(state, model), method, body)
+        return web.Response(
+            status=status,
+            body=payload,
+            content_type="application/json",
+            headers={"X-Gateway-Provider": provider},
         )
     raise ClientError(
         404,

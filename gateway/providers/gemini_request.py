@@ -365,3 +365,23 @@ def _schema(node: Mapping[str, Any], defs: Mapping[str, Any], seen: tuple[str, .
         elif key in SCHEMA_KEYS:
             out[key] = value
     return out
+
+
+EMBED_METHODS = ("embedContent", "batchEmbedContents")
+
+
+def encode_embed(method: str, body: dict[str, Any], target: Target, api_key: str) -> HttpRequest:
+    """An embeddings request for the target's model: Google's own body, its `model` fields (the
+    batch's per-request ones must name the URL's model) set to the target's."""
+    if method not in EMBED_METHODS:
+        raise EncodeError(f"unknown embeddings method {method!r}")
+    model = _model_path(target)
+    name = model.removeprefix("/v1beta/")
+    if method == "batchEmbedContents":
+        requests = body.get("requests")
+        if type(requests) is not list:
+            raise EncodeError("requests: must be an array")
+        body = {**body, "requests": [{**r, "model": name} if type(r) is dict else r for r in requests]}
+    elif "model" in body:
+        body = {**body, "model": name}
+    return HttpRequest(join_url(target.base_url, f"{model}:{method}"), _headers(api_key), orjson.dumps(body))

@@ -55,7 +55,7 @@ async def test_every_failure_is_in_googles_envelope(stack, base):
         google_error(await response.read(), 405, "UNIMPLEMENTED")
         assert "POST" in response.headers["Allow"]
     status, raw, _ = await post(
-        stack, f"{base}/models/gemini:embedContent", {"content": {"parts": [{"text": "x"}]}}
+        stack, f"{base}/models/claude:embedContent", {"content": {"parts": [{"text": "x"}]}}
     )
     assert status == 400 and "embedContent" in google_error(raw, 400, "INVALID_ARGUMENT")["message"]
     if base == "/v1beta":
@@ -207,3 +207,19 @@ async def test_a_function_call_comes_whole_with_its_id(stack):
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
     sent = stack.hub.states["openai_chat"].requests[-1].body["tools"][0]["function"]["parameters"]
     assert sent["properties"]["city"]["type"] == "string"
+
+
+async def test_embeddings_are_served_by_a_gemini_target(stack):
+    content = {"parts": [{"text": "embed me"}]}
+    status, raw, response = await post(
+        stack, "/v1beta/models/gemini:embedContent", {"model": "models/gemini", "content": content}
+    )
+    assert status == 200 and len(orjson.loads(raw)["embedding"]["values"]) == 8
+    assert response.headers["X-Gateway-Provider"] == "gemini"
+    sent = stack.hub.states["gemini"].requests[-1]
+    assert sent.rejection is None and sent.body["model"] == "models/gemini-3-pro-preview"
+    batch = {"requests": [{"model": "models/gemini", "content": content, "outputDimensionality": 4}] * 2}
+    status, raw, _ = await post(stack, "/v1beta/models/gemini:batchEmbedContents", batch)
+    assert status == 200 and [len(e["values"]) for e in orjson.loads(raw)["embeddings"]] == [4, 4]
+    status, raw, _ = await post(stack, "/v1beta/models/gemini:embedContent", {"content": content, "bogus": 1})
+    assert "bogus" in google_error(raw, 400, "INVALID_ARGUMENT")["message"], "the provider's refusal, relayed"
