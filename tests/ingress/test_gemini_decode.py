@@ -243,3 +243,26 @@ def test_credentials():
     assert credential({"Authorization": "Bearer k3"}) == "k3"
     assert credential({}) == ""
     assert GeminiCodec("m", query_key="k4").credential({}) == "k4"
+
+
+def test_snake_case_field_names_like_googles_parser():
+    request, out = decode(
+        {
+            "system_instruction": {"parts": [{"text": "Be brief."}]},
+            "contents": [
+                user({"text": "go"}),
+                model({"function_call": {"name": "f", "args": {"some_arg": 1}, "id": "c1"}}),
+                user({"function_response": {"name": "f", "id": "c1", "response": {"the_output": "x"}}}),
+            ],
+            "tools": [{"function_declarations": [{"name": "f"}]}, {"google_search": {}}],
+            "generation_config": {
+                "max_output_tokens": 9,
+                "thinking_config": {"include_thoughts": True, "thinking_budget": 100},
+            },
+        }
+    )
+    assert request.system == (Text("Be brief."),) and request.max_tokens == 9
+    assert request.messages[1].blocks == (ToolCall("c1", "f", '{"some_arg":1}'),), "arguments kept as sent"
+    assert request.messages[2].blocks == (ToolResult("c1", '{"the_output":"x"}'),)
+    assert [t.name for t in request.tools] == ["f"] and request.hosted_tools[0].type == "googleSearch"
+    assert request.thinking_budget == 100 and out.include_thoughts

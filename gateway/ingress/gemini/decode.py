@@ -87,12 +87,24 @@ class Decoded:
         self.include_thoughts = True
 
 
-def _dict(value: Any, path: str, required: bool = False) -> dict[str, Any]:
+def _dict(value: Any, path: str, required: bool = False, data: bool = False) -> dict[str, Any]:
+    """An object of the request's structure, its field names in lowerCamelCase: Google's parser
+    takes the proto's snake_case names too (`system_instruction`, `function_call`). `data`: an
+    object of the client's own (call arguments, a function's response), taken as it is."""
     if value is None and not required:
         return {}
     if type(value) is not dict:
         raise invalid("must be an object", path)
-    return value
+    if data or not any("_" in key for key in value):
+        return value
+    return {_camel(key): item for key, item in value.items()}
+
+
+def _camel(name: str) -> str:
+    if "_" not in name or name.startswith("_"):
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def _list(value: Any, path: str) -> list[Any]:
@@ -120,6 +132,7 @@ def _number(value: Any, path: str, kind: type = float) -> Any:
 def decode_request(body: Any, model: str, stream: bool, sealer: Sealer, out: Decoded) -> Request:
     if type(body) is not dict:
         raise invalid("request body must be a JSON object")
+    body = _dict(body, "")
     for name, message in UNSUPPORTED.items():
         if body.get(name) is not None:
             raise ClientError(400, f"{name}: {message}", param=name, code="unsupported_parameter")
@@ -209,7 +222,7 @@ class _Contents:
         if "functionCall" in part:
             call = _dict(part["functionCall"], f"{path}.functionCall", True)
             name = _str(call.get("name"), f"{path}.functionCall.name")
-            args = _dict(call.get("args"), f"{path}.functionCall.args")
+            args = _dict(call.get("args"), f"{path}.functionCall.args", data=True)
             raw_id = call.get("id")
             call_id = _strip(name, _str(raw_id, f"{path}.functionCall.id")) if raw_id else f"call_{i}_{j}"
             block = ToolCall(call_id, name, orjson.dumps(args).decode(), meta)
@@ -255,7 +268,7 @@ class _Contents:
             call_id = self._pair(name) or call_id or name
         self.answered.add(call_id)
         payload = response.get("response")
-        content, is_error = _result_content(_dict(payload, f"{path}.functionResponse.response"))
+        content, is_error = _result_content(_dict(payload, f"{path}.functionResponse.response", data=True))
         return ToolResult(call_id, content, is_error)
 
     def _pair(self, name: str) -> str | None:
