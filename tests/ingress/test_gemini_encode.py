@@ -106,6 +106,7 @@ def test_json_array_stream_and_its_error_end():
 
 
 def test_the_whole_answer_is_the_fold():
+    """One part per block, its text whole and its signature on it."""
     turn = AssistantTurn(
         [Reasoning("Think.", GEMINI_META), Text("Hello"), Text(" there"), ToolCall("call_1", "f", '{"a":1}')],
         StopReason.MAX_TOKENS,
@@ -115,7 +116,8 @@ def test_the_whole_answer_is_the_fold():
     candidate = answer["candidates"][0]
     assert candidate["content"]["parts"] == [
         {"text": "Think.", "thought": True, "thoughtSignature": "R1NpZw=="},
-        {"text": "Hello there"},
+        {"text": "Hello"},
+        {"text": " there"},
         {"functionCall": {"name": "f", "args": {"a": 1}, "id": "call_1"}},
     ]
     assert candidate["finishReason"] == "MAX_TOKENS" and answer["usageMetadata"]["totalTokenCount"] == 17

@@ -172,36 +172,29 @@ class AnswerParts:
         return out
 
 
-def _merged(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A whole answer's text as Google gives it: one part per run of text (or of thought text)."""
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        prev = out[-1] if out else None
-        if (
-            prev is not None
-            and set(part) <= {"text", "thought"}
-            and set(prev) <= {"text", "thought"}
-            and part.get("thought") == prev.get("thought")
-        ):
-            prev["text"] += part["text"]
-        elif (
-            prev is not None
-            and set(part) >= {"thoughtSignature"}
-            and part.get("text") == ""
-            and set(prev) <= {"text", "thought"}
-            and part.get("thought") == prev.get("thought")
-        ):
-            prev["thoughtSignature"] = part["thoughtSignature"]  # the signature on the part it closes
-        else:
-            out.append(dict(part))
-    return out
+def _block_part(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One block's parts as Google gives a whole answer: its text in one part, the block's
+    signature on it (a function call is one part already)."""
+    if not parts or "functionCall" in parts[0]:
+        return parts
+    text = "".join(p.get("text", "") for p in parts)
+    merged: dict[str, Any] = {"text": text}
+    if parts[0].get("thought"):
+        merged["thought"] = True
+    signature = parts[-1].get("thoughtSignature")
+    if signature is not None:
+        merged["thoughtSignature"] = signature
+    return [merged]
 
 
 def answer_json(parts: AnswerParts, turn: AssistantTurn) -> dict[str, Any]:
-    collected: list[dict[str, Any]] = []
+    by_block: dict[int, list[dict[str, Any]]] = {}
     for event in unfold(turn):
-        collected += parts.feed(event)
-    return parts.response(_merged(collected), final=True)
+        out = parts.feed(event)
+        if out:
+            by_block.setdefault(event.index, []).extend(out)  # only block events make parts
+    collected = [part for block in by_block.values() for part in _block_part(block)]
+    return parts.response(collected, final=True)
 
 
 class GeminiStreamEncoder:
