@@ -223,3 +223,21 @@ async def test_embeddings_are_served_by_a_gemini_target(stack):
     assert status == 200 and [len(e["values"]) for e in orjson.loads(raw)["embeddings"]] == [4, 4]
     status, raw, _ = await post(stack, "/v1beta/models/gemini:embedContent", {"content": content, "bogus": 1})
     assert "bogus" in google_error(raw, 400, "INVALID_ARGUMENT")["message"], "the provider's refusal, relayed"
+
+
+async def test_v1_models_answers_each_client_in_its_shape(stack):
+    async with stack.http.get(stack.url + "/v1/models/claude") as response:  # OpenAI's models.retrieve
+        assert await response.json() == {
+            "id": "claude",
+            "object": "model",
+            "created": 0,
+            "owned_by": "gateway",
+        }
+    async with stack.http.get(stack.url + "/v1/models/claude", headers={"x-goog-api-key": "k"}) as response:
+        assert (await response.json())["name"] == "models/claude"
+    async with stack.http.get(stack.url + "/v1/models", params={"key": "k"}) as response:
+        assert "models/claude" in [m["name"] for m in (await response.json())["models"]]
+    async with stack.http.get(stack.url + "/v1/models") as response:
+        assert "claude" in [m["id"] for m in (await response.json())["data"]]
+    async with stack.http.get(stack.url + "/v1beta/models/nope") as response:
+        assert response.status == 404 and (await response.json())["error"]["status"] == "NOT_FOUND"

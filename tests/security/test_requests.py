@@ -26,7 +26,7 @@ UNKNOWN_PATHS = (
     "/v1/embeddings",
     "/v1/completions",
     "/v1/chat/completions/extra",
-    "/v1/models/claude",
+    "/v1/models/claude/extra",
     "/v1/messages",
     "/v1/messages/count_tokens",
     "/v1/messages/batches",
@@ -48,16 +48,22 @@ def _routes() -> dict[str, set[str]]:
     routes: dict[str, set[str]] = {}
     for route in app.router.routes():
         info = route.resource.get_info() if route.resource is not None else {}
-        routes.setdefault(info["path"], set()).add(route.method)
+        # a dynamic route (the Gemini API's `/v1beta/models/{name}`) is walked at a path it matches
+        path = info.get("path") or info["formatter"].replace("{name}", "gemini:generateContent")
+        routes.setdefault(path, set()).add(route.method)
     return routes
 
 
 ROUTES = _routes()
+GOOGLE_KINDS = {"UNIMPLEMENTED": "invalid_request_error", "NOT_FOUND": "not_found_error"}
 
 
 def _error(path: str, body: bytes) -> tuple[str, str]:
     """(type, message) from the envelope of the dialect that owns `path`."""
     decoded = orjson.loads(body)
+    if ingress_label(path) == "gemini":  # Google's envelope: its status names the kind
+        assert set(decoded["error"]) == {"code", "message", "status", "details"}
+        return GOOGLE_KINDS[decoded["error"]["status"]], decoded["error"]["message"]
     if ingress_label(path) == "anthropic_messages":
         assert decoded["type"] == "error" and set(decoded["error"]) == {"type", "message"}
         return decoded["error"]["type"], decoded["error"]["message"]
@@ -107,7 +113,7 @@ async def test_every_wrong_method_is_a_405_with_allow_and_every_unknown_path_a_4
                 provider="none",
                 outcome="client_error",
             )
-            for ingress in ("chat_completions", "anthropic_messages", "responses", UNROUTED)
+            for ingress in ("chat_completions", "anthropic_messages", "responses", "gemini", UNROUTED)
         )
         assert counted == asked
         assert gateway.sample(
