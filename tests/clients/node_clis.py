@@ -1,4 +1,5 @@
-"""The real agent CLIs the end-to-end tests drive: Claude Code and Codex, from the npm registry.
+"""The real agent apps the end-to-end tests drive, from the npm registry: Claude Code, Codex and
+Gemini CLI, and the Vercel AI SDK with its Google provider (`ai`, `@ai-sdk/google`).
 
 `install()` runs `npm ci` on the pinned package-lock.json beside this file into a gitignored
 directory of the checkout (`.clients/`), once per lock file content: later runs, and other pytest
@@ -8,7 +9,9 @@ staging directory and renamed into place, so a directory that exists is complete
 Install scripts are not run (`--ignore-scripts`): both packages ship their native executable in a
 per-platform optional dependency, which npm selects by os/cpu/libc, and we run that executable
 directly. (Claude Code's postinstall only hard-links the same file over its `bin/claude.exe`
-placeholder; Codex's `bin/codex.js` is a node launcher that execs the same binary.)
+placeholder; Codex's `bin/codex.js` is a node launcher that execs the same binary.) Gemini CLI is
+one bundled script, run with node (it has no install script; its optional `node-pty` stays unbuilt
+and its shell tool runs commands through child processes).
 
 The run helpers build an environment from scratch, never from the caller's: a temporary HOME
 (and CLAUDE_CONFIG_DIR / CODEX_HOME inside it), the base URL and key of the server under test,
