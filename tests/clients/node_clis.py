@@ -10,8 +10,7 @@ Install scripts are not run (`--ignore-scripts`): both packages ship their nativ
 per-platform optional dependency, which npm selects by os/cpu/libc, and we run that executable
 directly. (Claude Code's postinstall only hard-links the same file over its `bin/claude.exe`
 placeholder; Codex's `bin/codex.js` is a node launcher that execs the same binary.) Gemini CLI is
-one bundled script, run with node (it has no install script; its optional `node-pty` stays unbuilt
-and its shell tool runs commands through child processes).
+one bundled script, run with node (its package has no install script).
 
 The run helpers build an environment from scratch, never from the caller's: a temporary HOME
 (and CLAUDE_CONFIG_DIR / CODEX_HOME inside it), the base URL and key of the server under test,
