@@ -91,27 +91,22 @@ def assert_done(finished: Finished, cwd: Path, n: int) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("family", ORDER)
-async def test_gemini_cli_runs_its_shell_tool_through_every_family(clients, tmp_path, family):
-    async with gemini_cli(clients, tmp_path) as (stack, cli, work):
-        finished = await run(cli, shell_task(stack, family, 0), work, model=f"via-{family}")
-        assert_done(finished, work, 0)
-        state = stack.hub.states[KIND[family]]
-        assert state.rejections == []
-        assert state.script == type(state.script)(), "both scripted turns were used"
-        second = orjson.dumps(state.requests[-1].body).decode()
-        assert "hi0" in second and "run_shell_command" in second
-
-
-async def test_one_resumed_session_visits_every_family_and_returns_to_gemini(clients, tmp_path):
-    """`gemini --resume latest` carries the whole history each time, and sends every earlier
-    function response twice: the gateway keeps one result per call, restores each call's
-    continuity from its store (Gemini CLI drops thoughts and writes a dummy signature), and no
-    simulator rejects anything, Gemini's signature checks included."""
+async def test_its_shell_tool_through_every_family_in_one_resumed_session(clients, tmp_path):
+    """Each step runs Gemini CLI's shell tool on the next family (the command really ran, its
+    output went back), all in one session: `gemini --resume latest` carries the whole history
+    each time and sends every earlier function response twice. The gateway keeps one result per
+    call, restores each call's continuity from its store (Gemini CLI drops thoughts and writes a
+    dummy signature), and no simulator rejects anything, Gemini's signature checks included.
+    (One session rather than a CLI run per family as well: each run costs seconds of node.)"""
     async with gemini_cli(clients, tmp_path) as (stack, cli, work):
         for n, family in enumerate((*ORDER, "gemini")):
+            state = stack.hub.states[KIND[family]]
+            before = len(state.requests)
             finished = await run(cli, shell_task(stack, family, n), work, model=f"via-{family}", resume=n > 0)
             assert_done(finished, work, n)
+            assert state.script == type(state.script)(), f"{family}: both scripted turns were used"
+            assert len(state.requests) == before + 2, f"{family}: the call, then the answer to its output"
+            assert f"hi{n}" in orjson.dumps(state.requests[-1].body).decode()
         for kind in {KIND[f] for f in ORDER}:
             assert stack.hub.states[kind].rejections == [], kind
         gemini = stack.hub.states["gemini"]
