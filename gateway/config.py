@@ -262,6 +262,8 @@ class TargetConfig(_Section):
     weight: float = Field(1.0, gt=0, allow_inf_nan=False)
     thinking_budget: Annotated[int, Field(ge=1024)] | None = None
     reasoning_effort: ReasoningEffort | None = None
+    # true: the two above win over the client's own reasoning choice (README "Reasoning")
+    pin_reasoning: bool | None = None
     reasoning_policy: ReasoningPolicy | None = None
 
 
@@ -338,6 +340,9 @@ def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
                     ("models", group_name, "targets", index, "model"),
                     f"not a model name of kind {provider.kind} ({problem})",
                 )
+            elif found := _reasoning_problem(provider.kind, target):
+                key, problem = found
+                yield ("models", group_name, "targets", index, key), f"{problem} (kind {provider.kind})"
     for name, provider in config.providers.items():
         cooldown = provider.cooldown
         if cooldown.min_samples > cooldown.window:
@@ -400,6 +405,14 @@ def _model_name_problem(kind: str, model: str) -> str | None:
     from gateway.providers import get_adapter
 
     return get_adapter(kind).capabilities.model_names.problem(model)
+
+
+def _reasoning_problem(kind: str, target: TargetConfig) -> tuple[str, str] | None:
+    from gateway.providers import get_adapter
+    from gateway.transcript.reasoning import setting_problem
+
+    rule = get_adapter(kind).capabilities.thinking
+    return setting_problem(rule, target.model, target.thinking_budget, target.reasoning_effort)
 
 
 def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:

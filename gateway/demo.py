@@ -25,7 +25,7 @@ DEMO_KEY_ENV = "GATEWAY_DEMO_KEY"
 FAMILIES: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
     ("claude", "anthropic", "claude-sonnet-4-5", {"thinking_budget": 2048}),
     ("openai", "openai_responses", "gpt-5.1", {"reasoning_effort": "medium"}),
-    ("gemini", "gemini", "gemini-3-pro-preview", {"thinking_budget": 1024}),
+    ("gemini", "gemini", "gemini-3-pro-preview", {"reasoning_effort": "low"}),
     ("openai-chat", "openai_chat", "gpt-4.1", {}),
     ("mistral", "mistral", "magistral-medium-latest", {}),
     ("kimi", "kimi", "kimi-k2-thinking", {}),

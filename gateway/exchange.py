@@ -48,6 +48,7 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
+from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
 
 log = logging.getLogger("gateway")
 
@@ -356,6 +357,9 @@ def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
         "X-Gateway-Provider": answer.target.provider,
         "X-Gateway-Attempts": str(len(answer.attempts)),
     }
+    reasoning = answer.prepared.decision.header()
+    if reasoning is not None:  # the client's reasoning choice is not what was sent (README "Reasoning")
+        headers["X-Gateway-Reasoning"] = reasoning
     repairs = (*exchange.restored, *answer.repairs)
     if repairs:
         counts = Counter(r.kind for r in repairs)
@@ -397,6 +401,8 @@ async def _whole(
         if inbound.keep:
             _keep(state, exchange, reply, request, turn)
     exchange.status = 200
+    if not answer.prepared.decision.shown:  # kept whole above; the client asked for no reasoning
+        turn = replace(turn, blocks=visible_blocks(turn.blocks, False))
     body = exchange.codec.answer(inbound, reply, turn, state.sealer)
     return web.Response(body=body, headers=headers, content_type="application/json")
 
@@ -422,7 +428,8 @@ async def _stream(
         state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
         await response.write(encoder.start())
-        relay = _Relay(response, encoder, assembler, exchange)
+        hide = None if answer.prepared.decision.shown else ReasoningFilter()
+        relay = _Relay(response, encoder, assembler, exchange, hide)
         if encoder.keepalive_seconds:
             keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
         try:
@@ -468,20 +475,26 @@ def _stream_encoder(
 class _Relay:
     """Writes an answer's events as they arrive (one write per upstream chunk)."""
 
-    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_last")
+    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
 
     def __init__(
-        self, response: web.StreamResponse, encoder: StreamEncoder, assembler: Assembler, exchange: Exchange
+        self,
+        response: web.StreamResponse,
+        encoder: StreamEncoder,
+        assembler: Assembler,
+        exchange: Exchange,
+        hide: ReasoningFilter | None = None,
     ) -> None:
         self._response = response
         self._encoder = encoder
         self._assembler = assembler
         self._exchange = exchange
+        self._hide = hide  # set when the client does not see reasoning (it is still recorded)
         self._last = time.monotonic()  # when the upstream last produced something
 
     async def run(self, answer: Answer) -> UpstreamError | None:
         """Relay every event; the stream's error, if it ends with one."""
-        encoder, assembler, exchange = self._encoder, self._assembler, self._exchange
+        encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response = self._response
         async for batch in answer.batches():
             self._last = time.monotonic()
@@ -501,7 +514,7 @@ class _Relay:
                     exchange.usage = event.usage
                 try:
                     assembler.add(event)
-                    chunk = encoder.event(event)
+                    chunk = encoder.event(event) if hide is None or hide.passes(event) else None
                 except _FORMAT_ERRORS:
                     if out:  # what came before the broken event still reaches the client
                         await response.write(bytes(out))

@@ -20,6 +20,17 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _check_config(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", str(path)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_check_config_prints_the_resolved_config_without_secrets():
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "check-config", "config/simulated.toml"],
@@ -39,16 +50,30 @@ def test_check_config_reports_the_key_path_of_a_mistake(tmp_path):
     bad.write_text(
         '[providers.x]\nkind = "anthropic"\nbase_url = "https://a"\napi_key_env = "K"\nkindd = 1\n'
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "gateway", "check-config", str(bad)],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _check_config(bad)
     assert out.returncode == 2
     assert "providers.x.kindd: unknown key" in out.stderr
+
+
+def test_check_config_names_a_reasoning_setting_the_model_cannot_honour(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[providers.oai]\nkind = "openai_chat"\nbase_url = "https://a"\napi_key_env = "K"\n'
+        '[providers.gem]\nkind = "gemini"\nbase_url = "https://g"\napi_key_env = "K"\n'
+        "[models.m]\ntargets = [\n"
+        '  { provider = "oai", model = "gpt-4.1", reasoning_effort = "high" },\n'
+        '  { provider = "oai", model = "gpt-5", reasoning_effort = "none" },\n'
+        '  { provider = "gem", model = "gemini-3-pro-preview", thinking_budget = 2048 },\n'
+        '  { provider = "gem", model = "gemini-2.5-flash", thinking_budget = 4096 },\n'
+        "]\n"
+    )
+    out = _check_config(bad)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 3, out.stderr
+    assert "models.m.targets[0].reasoning_effort: gpt-4.1 does not reason" in lines[0]
+    assert "models.m.targets[1].reasoning_effort: gpt-5 cannot turn its reasoning off" in lines[1]
+    assert "models.m.targets[2].thinking_budget: gemini-3-pro-preview takes no thinking budget" in lines[2]
 
 
 def test_serve_announces_itself_and_exits_cleanly_on_sigterm():

@@ -115,7 +115,7 @@ def test_shipped_simulated_toml_points_every_kind_at_the_hub() -> None:
         for g in config.models.values()
         for t in g.targets
     }
-    assert {("anthropic", "claude-sonnet-4-5", 2048), ("gemini", "gemini-3-pro-preview", 1024)} <= upstream
+    assert {("anthropic", "claude-sonnet-4-5", 2048), ("gemini", "gemini-3-pro-preview", None)} <= upstream
     assert {m for _, m, _ in upstream} == {
         "claude-sonnet-4-5",
         "gpt-5.1",
@@ -595,7 +595,7 @@ def test_describe_lists_groups_strategies_and_targets() -> None:
         "targets = [",
         '  { provider = "claude", model = "claude-sonnet-4-5", weight = 1.0, thinking_budget = 4096 },',
         '  { provider = "openai", model = "gpt-5.1", weight = 1.0, reasoning_effort = "medium" },',
-        '  { provider = "gemini", model = "gemini-3-pro-preview", weight = 1.0, thinking_budget = 2048 },',
+        '  { provider = "gemini", model = "gemini-3-pro-preview", weight = 1.0, reasoning_effort = "low" },',
         "]",
     ]
 

@@ -42,16 +42,16 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
+from gateway.transcript.reasoning import decision_of
 from gateway.transcript.target import (
-    EFFORT_OFF,
     Capabilities,
     ModelNameRule,
     OutputMode,
     StructuredOutput,
     Target,
+    ThinkingModel,
+    ThinkingRule,
     ToolIdRule,
-    output_mode,
-    thinking_requested,
 )
 
 KIND = "anthropic"
@@ -61,7 +61,26 @@ INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 # default leaves this much room for the answer on top of the budget
 DEFAULT_MAX_TOKENS = 8192
 MIN_THINKING_BUDGET = 1024  # the API rejects smaller budgets
+MAX_THINKING_BUDGET = 128000  # the largest max_tokens of any Claude model
 EFFORT_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32768}
+# Extended thinking (https://docs.claude.com/en/docs/build-with-claude/extended-thinking):
+# `thinking: {type: enabled, budget_tokens >= 1024}` on Claude 3.7 and the 4 models, off when the
+# field is absent; Opus/Sonnet 4.6 and later also size their own thinking (`type: adaptive`).
+# Claude 3.5 and older do not think.
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(
+            r"claude-(?:opus|sonnet)-(?:4-[6-9]|[5-9])(?:\D|$)",
+            budgets=(MIN_THINKING_BUDGET, MAX_THINKING_BUDGET),
+            adaptive=True,
+        ),
+        ThinkingModel(
+            r"claude-(?:(?:opus|sonnet|haiku)-(?:4|[5-9])|3-7-sonnet)",
+            budgets=(MIN_THINKING_BUDGET, MAX_THINKING_BUDGET),
+        ),
+    ),
+    EFFORT_BUDGETS,
+)
 # with thinking on the API accepts top_p only in [0.95, 1] and rejects any temperature
 MIN_TOP_P_WITH_THINKING = 0.95
 
@@ -109,6 +128,7 @@ CAPABILITIES = Capabilities(
     ),
     max_cache_breakpoints=4,  # "A maximum of 4 blocks with cache_control may be provided"
     client_betas=CLIENT_BETAS,
+    thinking=THINKING,
 )
 
 # lower-cased fragments of 400 messages (PROVIDERS.md) that rejection recovery acts on
@@ -134,23 +154,12 @@ MAX_ERROR_TEXT = 1000
 
 
 def thinking_budget(request: Request, target: Target) -> int | None:
-    """Budget tokens for this request, None for thinking off: the explicit on/off wins (the
-    client's, or what repair decided); then the client's own budget, its effort (which overrides
-    the target's budget; "none" is off), the target's budget."""
-    effort = request.reasoning_effort
-    budget = request.thinking_budget if request.thinking_budget is not None else target.thinking_budget
-    if not thinking_requested(effort, budget, request.thinking):
+    """Budget tokens of the decided thinking (the smallest the API takes when the model sizes its
+    own), None for thinking off."""
+    choice = decision_of(request, target, CAPABILITIES).reasoning
+    if not choice.on:
         return None
-    if request.thinking_budget is not None:
-        return max(request.thinking_budget, MIN_THINKING_BUDGET)
-    if effort is None or effort == EFFORT_OFF:
-        # thinking is on by an explicit switch with nothing to size it: the target's budget, or
-        # the smallest the API takes
-        return target.thinking_budget or EFFORT_BUDGETS["medium"]
-    budget = EFFORT_BUDGETS.get(effort)
-    if budget is None:
-        raise EncodeError(f"unknown reasoning_effort {effort!r}")
-    return budget
+    return choice.budget if choice.budget is not None else MIN_THINKING_BUDGET
 
 
 def _cached(block: dict[str, Any], cache: CacheControl | None) -> dict[str, Any]:
@@ -315,7 +324,7 @@ def _structured_output(request: Request, target: Target, body: dict[str, Any]) -
     answer, forced (the decoder turns its input back into text). The tool goes after the
     client's, so the cached tools prefix stays as it was."""
     fmt = request.response_format
-    mode = output_mode(request, target.model, CAPABILITIES.structured_output)
+    mode = decision_of(request, target, CAPABILITIES).output
     if fmt is None or mode is None:
         return
     if mode is OutputMode.SCHEMA:
@@ -372,7 +381,8 @@ def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str
             body["tool_choice"] = choice
     _structured_output(request, target, body)
     if budget is not None:
-        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        adaptive = decision_of(request, target, CAPABILITIES).reasoning.adaptive
+        body["thinking"] = {"type": "adaptive"} if adaptive else {"type": "enabled", "budget_tokens": budget}
         if options.get("thinking_display"):
             body["thinking"]["display"] = options["thinking_display"]
         betas.append(INTERLEAVED_THINKING_BETA)

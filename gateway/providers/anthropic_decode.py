@@ -29,7 +29,8 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Continuity, Request, StopReason, Usage
-from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode
+from gateway.transcript.reasoning import decision_of
+from gateway.transcript.target import Capabilities, OutputMode, Target
 
 STOP_REASONS = {
     "end_turn": StopReason.END_TURN,
@@ -114,7 +115,7 @@ def answer_tool(request: Request | None, target: Target, caps: Capabilities) -> 
     """The tool whose input is the answer, when the request's structured output went that way."""
     if request is None:
         return None
-    if output_mode(request, target.model, caps.structured_output) is not OutputMode.FORCED_TOOL:
+    if decision_of(request, target, caps).output is not OutputMode.FORCED_TOOL:
         return None
     return output_tool_name(request)
 

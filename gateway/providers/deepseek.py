@@ -11,7 +11,26 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, StructuredOutput, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    StructuredOutput,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
+
+# Thinking mode (https://api-docs.deepseek.com/guides/thinking_mode): `thinking: {"type":
+# "enabled"|"disabled"}` switches it (V4 models think unless disabled, deepseek-chat only when
+# enabled) and `reasoning_effort` sizes it on V4 (low / high; the docs map the other levels onto
+# these); deepseek-reasoner always thinks.
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(r"deepseek-reasoner", can_off=False),
+        ThinkingModel(r"deepseek-v4", efforts=("low", "high")),
+        ThinkingModel(r"deepseek-chat"),
+    )
+)
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
@@ -23,12 +42,15 @@ CAPABILITIES = Capabilities(
     # DeepSeek refuses json_schema ("This response_format type is unavailable now"): JSON mode,
     # with the schema in the instructions
     structured_output=StructuredOutput(schema_models=None),
+    thinking=THINKING,
 )
 
 DIALECT = ChatDialect(
     kind="deepseek",
     capabilities=CAPABILITIES,
     reasoning_replay=ReasoningReplay.FIELD,
+    effort_field=True,
+    thinking_switch=True,
     user_images=False,
     cache_read_paths=(("prompt_cache_hit_tokens",), ("prompt_tokens_details", "cached_tokens")),
     error_messages=(

@@ -24,8 +24,8 @@ from gateway.providers.base import (
     retry_after_header,
 )
 from gateway.providers.gemini_request import (
+    CAPABILITIES,
     SIGNATURE,
-    STRUCTURED_OUTPUT,
     decode_count,
     encode_count,
     encode_request,
@@ -44,23 +44,9 @@ from gateway.transcript.events import (
     UsageUpdate,
 )
 from gateway.transcript.model import Continuity, Request, StopReason, Usage
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule
+from gateway.transcript.target import Target
 
 KIND = "gemini"
-
-CAPABILITIES = Capabilities(
-    tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
-    # the name is a URL path segment ("models/{model}:generateContent"): no "/" but the optional
-    # "models/" prefix, and no ":"
-    model_names=ModelNameRule(r"(?:models/)?[A-Za-z0-9][A-Za-z0-9._-]*", 128),
-    reasoning_replay=True,
-    # base64 of "skip_thought_signature_validator", the dummy Google documents for moved traces
-    thought_signature_placeholder="c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I=",
-    thought_signature_key=SIGNATURE,
-    calls_follow_user_turn=True,
-    merge_tool_runs=True,
-    structured_output=STRUCTURED_OUTPUT,
-)
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(
     {

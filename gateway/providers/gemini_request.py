@@ -35,7 +35,17 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
-from gateway.transcript.target import OutputMode, StructuredOutput, Target, output_mode
+from gateway.transcript.reasoning import decision_of
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    OutputMode,
+    StructuredOutput,
+    Target,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
 
 # JSON output (`responseMimeType` + `responseJsonSchema`, which takes JSON Schema as it is, unlike
 # `responseSchema`) on every model; together with function calling only on Gemini 3 ("Function
@@ -44,13 +54,39 @@ STRUCTURED_OUTPUT = StructuredOutput(with_tools_models=r"gemini-3")
 
 SIGNATURE = "thought_signature"  # key of the signature in Continuity.data
 
-THINKING_LEVELS: Mapping[str, str] = MappingProxyType(
-    {"none": "low", "minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "high"}
+# Thinking (https://ai.google.dev/gemini-api/docs/thinking): Gemini 3 takes `thinkingLevel`
+# ("You cannot disable thinking for Gemini 3 Pro"; 3 Pro takes low and high, 3 Flash also minimal
+# and medium); Gemini 2.5 takes `thinkingBudget` (2.5 Pro 128-32768 and cannot turn thinking off,
+# "Budget 0 is invalid. This model only works in thinking mode."; 2.5 Flash 0-24576, 0 is off;
+# Flash-Lite 512-24576); both together are refused. Thoughts come back only with includeThoughts.
+_MODELS = r"(?:models/)?"
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(
+            _MODELS + r"gemini-3(?:\.\d+)?-flash", can_off=False, efforts=("minimal", "low", "medium", "high")
+        ),
+        ThinkingModel(_MODELS + r"gemini-3", can_off=False, efforts=("low", "high")),
+        ThinkingModel(_MODELS + r"gemini-2\.5-pro", can_off=False, budgets=(128, 32768)),
+        ThinkingModel(_MODELS + r"gemini-2\.5-flash-lite", budgets=(512, 24576)),
+        ThinkingModel(_MODELS + r"gemini-2\.5-flash", budgets=(1, 24576)),
+    ),
+    # the budget of an effort on a 2.5 model
+    MappingProxyType({"minimal": 512, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768}),
 )
 
-# Gemini 2.5 thinking budgets for an effort (0 turns thinking off where the model allows it)
-THINKING_BUDGETS: Mapping[str, int] = MappingProxyType(
-    {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768}
+CAPABILITIES = Capabilities(
+    tool_ids=ToolIdRule(pattern=r"^[A-Za-z0-9_-]{1,64}$", max_len=64, style="prefixed", prefix="call_"),
+    # the name is a URL path segment ("models/{model}:generateContent"): no "/" but the optional
+    # "models/" prefix, and no ":"
+    model_names=ModelNameRule(r"(?:models/)?[A-Za-z0-9][A-Za-z0-9._-]*", 128),
+    reasoning_replay=True,
+    # base64 of "skip_thought_signature_validator", the dummy Google documents for moved traces
+    thought_signature_placeholder="c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I=",
+    thought_signature_key=SIGNATURE,
+    calls_follow_user_turn=True,
+    merge_tool_runs=True,
+    structured_output=STRUCTURED_OUTPUT,
+    thinking=THINKING,
 )
 
 FUNCTION_CALLING_MODES: Mapping[ToolChoiceMode, str] = MappingProxyType(
@@ -190,28 +226,34 @@ def _generation_config(request: Request, target: Target) -> dict[str, Any]:
         config["topK"] = request.top_k
     if request.stop:
         config["stopSequences"] = list(request.stop)
-    # a client's reasoning_effort overrides the target's budget, which overrides the target's effort
-    effort = request.reasoning_effort or (
-        None if target.thinking_budget is not None else target.reasoning_effort
-    )
-    if request.reasoning_effort is None and target.thinking_budget is not None:
-        config["thinkingConfig"] = {"thinkingBudget": target.thinking_budget, "includeThoughts": True}
-    elif effort:
-        if effort not in THINKING_LEVELS:
-            raise EncodeError(f"unknown reasoning_effort {effort!r}")
-        if _has_thinking_levels(target.model):
-            config["thinkingConfig"] = {"thinkingLevel": THINKING_LEVELS[effort], "includeThoughts": True}
-        else:  # before Gemini 3 only a token budget exists
-            budget = THINKING_BUDGETS[effort]
-            if budget == 0 and "gemini-2.5-pro" in target.model:
-                budget = 128  # 2.5 Pro cannot turn thinking off; 128 is its smallest budget
-            config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": budget != 0}
+    thinking = _thinking_config(request, target)
+    if thinking is not None:
+        config["thinkingConfig"] = thinking
+    return config
+
+
+def _thinking_config(request: Request, target: Target) -> dict[str, Any] | None:
+    """The decided reasoning as Gemini's thinkingConfig (None: the model's default, or a model
+    that does not think)."""
+    decision = decision_of(request, target, CAPABILITIES)
+    choice = decision.reasoning
+    if choice.default:
+        return None
+    if not choice.on:
+        return {"thinkingBudget": 0} if THINKING.model(target.model).reasons else None
+    config: dict[str, Any] = {}
+    if choice.effort is not None:
+        config["thinkingLevel"] = choice.effort
+    else:  # a budget, or -1: the model sizes its own thinking
+        config["thinkingBudget"] = choice.budget if choice.budget is not None else -1
+    if decision.shown:
+        config["includeThoughts"] = True
     return config
 
 
 def _structured_output(request: Request, target: Target, config: dict[str, Any]) -> None:
     fmt = request.response_format
-    mode = output_mode(request, target.model, STRUCTURED_OUTPUT)
+    mode = decision_of(request, target, CAPABILITIES).output
     if fmt is None or mode is None:
         return
     if request.tools and not STRUCTURED_OUTPUT.with_tools(target.model):
@@ -222,10 +264,6 @@ def _structured_output(request: Request, target: Target, config: dict[str, Any])
     config["responseMimeType"] = "application/json"
     if mode is OutputMode.SCHEMA:
         config["responseJsonSchema"] = dict(fmt.schema or {})
-
-
-def _has_thinking_levels(model: str) -> bool:
-    return "gemini-3" in model
 
 
 def _owned_signature(meta: Continuity | None, target: Target) -> str | None:

@@ -13,7 +13,24 @@ from gateway.providers.openai_compat import (
     ReasoningReplay,
 )
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, StructuredOutput, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    StructuredOutput,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
+
+# Thinking (https://platform.kimi.ai/docs/api/models-overview, .../guide/use-kimi-k2-thinking-model):
+# kimi-k2-thinking models always think; K2.5 and later think unless `thinking: {"type":
+# "disabled"}`; earlier K2 and moonshot-v1 models do not think.
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(r"kimi-k2-thinking", can_off=False),
+        ThinkingModel(r"kimi-k(?:2\.[5-9]|[3-9])"),
+    )
+)
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^functions\.[\w-]+:\d+$", max_len=128, style="kimi"),
@@ -25,12 +42,14 @@ CAPABILITIES = Capabilities(
     # JSON-schema output on K2.5 and later; earlier models have JSON mode only, so they get
     # json_object and the schema with the instructions
     structured_output=StructuredOutput(schema_models=r"kimi-k(?:2\.[5-9]|[3-9])"),
+    thinking=THINKING,
 )
 
 DIALECT = ChatDialect(
     kind="kimi",
     capabilities=CAPABILITIES,
     reasoning_replay=ReasoningReplay.FIELD,
+    thinking_switch=True,
     tool_message_name=True,  # Moonshot's tool-call guide sends the function name back
     # "Invalid request: Your request exceeded model token limit: 262144"
     context_overflow=("exceeded model token limit",),

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from gateway.providers.openai_compat import OPENAI_ERROR_TYPES, ChatAdapter, ChatDialect, ReasoningReplay
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, ToolIdRule
+from gateway.transcript.target import Capabilities, ModelNameRule, ThinkingModel, ThinkingRule, ToolIdRule
+
+# Reasoning (https://docs.mistral.ai/capabilities/reasoning): Magistral models always reason;
+# Mistral Small 4 (mistral-small-latest, -2603) and Medium 3.5 reason on `reasoning_effort: "high"`
+# and not on "none" (their default); other models do not reason.
+THINKING = ThinkingRule(
+    (
+        ThinkingModel(r"magistral-", can_off=False),
+        ThinkingModel(r"mistral-(?:small-(?:latest|2603)|medium-3[.-]5)", efforts=("high",)),
+    )
+)
 
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9]{9}$", max_len=9, style="alnum9"),
@@ -14,6 +24,7 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     user_after_tool_forbidden=True,
     last_message_user_or_tool=True,
+    thinking=THINKING,
 )
 
 DIALECT = ChatDialect(
@@ -22,6 +33,7 @@ DIALECT = ChatDialect(
     documents="document_url",
     stream_usage_option=False,  # Mistral sends usage on the finish chunk and has no stream_options
     reasoning_replay=ReasoningReplay.THINKING_CHUNKS,
+    effort_field=True,
     tool_message_name=True,
     error_messages=(
         ("tool call id was", ErrorCategory.PAIRING),

@@ -9,7 +9,7 @@ from gateway.providers.openai_compat import (
     ChatDialect,
     ReasoningReplay,
 )
-from gateway.providers.openai_responses import OPENAI_MODEL_NAMES
+from gateway.providers.openai_responses import OPENAI_MODEL_NAMES, OPENAI_THINKING
 from gateway.transcript.target import Capabilities, ToolIdRule
 
 CAPABILITIES = Capabilities(
@@ -19,19 +19,16 @@ CAPABILITIES = Capabilities(
     reasoning_replay=False,
     system_messages_in_place=True,
     empty_assistant_turn_ok=True,
+    thinking=OPENAI_THINKING,  # the same models as the Responses API, `reasoning_effort` here
 )
-
-# OpenAI reasoning models (o-series, gpt-5 family): they take reasoning_effort and refuse
-# temperature/top_p; gpt-4.1 and friends are the other way round
-REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 
 DIALECT = ChatDialect(
     kind="openai_chat",
     capabilities=CAPABILITIES,
     documents="file",
     max_tokens_field="max_completion_tokens",  # max_tokens is rejected by reasoning models
-    sends_reasoning_effort=True,
-    reasoning_models=REASONING_MODELS,
+    effort_field=True,
+    reasoning_refuses_sampling=True,
     reasoning_replay=ReasoningReplay.NONE,
     error_messages=OPENAI_ERROR_MESSAGES,
     error_types=OPENAI_ERROR_TYPES,

@@ -37,7 +37,8 @@ from gateway.transcript.model import (
     ToolChoiceMode,
     ToolResult,
 )
-from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode
+from gateway.transcript.reasoning import ReasoningChoice, decision_of
+from gateway.transcript.target import OFF, Capabilities, OutputMode, Target, ThinkingModel
 
 
 class ReasoningReplay(str, enum.Enum):
@@ -56,10 +57,14 @@ class ChatDialect:
     capabilities: Capabilities
     max_tokens_field: str = "max_tokens"
     stream_usage_option: bool = True  # accepts stream_options.include_usage
-    sends_reasoning_effort: bool = False
-    # model-name prefixes of reasoning models: they take reasoning_effort and refuse sampling
-    # parameters; other models get temperature/top_p and no effort
-    reasoning_models: tuple[str, ...] = ()
+    # how the decided reasoning (gateway/transcript/reasoning.py) is rendered, for the models of
+    # `capabilities.thinking` that reason: `reasoning_effort` carries the effort ("none": off, on
+    # models that can turn it off), and/or `thinking: {"type": "enabled"|"disabled"}` switches it
+    # on models that can turn it off (DeepSeek, Kimi)
+    effort_field: bool = False
+    thinking_switch: bool = False
+    # reasoning models refuse temperature/top_p (OpenAI)
+    reasoning_refuses_sampling: bool = False
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     tool_message_name: bool = False  # tool messages carry the function name
     user_images: bool = True  # accepts image_url parts (text-only APIs refuse them)
@@ -94,6 +99,21 @@ OPENAI_ERROR_TYPES: Mapping[str, ErrorCategory] = MappingProxyType(
     }
 )
 
+
+def _reasoning(body: dict[str, Any], choice: ReasoningChoice, model: ThinkingModel, d: ChatDialect) -> None:
+    """The decided reasoning in the dialect's parameters; nothing for the model's default, or
+    for a model that does not reason or cannot be switched."""
+    if choice.default or not model.reasons:
+        return
+    if d.thinking_switch and model.can_off:
+        body["thinking"] = {"type": "enabled" if choice.on else "disabled"}
+    if d.effort_field and model.efforts:
+        if choice.effort is not None:
+            body["reasoning_effort"] = choice.effort
+        elif not choice.on and not d.thinking_switch:
+            body["reasoning_effort"] = OFF
+
+
 _TOOL_CHOICE_WORDS = {
     ToolChoiceMode.AUTO: "auto",
     ToolChoiceMode.NONE: "none",
@@ -114,7 +134,8 @@ class ChatEncoder:
         function_tools_only(request, target.kind)
         names = tool_call_names(request) if d.tool_message_name else {}
         messages: list[dict[str, Any]] = []
-        mode = output_mode(request, target.model, d.capabilities.structured_output)
+        decision = decision_of(request, target, d.capabilities)
+        mode = decision.output
         system = request.system_text()
         if mode is OutputMode.JSON_OBJECT and request.response_format.schema is not None:
             # JSON mode knows no schema: the model reads it with the opening instructions, the
@@ -153,8 +174,8 @@ class ChatEncoder:
             body["parallel_tool_calls"] = request.parallel_tool_calls
         if request.max_tokens is not None:
             body[d.max_tokens_field] = request.max_tokens
-        reasoning_model = target.model.startswith(d.reasoning_models) if d.reasoning_models else False
-        if not reasoning_model:  # reasoning models refuse sampling parameters
+        model = d.capabilities.thinking.model(target.model)
+        if not (d.reasoning_refuses_sampling and model.reasons):
             if request.temperature is not None:
                 body["temperature"] = request.temperature
             if request.top_p is not None:
@@ -163,9 +184,7 @@ class ChatEncoder:
             body["stop"] = list(request.stop)
         if mode is not None:
             body["response_format"] = _response_format(request, target, mode, d.capabilities)
-        effort = request.reasoning_effort or target.reasoning_effort
-        if d.sends_reasoning_effort and effort and reasoning_model:
-            body["reasoning_effort"] = effort
+        _reasoning(body, decision.reasoning, model, d)
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         if request.stream:
             body["stream"] = True

@@ -43,7 +43,15 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
-from gateway.transcript.target import Capabilities, ModelNameRule, Target, ToolIdRule, output_mode
+from gateway.transcript.reasoning import decision_of
+from gateway.transcript.target import (
+    Capabilities,
+    ModelNameRule,
+    Target,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
 
 KIND = "openai_responses"
 
@@ -52,6 +60,25 @@ KIND = "openai_responses"
 # travels in the JSON body
 OPENAI_MODEL_NAMES = ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", 256)
 
+# Reasoning models (https://platform.openai.com/docs/guides/reasoning) take `reasoning.effort`
+# (chat: `reasoning_effort`), each its own levels: "none" (reasoning off) exists from gpt-5.1 on,
+# gpt-5 takes "minimal" as its least, the o-series low/medium/high, gpt-5-pro only high ("Unsupported
+# value: 'reasoning_effort' does not support 'none' with this model. Supported values are:
+# 'minimal', 'low', 'medium', and 'high'."). Other models (gpt-4.1, gpt-4o, gpt-5-chat) take no
+# effort at all ("Unsupported parameter: 'reasoning.effort' is not supported with this model.").
+# Reasoning models also refuse sampling parameters.
+_FT = r"(?:ft:)?"
+OPENAI_THINKING = ThinkingRule(
+    (
+        ThinkingModel(_FT + r"gpt-5(?:\.\d+)?-pro", can_off=False, efforts=("high",)),
+        ThinkingModel(_FT + r"gpt-5-chat", reasons=False),
+        ThinkingModel(_FT + r"gpt-5\.1", efforts=("low", "medium", "high")),
+        ThinkingModel(_FT + r"gpt-5\.\d", efforts=("low", "medium", "high", "xhigh")),
+        ThinkingModel(_FT + r"gpt-5", can_off=False, efforts=("minimal", "low", "medium", "high")),
+        ThinkingModel(_FT + r"o[1-9]", can_off=False, efforts=("low", "medium", "high")),
+    )
+)
+
 CAPABILITIES = Capabilities(
     tool_ids=ToolIdRule(pattern=r"^[a-zA-Z0-9_-]+$", max_len=64, style="prefixed", prefix="call_"),
     model_names=OPENAI_MODEL_NAMES,
@@ -59,6 +86,7 @@ CAPABILITIES = Capabilities(
     reasoning_precedes_output=True,
     system_messages_in_place=True,
     custom_tools=True,
+    thinking=OPENAI_THINKING,
 )
 
 # lower-cased fragments of 400/404 messages (PROVIDERS.md) that rejection recovery acts on
@@ -223,11 +251,6 @@ def _text_format(request: Request) -> dict[str, Any]:
     return out
 
 
-# OpenAI reasoning models (o-series, gpt-5 family): they take `reasoning` and return encrypted
-# reasoning items, and refuse temperature/top_p; other models are the other way round
-REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
-
-
 def _tool(tool: ToolSpec) -> dict[str, Any]:
     if tool.kind is ToolKind.CUSTOM:
         out: dict[str, Any] = {"type": "custom", "name": tool.name}
@@ -257,7 +280,9 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             _user_items(message, items, custom_calls)
     if request.stop:
         raise EncodeError("the Responses API takes no stop sequences")
-    reasoning_model = target.model.startswith(REASONING_MODELS)
+    decision = decision_of(request, target, CAPABILITIES)
+    # reasoning models return encrypted reasoning items and refuse temperature/top_p
+    reasoning_model = OPENAI_THINKING.model(target.model).reasons
     # stateless: nothing is stored upstream, so reasoning travels back as encrypted content
     body: dict[str, Any] = {"model": target.model, "store": False}
     if reasoning_model:
@@ -273,11 +298,15 @@ def encode_request(request: Request, target: Target, api_key: str) -> HttpReques
             body["tool_choice"] = choice
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
-    effort = request.reasoning_effort or target.reasoning_effort
-    if effort and reasoning_model:
-        summary = request.reasoning_summary or "auto"
-        body["reasoning"] = {"effort": effort} if effort == "none" else {"effort": effort, "summary": summary}
-    if output_mode(request, target.model, CAPABILITIES.structured_output) is not None:
+    choice = decision.reasoning
+    if reasoning_model and not choice.default:
+        if not choice.on:
+            body["reasoning"] = {"effort": "none"}
+        elif decision.shown:  # summaries only for a client that sees them
+            body["reasoning"] = {"effort": choice.effort, "summary": request.reasoning_summary or "auto"}
+        else:
+            body["reasoning"] = {"effort": choice.effort}
+    if decision.output is not None:
         body.setdefault("text", {})["format"] = _text_format(request)
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens

@@ -12,8 +12,9 @@ Order matters:
 2. empty text removed, duplicate call ids renamed, then pairing and placement of results;
 3. to a fixed point, because each step can create work for another: empty text removed, role
    order fixed (merges, inserted messages), reasoning placed where the target takes it, and the
-   Anthropic thinking switch - retiring misplaced reasoning can empty a message, which can leave
-   two assistant messages next to each other, whose merge can misplace reasoning again;
+   Anthropic thinking switch (on the decision made first: gateway/transcript/reasoning.py) -
+   retiring misplaced reasoning can empty a message, which can leave two assistant messages
+   next to each other, whose merge can misplace reasoning again;
 4. continuity the target requires filled in (Gemini placeholders, DeepSeek/Kimi reasoning_content);
 5. tool ids projected to the target's format;
 6. prompt-cache breakpoints beyond the provider's limit removed, earliest first;
@@ -39,6 +40,7 @@ from gateway.repair.thinking import switch_thinking
 from gateway.repair.tool_ids import project_tool_ids
 from gateway.repair.tool_pairing import pair_tool_results, unique_call_ids
 from gateway.transcript.model import Request
+from gateway.transcript.reasoning import Decision, decision_of
 from gateway.transcript.target import Capabilities, Target
 
 # Every round of step 3 that changes something retires reasoning or merges messages, both finite.
@@ -53,6 +55,13 @@ class Prepared:
     provider_ids: dict[str, str]  # provider tool id -> canonical id, for mapping answers back
     # custom tools sent in function form: their calls in the answer map back to custom calls
     custom_tools: frozenset[str] = frozenset()
+
+    @property
+    def decision(self) -> Decision:
+        """What was decided for this target: reasoning, whether the client sees it, the output
+        mode (set on every prepared request)."""
+        assert self.request.decision is not None
+        return self.request.decision
 
 
 def prepare(request: Request, target: Target, caps: Capabilities, strict: bool = False) -> Prepared:
@@ -72,17 +81,17 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     messages, paired = pair_tool_results(messages)
     repairs.extend(paired)
 
-    thinking = request.thinking
+    decision = decision_of(request, target, caps)  # made here, unless an earlier run made it
     for _ in range(_MAX_ROUNDS):
-        before, before_thinking = messages, thinking
+        before, before_decision = messages, decision
         messages = drop_empty_text(messages, caps)
         messages, found = fix_role_order(messages, caps)
         repairs.extend(found)
         messages, found = place_reasoning(messages, target, caps)
         repairs.extend(found)
-        messages, thinking, found = switch_thinking(messages, thinking, request, target, caps, strict)
+        messages, decision, found = switch_thinking(messages, decision, request, target, caps, strict)
         repairs.extend(found)
-        if messages is before and thinking == before_thinking:
+        if messages is before and decision == before_decision:
             break
     else:  # pragma: no cover - see _MAX_ROUNDS
         raise RuntimeError("repair did not reach a fixed point")
@@ -100,7 +109,7 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
 
     if (
         messages is request.messages
-        and thinking == request.thinking
+        and decision == request.decision
         and tools is request.tools
         and system is request.system
         and hosted is request.hosted_tools
@@ -111,7 +120,7 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
         repaired = replace(
             request,
             messages=messages,
-            thinking=thinking,
+            decision=decision,
             tools=tools,
             system=system,
             hosted_tools=hosted,

@@ -4,8 +4,8 @@ With thinking on, the assistant message that opened the current tool loop must s
 thinking block the provider signed ("a final `assistant` message must start with a thinking
 block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)"). A loop opened by
 another provider, or whose thinking was dropped, has none, and a signature cannot be made up: the
-request goes with thinking off instead (`thinking_disabled`): the repaired request says so in its
-explicit `thinking` field, which the encoder obeys.
+request goes with thinking off instead (`thinking_disabled`): the repaired request's decision
+(gateway/transcript/reasoning.py) says so, and the encoder renders it.
 
 With thinking off, "an `assistant` message in the final position cannot contain `thinking`":
 reasoning there is retired under the target's policy.
@@ -16,15 +16,8 @@ from __future__ import annotations
 from gateway.repair.reasoning_placement import retire_at
 from gateway.repair.report import Repair
 from gateway.transcript.model import Message, Reasoning, Request, Role, ToolChoice, ToolChoiceMode, ToolResult
-from gateway.transcript.target import Capabilities, OutputMode, Target, output_mode, thinking_requested
-
-
-def thinking_on(request: Request, target: Target, thinking: bool | None) -> bool:
-    """Whether `request` thinks on `target`, given the on/off decided so far (None: nothing
-    decided yet, so the client's own explicit choice, if any, stands)."""
-    budget = request.thinking_budget if request.thinking_budget is not None else target.thinking_budget
-    explicit = thinking if thinking is not None else request.thinking
-    return thinking_requested(request.reasoning_effort, budget, explicit)
+from gateway.transcript.reasoning import Decision
+from gateway.transcript.target import Capabilities, OutputMode, Target
 
 
 def loop_opener(messages: tuple[Message, ...]) -> int | None:
@@ -55,20 +48,18 @@ def _forced(choice: ToolChoice | None) -> bool:
 
 def switch_thinking(
     messages: tuple[Message, ...],
-    thinking: bool | None,
+    decision: Decision,
     request: Request,
     target: Target,
     caps: Capabilities,
     strict: bool,
-) -> tuple[tuple[Message, ...], bool | None, list[Repair]]:
-    """(messages, thinking on/off, repairs) for `request` as repaired so far: its messages and the
-    on/off may already differ from the request's own. For a target with this switch the answer is
-    always an explicit bool."""
+) -> tuple[tuple[Message, ...], Decision, list[Repair]]:
+    """(messages, decision, repairs) for `request` as repaired so far: its messages and the
+    decision may already differ from the request's own."""
     if not caps.signed_thinking_for_tool_loop:
-        return messages, thinking, []
+        return messages, decision, []
     repairs: list[Repair] = []
-    thinking = thinking_on(request, target, thinking)
-    if thinking:
+    if decision.reasoning.on:
         reason = None
         kind = "thinking_disabled"
         min_budget, max_tokens = caps.min_thinking_budget, request.max_tokens
@@ -76,10 +67,7 @@ def switch_thinking(
             reason = "rejection recovery"
         elif caps.thinking_forbids_forced_tool_choice and request.tools and _forced(request.tool_choice):
             reason = "tool_choice forces a tool"
-        elif (
-            caps.thinking_forbids_forced_tool_choice
-            and output_mode(request, target.model, caps.structured_output) is OutputMode.FORCED_TOOL
-        ):
+        elif caps.thinking_forbids_forced_tool_choice and decision.output is OutputMode.FORCED_TOOL:
             # the structured output goes through a forced tool, which the provider refuses to
             # combine with thinking
             reason, kind = "structured output through a forced tool", "thinking_off_for_forced_tool"
@@ -91,8 +79,8 @@ def switch_thinking(
             if opener is not None and type(messages[opener].blocks[0]) is not Reasoning:
                 reason = "open tool loop without a signed thinking block"
         if reason is None:
-            return messages, thinking, repairs
-        thinking = False
+            return messages, decision, repairs
+        decision = decision.thinking_off("repair")
         repairs.append(Repair(kind, reason))
     if messages and messages[-1].role is Role.ASSISTANT:
         final = messages[-1]
@@ -103,4 +91,4 @@ def switch_thinking(
             )
             kept = (Message(Role.ASSISTANT, blocks),) if blocks else ()
             messages = messages[:-1] + kept
-    return messages, thinking, repairs
+    return messages, decision, repairs

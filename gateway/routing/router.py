@@ -57,6 +57,7 @@ class Router:
                         scope=provider.continuity_group or t.provider,
                         thinking_budget=t.thinking_budget,
                         reasoning_effort=t.reasoning_effort,
+                        pin_reasoning=bool(t.pin_reasoning),
                         reasoning_policy=group.policy_for(t),
                     )
                 )

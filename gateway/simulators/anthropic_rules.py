@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway.simulators.anthropic_shapes import Invalid, check_shape
 from gateway.simulators.base import Rejection, SimulatorState
-from gateway.simulators.structured import objects_closed
+from gateway.simulators.structured import objects_closed, recursive
 
 THINKING_TYPES = frozenset(("thinking", "redacted_thinking"))
 MISSING_RESULTS = (
@@ -109,12 +109,28 @@ def check_count(state: SimulatorState, body: Any, model: str) -> tuple[Rejection
 
 def _check(state: SimulatorState, body: Any, model: str) -> int:
     thinking, messages, blocks = check_shape(body)
+    _check_thinking_model(body, model)
     _check_output_format(body, model)
     _check_cache_breakpoints(body, blocks)
     _check_alternation(messages)
     _check_tool_pairing(blocks)
     _check_thinking_placement(messages, blocks, thinking)
     return _verify_tokens(state, model, blocks)
+
+
+# https://docs.claude.com/en/docs/build-with-claude/extended-thinking: extended thinking on Claude
+# 3.7 and the 4 models and later; adaptive thinking on Opus/Sonnet 4.6 and later
+THINKING_MODELS = re.compile(r"claude-(?:(?:opus|sonnet|haiku)-(?:4|[5-9])|3-7-sonnet)")
+ADAPTIVE_MODELS = re.compile(r"claude-(?:opus|sonnet)-(?:4-[6-9]|[5-9])(?:\D|$)")
+
+
+def _check_thinking_model(body: dict, model: str) -> None:
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "enabled" and not THINKING_MODELS.match(model):
+        raise Invalid(f"thinking is not supported for this model ({model})")  # unverified wording
+    if kind == "adaptive" and not ADAPTIVE_MODELS.match(model):
+        raise Invalid(f"adaptive thinking is not supported on this model ({model})")  # unverified wording
 
 
 # models with JSON outputs (output_config.format): Claude 4.5 and later
@@ -148,6 +164,10 @@ def _check_output_format(body: dict, model: str) -> None:
     problem = objects_closed(schema, "output_config.format.schema")
     if problem:
         raise Invalid(problem)
+    # Claude's constrained decoding takes no recursive schema (grammar-compiled; Effect's
+    # Anthropic codec keeps recursion to non-strict tools for this reason). Unverified wording.
+    if recursive(schema):
+        raise Invalid("output_config.format.schema: Recursive schemas are not supported.")
 
 
 def _check_cache_breakpoints(body: dict, blocks: list[list[dict]]) -> None:

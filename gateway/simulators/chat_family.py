@@ -28,7 +28,13 @@ from gateway.simulators.base import (
     stream_sse,
 )
 from gateway.simulators.chat_render import ChatRendering, ReplyRenderer
-from gateway.simulators.structured import answer_text, schema_in_instructions
+from gateway.simulators.structured import (
+    answer_text,
+    forced_call,
+    pick_forced,
+    schema_in_instructions,
+    unbounded_problem,
+)
 
 # -- body shape ------------------------------------------------------------------------------
 Path = tuple[str | int, ...]
@@ -344,7 +350,19 @@ def check(dialect: ChatDialect, body: Any, model: str) -> tuple[Rejection | None
         rejection = rule(conversation)
         if rejection is not None:
             return rejection, findings
-    return None, findings
+    return _unbounded_schema(body), findings
+
+
+def _unbounded_schema(body: dict) -> Rejection | None:
+    """A JSON schema no finite answer satisfies is refused, never answered (simulators' wording)."""
+    fmt = response_format(body)
+    spec = fmt.get("json_schema") if fmt is not None else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        return None
+    problem = unbounded_problem(spec["schema"])
+    if problem is None:
+        return None
+    return Rejection(400, problem, "invalid_request_error", "response_format", "invalid_json_schema")
 
 
 FaultTable = Mapping[int, tuple[str, str, str | None]]  # status -> (type, message, code)
@@ -385,10 +403,22 @@ def message_texts(messages: list[dict], roles: tuple[str, ...] = INSTRUCTING_ROL
     return out
 
 
+def forced_tool(body: dict) -> tuple[str, Any] | None:
+    """The tool a forcing `tool_choice` makes the model call: `required` (Mistral also `any`)
+    or a named function."""
+    choice = body.get("tool_choice")
+    if choice in ("required", "any"):
+        return pick_forced(offered_tools(body), None)
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        return pick_forced(offered_tools(body), choice["function"].get("name"))
+    return None
+
+
 def structured_reply(body: dict, reply: Reply) -> Reply:
     """What the model answers a JSON-format request: JSON valid for its schema (a JSON-mode
-    request: the schema its instructions spell out). A turn that calls tools, or refuses, has no
-    JSON answer."""
+    request: the schema its instructions spell out); under a forcing tool choice, a call of that
+    tool. A turn that calls tools, or refuses, has no JSON answer."""
+    reply = forced_call(reply, forced_tool(body))
     fmt = response_format(body)
     if fmt is None or reply.tool_calls:
         return reply

@@ -12,13 +12,44 @@ from gateway.simulators.base import Rejection, SimulatorState
 
 THINKING_MODELS = frozenset({"deepseek-reasoner"})
 INVALID = "invalid_request_error"
+# https://api-docs.deepseek.com/guides/thinking_mode: V4 models think unless `thinking` disables
+# it; `reasoning_effort` takes these (the docs map each onto low, high or max)
+THINKS_BY_DEFAULT = "deepseek-v4"
+SWITCH_TYPES = ("enabled", "disabled")
+EFFORTS = ("minimal", "low", "medium", "high", "xhigh", "max")
 
 
 def thinking(model: str, body: dict) -> bool:
     switch = cf.thinking_param(body)
     if switch is not None:
         return switch == "enabled"
-    return model in THINKING_MODELS
+    return model in THINKING_MODELS or model.startswith(THINKS_BY_DEFAULT)
+
+
+def _unknown_variant(path: str, got: object, expected: tuple[str, ...]) -> Rejection:
+    listed = ", ".join(f"`{v}`" for v in expected)
+    return _invalid(
+        f"Failed to deserialize the JSON body into the target type: {path}: unknown variant `{got}`, "
+        f"expected one of {listed}",
+        422,
+    )
+
+
+def reasoning_params(c: cf.Conversation) -> Rejection | None:
+    """The thinking switch and the effort, as serde reads them."""
+    if "thinking" in c.body:
+        switch = c.body["thinking"]
+        if not isinstance(switch, dict) or "type" not in switch:
+            return _invalid(
+                "Failed to deserialize the JSON body into the target type: thinking: missing field `type`",
+                422,
+            )
+        if switch["type"] not in SWITCH_TYPES:
+            return _unknown_variant("thinking.type", switch["type"], SWITCH_TYPES)
+    effort = c.body.get("reasoning_effort")
+    if effort is not None and effort not in EFFORTS:
+        return _unknown_variant("reasoning_effort", effort, EFFORTS)
+    return None
 
 
 def _invalid(message: str, status: int = 400) -> Rejection:
@@ -134,7 +165,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=None,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(reasoning_content, response_format, pairing),
+    rules=(reasoning_params, reasoning_content, response_format, pairing),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,

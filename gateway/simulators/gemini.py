@@ -31,6 +31,7 @@ from gateway.simulators.base import (
 )
 from gateway.simulators.gemini_render import ReplyRenderer, call_covers, signs, text_covers, thinking_config
 from gateway.simulators.gemini_schema import PART_DATA, decode_bytes, parse
+from gateway.simulators.reasoning_rules import gemini_budget_range, gemini_levels
 
 INVALID = "INVALID_ARGUMENT"
 STATUS_NAMES = {
@@ -116,6 +117,41 @@ def offered_tools(req: dict) -> list[tuple[str, dict]]:
     ]
 
 
+def forced_tool(req: dict) -> tuple[str, Any] | None:
+    """The function mode ANY makes the model call: the one allowed name, else the last declared
+    of those allowed."""
+    config = (req.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    if config.get("mode") != "ANY":
+        return None
+    allowed = config.get("allowedFunctionNames")
+    declared = [
+        (
+            d["name"],
+            d["parametersJsonSchema"] if "parametersJsonSchema" in d else _json_schema(d.get("parameters")),
+        )
+        for tool in req.get("tools") or ()
+        for d in tool.get("functionDeclarations") or ()
+        if "name" in d and (not allowed or d["name"] in allowed)
+    ]
+    return structured.pick_forced(declared, None)
+
+
+def _json_schema(schema: Any) -> Any:
+    """`parameters` is Google's OpenAPI subset (upper-case types, `nullable`): the same schema
+    in JSON Schema terms, to validate an answer against."""
+    if isinstance(schema, list):
+        return [_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema if schema is not None else {"type": "object"}
+    out = {key: _json_schema(value) for key, value in schema.items() if key != "nullable"}
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        out["type"] = [kind.lower(), "null"] if schema.get("nullable") else kind.lower()
+    if isinstance(schema.get("properties"), dict):
+        out["properties"] = {name: _json_schema(sub) for name, sub in schema["properties"].items()}
+    return out
+
+
 def after_tool_result(req: dict) -> bool:
     contents = req.get("contents") or []
     return bool(contents) and any("functionResponse" in p for p in contents[-1].get("parts") or ())
@@ -178,6 +214,9 @@ def _check_response_format(req: dict, model: str) -> Rejection | None:
         return _invalid("response_mime_type must be application/json when a response schema is set.")
     if "responseJsonSchema" in config and "responseSchema" in config:
         return _invalid("responseSchema and responseJsonSchema cannot both be set.")  # unverified wording
+    schema = config.get("responseJsonSchema")
+    if isinstance(schema, dict) and (problem := structured.unbounded_problem(schema)):
+        return _invalid(problem)
     has_functions = any(tool.get("functionDeclarations") for tool in req.get("tools", []))
     if json_out and has_functions and not any(m in model for m in JSON_WITH_TOOLS_MODELS):
         return _invalid("Function calling with a response mime type: 'application/json' is unsupported")
@@ -207,6 +246,15 @@ def _check_thinking(req: dict, model: str) -> Rejection | None:
         return _invalid("Thinking level is not supported for this model.")  # unverified wording
     if int(config.get("thinkingBudget", -1)) == 0 and "gemini-2.5-pro" in model:
         return _invalid("Budget 0 is invalid. This model only works in thinking mode.")
+    level = config.get("thinkingLevel")
+    if level is not None and str(level).lower() not in gemini_levels(model):
+        return _invalid(f"Thinking level {level} is not supported for this model.")  # unverified wording
+    budget = config.get("thinkingBudget")
+    span = gemini_budget_range(model)
+    if budget is not None and span is not None and budget != -1 and not span[0] <= int(budget) <= span[1]:
+        return _invalid(  # unverified wording
+            f"The thinking budget {budget} is invalid. Please choose a value between {span[0]} and {span[1]}."
+        )
     return None
 
 
@@ -519,6 +567,7 @@ def create_app(state: SimulatorState) -> web.Application:
             if isinstance(item, Reply)
             else (fault.reply if fault and fault.reply else state.default_reply(body))
         )
+        reply = structured.forced_call(reply, forced_tool(req))
         schema = response_json_schema(req)
         if schema is not None and not reply.tool_calls:
             reply = replace(reply, text=structured.answer_text(schema, reply))

@@ -15,11 +15,32 @@ NATIVE_ID = re.compile(r"^functions\.[\w-]+:\d+$")
 INVALID = "invalid_request_error"
 
 
+# https://platform.kimi.ai/docs/api/models-overview: K2.5 and later think unless `thinking:
+# {"type": "disabled"}`; kimi-k2-thinking models always think
+SWITCHABLE = re.compile(r"kimi-k(?:2\.[5-9]|[3-9])")
+
+
 def thinking(model: str, body: dict) -> bool:
+    if "thinking" in model:
+        return True
     switch = cf.thinking_param(body)
     if switch is not None:
         return switch == "enabled"
-    return "thinking" in model
+    return SWITCHABLE.match(model) is not None
+
+
+def thinking_switch(c: cf.Conversation) -> Rejection | None:
+    if "thinking" not in c.body:
+        return None
+    switch = c.body["thinking"]
+    kind = switch.get("type") if isinstance(switch, dict) else None
+    if kind not in ("enabled", "disabled"):
+        return _invalid(
+            f"Invalid request: thinking.type must be one of enabled, disabled, got '{kind}'"
+        )  # unverified
+    if kind == "disabled" and "thinking" in c.model:
+        return _invalid(f"Invalid request: thinking cannot be disabled for model {c.model}")  # unverified
+    return None
 
 
 def _invalid(message: str) -> Rejection:
@@ -155,7 +176,7 @@ DIALECT = cf.ChatDialect(
     allowed_params=None,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(reasoning_content, response_format, pairing, native_ids),
+    rules=(thinking_switch, reasoning_content, response_format, pairing, native_ids),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,

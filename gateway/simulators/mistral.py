@@ -53,8 +53,28 @@ _PYDANTIC_TYPES = {
 }
 
 
+# https://docs.mistral.ai/capabilities/reasoning: Magistral models always reason; Mistral Small 4
+# and Medium 3.5 reason with `reasoning_effort: "high"` and not with "none"
+ADJUSTABLE = re.compile(r"mistral-(?:small-(?:latest|2603)|medium-3[.-]5)")
+EFFORTS = ("high", "none")
+
+
 def reasons(model: str, body: dict) -> bool:
-    return model.startswith("magistral")
+    if model.startswith("magistral"):
+        return True
+    return ADJUSTABLE.match(model) is not None and body.get("reasoning_effort") == "high"
+
+
+def reasoning_effort(c: cf.Conversation) -> Rejection | None:
+    effort = c.body.get("reasoning_effort")
+    if effort is None:
+        return None
+    if effort not in EFFORTS:
+        return _validation(("reasoning_effort",), "literal_error", "Input should be 'high' or 'none'")
+    if ADJUSTABLE.match(c.model) is None:
+        # unverified wording
+        return Rejection(400, f"Model {c.model} does not support reasoning_effort", "invalid_request_error")
+    return None
 
 
 def _validation(path: cf.Path, error_type: str, message: str) -> Rejection:
@@ -277,6 +297,7 @@ DIALECT = cf.ChatDialect(
     shape_rejection=shape_rejection,
     rules=(
         message_properties,
+        reasoning_effort,
         response_format,
         thinking_chunks,
         tool_call_ids,

@@ -10,6 +10,7 @@ from gateway.simulators import chat_family as cf
 from gateway.simulators import chat_render as cr
 from gateway.simulators import structured as struct
 from gateway.simulators.base import Rejection, SimulatorState
+from gateway.simulators.reasoning_rules import openai_effort_problem
 
 MAX_TOOL_CALL_ID = 40
 MAX_FUNCTION_NAME = 64
@@ -145,6 +146,14 @@ def function_names(c: cf.Conversation) -> Rejection | None:
                 "invalid_value",
             )
     return None
+
+
+def reasoning_effort(c: cf.Conversation) -> Rejection | None:
+    effort = c.body.get("reasoning_effort")
+    if effort is None:
+        return None
+    problem = openai_effort_problem(c.model, effort, "reasoning_effort")
+    return _invalid(problem[0], "reasoning_effort", problem[1]) if problem is not None else None
 
 
 def parameter_combinations(c: cf.Conversation) -> Rejection | None:
@@ -322,7 +331,15 @@ DIALECT = cf.ChatDialect(
     allowed_params=PARAMS,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(message_properties, id_lengths, function_names, parameter_combinations, response_format, pairing),
+    rules=(
+        message_properties,
+        id_lengths,
+        function_names,
+        parameter_combinations,
+        reasoning_effort,
+        response_format,
+        pairing,
+    ),
     error_body=error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,

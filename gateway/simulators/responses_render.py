@@ -82,9 +82,25 @@ class Rendered:
         self.summary = summary
 
 
+def _forced_tool(body: dict) -> tuple[str, Any] | None:
+    """The function a forcing `tool_choice` makes the model call: `required`, or a named one."""
+    tools = [
+        (t["name"], t.get("parameters") or {})
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and t.get("type") == "function" and "name" in t
+    ]
+    choice = body.get("tool_choice")
+    if choice == "required":
+        return structured.pick_forced(tools, None)
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return structured.pick_forced(tools, choice.get("name"))
+    return None
+
+
 def _structured(body: dict, reply: Reply) -> Reply:
     """A `text.format` JSON request is answered with JSON valid for its schema (JSON mode: the
     schema its instructions spell out)."""
+    reply = structured.forced_call(reply, _forced_tool(body))
     text = body.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     if not isinstance(fmt, dict) or reply.tool_calls or reply.refusal is not None:

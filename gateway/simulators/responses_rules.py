@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from gateway.simulators.base import Rejection, SimulatorState
+from gateway.simulators.reasoning_rules import openai_effort_problem
 from gateway.simulators.responses_shapes import (
     OUTPUT_OF,
     Invalid,
@@ -20,7 +21,7 @@ from gateway.simulators.responses_shapes import (
     no_unknown,
     type_error,
 )
-from gateway.simulators.structured import strict_schema_problem
+from gateway.simulators.structured import strict_schema_problem, unbounded_problem
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # call ids issued together with a reasoning item share its key: rs_<key> / fc_<key>_<n> (ctc_ for
@@ -146,6 +147,11 @@ def _check(state: SimulatorState, body: Any, model: str) -> int:
         )
     _check_options(body)
     reasoning = _check_reasoning(body.get("reasoning"))
+    effort = body["reasoning"].get("effort") if isinstance(body.get("reasoning"), dict) else None
+    if effort is not None:
+        problem = openai_effort_problem(model, effort, "reasoning.effort")
+        if problem is not None:
+            raise Invalid(problem[0], "reasoning.effort", problem[1])
     if reasoning and body.get("temperature") not in (None, 1):
         raise Invalid(
             "Unsupported parameter: 'temperature' is not supported with this model.",
@@ -188,6 +194,9 @@ def _check_text_format(text: Any) -> None:
                 f"text.format.{key}",
                 "missing_required_parameter",
             )
+    unbounded = unbounded_problem(fmt["schema"]) if isinstance(fmt.get("schema"), dict) else None
+    if unbounded:
+        raise Invalid(unbounded, "text.format.schema", "invalid_json_schema")
     if fmt.get("strict") is True:
         problem = strict_schema_problem(fmt["schema"])
         if problem:

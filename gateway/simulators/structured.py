@@ -10,11 +10,13 @@ loudly instead of passing on an impossible answer).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+import jsonschema
 import orjson
 
-from gateway.simulators.base import Reply
+from gateway.simulators.base import Reply, ToolCallSpec
 
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -37,42 +39,19 @@ class StructuredAnswerError(ValueError):
     """The simulator was about to answer with JSON its own schema refuses (a test bug)."""
 
 
-def instance(schema: Any, root: Any = None, depth: int = 0) -> Any:
-    """A value valid for `schema` (the subset of JSON Schema that structured outputs use)."""
-    root = schema if root is None else root
-    if schema is True or not isinstance(schema, dict):
-        return {}
-    if depth > 32:
-        raise StructuredAnswerError("schema nests too deep to synthesize an answer")
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node[part]
-        return instance(node, root, depth + 1)
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            return instance(schema[key][0], root, depth + 1)
-    if schema.get("allOf"):
-        merged: dict[str, Any] = {}
-        for part in schema["allOf"]:
-            value = instance(part, root, depth + 1)
-            if isinstance(value, dict):
-                merged.update(value)
-        return merged
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or (kind is None and "properties" in schema):
-        properties = schema.get("properties") or {}
-        return {name: instance(sub, root, depth + 1) for name, sub in properties.items()}
-    if kind == "array":
-        count = max(1, schema.get("minItems") or 0)
-        return [instance(schema.get("items", {}), root, depth + 1) for _ in range(count)]
+class _NoFiniteInstance(Exception):
+    pass
+
+
+def _resolve(ref: str, root: Any) -> Any:
+    """A local JSON pointer (`#` is the root itself)."""
+    node: Any = root
+    for part in ref[2:].split("/") if ref != "#" else ():
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def _primitive(schema: dict, kind: Any) -> Any:
     if kind == "string":
         if schema.get("format") in _FORMATS:
             return _FORMATS[schema["format"]]
@@ -88,12 +67,127 @@ def instance(schema: Any, root: Any = None, depth: int = 0) -> Any:
     return {}
 
 
+def instance(schema: Any, root: Any = None, refs: tuple[str, ...] = ()) -> Any:
+    """A value valid for `schema` (the subset of JSON Schema that structured outputs use). A
+    recursive `$ref` met again on its own path is ended with the smallest value that schema
+    allows, as a constrained decoder must."""
+    root = schema if root is None else root
+    if schema is True or not isinstance(schema, dict):
+        return {}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        if ref in refs:
+            return _minimal(_resolve(ref, root), root, refs)
+        return instance(_resolve(ref, root), root, (*refs, ref))
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return instance(schema[key][0], root, refs)
+    if schema.get("allOf"):
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            value = instance(part, root, refs)
+            if isinstance(value, dict):
+                merged.update(value)
+        return merged
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") or {}
+        return {name: instance(sub, root, refs) for name, sub in properties.items()}
+    if kind == "array":
+        count = max(1, schema.get("minItems") or 0)
+        return [instance(schema.get("items", {}), root, refs) for _ in range(count)]
+    return _primitive(schema, kind)
+
+
+def _minimal(schema: Any, root: Any, refs: tuple[str, ...]) -> Any:
+    """The smallest value `schema` allows without entering any of `refs` again: only required
+    properties, no optional array items, the first union branch that ends."""
+    if schema is True or not isinstance(schema, dict):
+        return {}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        if ref in refs:
+            raise _NoFiniteInstance(ref)
+        return _minimal(_resolve(ref, root), root, (*refs, ref))
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            for branch in schema[key]:
+                try:
+                    return _minimal(branch, root, refs)
+                except _NoFiniteInstance:
+                    continue
+            raise _NoFiniteInstance(key)
+    if schema.get("allOf"):
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            value = _minimal(part, root, refs)
+            if isinstance(value, dict):
+                merged.update(value)
+        return merged
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        if "null" in kind:
+            return None
+        kind = kind[0] if kind else None
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") or {}
+        required = schema.get("required") or ()
+        return {name: _minimal(sub, root, refs) for name, sub in properties.items() if name in required}
+    if kind == "array":
+        count = schema.get("minItems") or 0
+        return [_minimal(schema.get("items", {}), root, refs) for _ in range(count)]
+    return _primitive(schema, kind)
+
+
+def recursive(schema: Any) -> bool:
+    """Whether a `$ref` of `schema` leads back to itself."""
+
+    def walk(node: Any, refs: tuple[str, ...]) -> bool:
+        if isinstance(node, list):
+            return any(walk(item, refs) for item in node)
+        if not isinstance(node, dict):
+            return False
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            if ref in refs:
+                return True
+            try:
+                return walk(_resolve(ref, schema), (*refs, ref))
+            except (KeyError, TypeError, IndexError):
+                return False
+        return any(walk(value, refs) for key, value in node.items() if key not in ("$defs", "definitions"))
+
+    return walk(schema, ())
+
+
+def unbounded_problem(schema: Any) -> str | None:
+    """A schema no finite JSON value satisfies (a required property that recurses without end):
+    no model can answer it, so every API refuses it. The wording is the simulators' own."""
+    try:
+        _minimal(schema, schema, ())
+    except _NoFiniteInstance as exc:
+        return f"The schema has no finite instance: '{exc.args[0]}' recurses through required properties."
+    except (KeyError, TypeError, IndexError):
+        return "The schema has a $ref that does not resolve."
+    return None
+
+
 def answer(schema: Any, reply: Reply) -> Any:
     """The value the model answers for `schema`, validated."""
-    # a dev / simulator dependency: the demo without dev extras never asks for structured output
-    import jsonschema
-
-    value = reply.data if reply.data is not None else instance(schema)
+    try:
+        value = reply.data if reply.data is not None else instance(schema)
+    except _NoFiniteInstance:
+        raise StructuredAnswerError("the requested schema has no finite instance") from None
     try:
         jsonschema.validate(value, schema)
     except jsonschema.ValidationError as exc:
@@ -105,6 +199,27 @@ def answer(schema: Any, reply: Reply) -> Any:
 
 def answer_text(schema: Any, reply: Reply) -> str:
     return orjson.dumps(answer(schema, reply)).decode()
+
+
+def forced_call(reply: Reply, forced: tuple[str, Any] | None) -> Reply:
+    """A model under a forcing tool choice calls a tool whatever the script says: the forced
+    (name, argument schema), with arguments valid for it. A scripted call, or a refusal, stands."""
+    if forced is None or reply.tool_calls or reply.refusal is not None:
+        return reply
+    name, schema = forced
+    call = ToolCallSpec(name, answer(schema or ANY_OBJECT, reply))
+    return replace(reply, text="", tool_calls=[call])
+
+
+def pick_forced(tools: list[tuple[str, Any]], name: str | None) -> tuple[str, Any] | None:
+    """The tool a forcing choice makes the model call: the named one, else (any / required) the
+    last declared, where clients put their answer tool (pydantic-ai's ToolOutput, Vercel's
+    Output.object)."""
+    if not tools:
+        return None
+    if name is None:
+        return tools[-1]
+    return next((tool for tool in tools if tool[0] == name), None)
 
 
 def schema_in_instructions(texts: list[str]) -> Any:

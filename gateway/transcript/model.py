@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from gateway.transcript.reasoning import Decision
 
 NATIVE_ID = "native_id"
 # scope/model of a token a client echoed in a provider's raw format (LiteLLM's thinking_blocks,
@@ -211,10 +214,12 @@ class Request:
     top_k: int | None = None
     stop: tuple[str, ...] = ()
     reasoning_effort: str | None = None
-    # thinking on/off: None follows the target's config and the effort; after repair it is always
-    # an explicit bool (what the encoder does, never re-derived from a signal)
+    # the client's thinking on/off (None: it did not say); what is sent is `decision`'s
     thinking: bool | None = None
     thinking_budget: int | None = None  # the client's own budget (Anthropic budget_tokens)
+    # what the dialect means when the client says nothing about reasoning: False (the Messages
+    # API: thinking off) or None (chat, Responses: the model's own default)
+    thinking_default: bool | None = None
     reasoning_summary: str | None = None  # "auto" | "concise" | "detailed" (Responses)
     response_format: ResponseFormat | None = None
     hosted_tools: tuple[HostedTool, ...] = ()
@@ -222,6 +227,8 @@ class Request:
     # context_management, metadata); other kinds never see them
     provider_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cache_key: str | None = None  # a client's prompt-cache routing key (OpenAI prompt_cache_key)
+    # repair's decision for the target this copy is prepared for (gateway/transcript/reasoning.py)
+    decision: Decision | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.system, str):

@@ -7,6 +7,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gateway.transcript.model import Continuity, Request, ToolChoiceMode
@@ -63,6 +64,53 @@ def output_mode(request: Request, model: str, rule: StructuredOutput) -> OutputM
     if request.tools and choice is not None and choice.mode in (ToolChoiceMode.REQUIRED, ToolChoiceMode.TOOL):
         return None
     return rule.mode(model, fmt.schema is not None)
+
+
+OFF = "none"  # the reasoning effort that means "no reasoning"
+EFFORTS = ("minimal", "low", "medium", "high", "xhigh")  # reasoning effort levels, ascending
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingModel:
+    """What the models whose id `re.match`es `pattern` can do about reasoning."""
+
+    pattern: str
+    reasons: bool = True  # the model can reason at all
+    can_off: bool = True  # a request can turn its reasoning off
+    efforts: tuple[str, ...] = ()  # the effort levels it takes (ascending, "none" never here)
+    budgets: tuple[int, int] | None = None  # (least, most) thinking tokens it takes
+    adaptive: bool = False  # it sizes its own thinking when asked (Anthropic adaptive thinking)
+    _compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_compiled", re.compile(self.pattern))
+
+    def matches(self, model: str) -> bool:
+        return self._compiled.match(model) is not None
+
+
+NEVER = ThinkingModel("", reasons=False)
+
+# thinking tokens an effort stands for, where a family says nothing else (a client's budget is
+# read as the effort nearest to it on a model that takes levels)
+EFFORT_BUDGETS: Mapping[str, int] = MappingProxyType(
+    {"minimal": 512, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32768}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingRule:
+    """A family's reasoning capabilities by model (first match wins; other models do not reason),
+    and the budget its budget-taking models are given for an effort."""
+
+    models: tuple[ThinkingModel, ...] = ()
+    effort_budgets: Mapping[str, int] = field(default_factory=lambda: EFFORT_BUDGETS)
+
+    def model(self, name: str) -> ThinkingModel:
+        for entry in self.models:
+            if entry.matches(name):
+                return entry
+        return NEVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,20 +200,8 @@ class Capabilities:
     # Anthropic: the `anthropic-beta` flags a client may pass through (features whose request and
     # answer shapes the adapter handles); the others are dropped for the target, and counted
     client_betas: frozenset[str] = frozenset()
-
-
-EFFORT_OFF = "none"
-
-
-def thinking_requested(effort: str | None, thinking_budget: int | None, thinking: bool | None = None) -> bool:
-    """Whether a request thinks (DESIGN.md section 2): an explicit on/off wins (the client's, or
-    the repair's decision); then a client's reasoning_effort overrides the target's budget, and
-    effort "none" turns thinking off."""
-    if thinking is not None:
-        return thinking
-    if effort is None:
-        return bool(thinking_budget)
-    return effort != EFFORT_OFF
+    # what each model can do about reasoning (gateway/transcript/reasoning.py decides with it)
+    thinking: ThinkingRule = field(default_factory=ThinkingRule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +213,9 @@ class Target:
     scope: str = ""  # continuity scope (continuity_group or provider name)
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    # the target's thinking_budget / reasoning_effort win over a client's own choice (said in the
+    # answer's X-Gateway-Reasoning header); otherwise they apply when the client says nothing
+    pin_reasoning: bool = False
     reasoning_policy: str = "drop"  # drop | as_text
     options: Mapping[str, Any] = field(default_factory=dict)
 

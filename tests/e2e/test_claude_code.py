@@ -236,3 +236,44 @@ async def test_the_shipped_claude_code_config_routes_its_model_names(clients, tm
                 assert upstream in state.requests[0].path + str(state.requests[0].body.get("model"))
         finally:
             await runner.cleanup()
+
+
+def streamed_block_types(finished: Finished) -> set[str]:
+    """The content block types of the assistant messages Claude Code printed (stream-json)."""
+    types: set[str] = set()
+    for line in finished.stdout.splitlines():
+        event = orjson.loads(line) if line.startswith("{") else {}
+        if event.get("type") == "assistant":
+            types.update(block["type"] for block in event["message"]["content"])
+    return types
+
+
+@pytest.mark.parametrize("thinking", [False, None])
+@pytest.mark.parametrize("family", ["claude", "gemini", "deepseek"])
+async def test_claude_code_thinking_off_and_on_is_what_each_family_gets_and_shows(
+    clients, tmp_path, family, thinking
+):
+    """Claude Code under its own model name asks for thinking (or, with MAX_THINKING_TOKENS=0,
+    turns it off): the family gets exactly that in its own parameters, and thinking appears in
+    Claude Code's transcript only when it asked for it, though deepseek-reasoner always reasons."""
+
+    def alias(data: dict[str, Any]) -> None:
+        data["models"]["claude-sonnet-4-5"] = data["models"][family]
+
+    async with claude_code(clients, tmp_path, alias, thinking=thinking) as (stack, cli, work):
+        prompt = bash_task(stack, family, 0)
+        finished = await run(cli, prompt, work, model="claude-sonnet-4-5", output_format="stream-json")
+        assert finished.returncode == 0, finished.stdout + finished.stderr
+        assert (work / "out0.txt").read_text() == "hi0\n"
+        state = stack.hub.states[KIND[family]]
+        assert state.rejections == [] and len(state.requests) == 2
+        body = state.requests[0].body
+        shown = "thinking" in streamed_block_types(finished)
+        if family == "claude":
+            assert ("thinking" in body) is (thinking is None)
+        elif family == "gemini":
+            config = body["generationConfig"]["thinkingConfig"]
+            assert config.get("includeThoughts", False) is (thinking is None)
+        else:
+            assert "thinking" not in body and "reasoning_effort" not in body  # no switch on the reasoner
+        assert shown is (thinking is None)

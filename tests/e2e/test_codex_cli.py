@@ -182,3 +182,28 @@ async def test_codex_apply_patch_stays_a_custom_tool_call(clients, hub, tmp_path
             )
             == 2
         )
+
+
+@pytest.mark.parametrize("effort", ["low", "high"])
+@pytest.mark.parametrize("name,kind", [("openai", "openai_responses"), ("gemini", "gemini")])
+async def test_codex_reasoning_effort_reaches_the_family_in_its_own_parameters(
+    clients, hub, tmp_path, name, kind, effort
+):
+    """`model_reasoning_effort` in Codex's config is the client's choice: Responses gets it as
+    `reasoning.effort`, Gemini 3 as `thinkingLevel` (README "Reasoning")."""
+    async with serve(hub, config_with(hub)) as gateway:
+        hub.states[kind].push(*tool_turn(name))
+        work = tmp_path / "work"
+        work.mkdir()
+        cli = codex(clients, gateway, tmp_path)
+        cli.extra_config = f'model_reasoning_effort = "{effort}"'
+        done = await cli.run("Create the file and show it", work, model=name)
+        assert done.returncode == 0, done.stderr[-3000:]
+        state = hub.states[kind]
+        assert state.rejections == [] and len(state.requests) == 2
+        for request in state.requests:
+            if kind == "openai_responses":
+                assert request.body["reasoning"]["effort"] == effort
+            else:
+                config = request.body["generationConfig"]["thinkingConfig"]
+                assert config == {"thinkingLevel": effort, "includeThoughts": True}

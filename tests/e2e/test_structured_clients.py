@@ -156,6 +156,29 @@ async def test_pydantic_ai_native_output(stack, name, kind):
 
 
 @pytest.mark.parametrize("name,kind", GROUP)
+async def test_pydantic_ai_tool_output(stack, name, kind):
+    """ToolOutput: pydantic-ai forces a tool call (tool_choice "required") and takes the answer
+    from the output tool's arguments; every family's simulator must honour the forcing choice, as
+    the providers do, instead of answering text."""
+    from pydantic_ai import Agent, ToolOutput
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    script(stack, kind)
+    model = OpenAIChatModel(name, provider=OpenAIProvider(openai_client=stack.client()))
+    agent = Agent(model, output_type=ToolOutput(Weather, name="final_result"))
+    result = await agent.run(PROMPT)
+    assert result.output == Weather(**WEATHER)
+    body = last_body(stack, kind)
+    if kind == "gemini":
+        assert body["toolConfig"]["functionCallingConfig"]["mode"] == "ANY"
+    elif kind == "anthropic":
+        assert body["tool_choice"]["type"] in ("any", "tool")
+    else:
+        assert body["tool_choice"] not in (None, "auto", "none")
+
+
+@pytest.mark.parametrize("name,kind", GROUP)
 async def test_agents_sdk_output_type(stack, name, kind):
     from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 

@@ -97,8 +97,8 @@ def test_a_transcript_already_valid_for_the_target_comes_back_unchanged(kind, da
 
     prepared = prepare(request, target, caps)
 
-    # a target with a thinking switch gets the on/off as an explicit field; nothing else changes
+    # the request carries the decision made for the target; nothing else changes
     if caps.signed_thinking_for_tool_loop:
-        assert prepared.request.thinking is thinking
-    assert replace(prepared.request, thinking=None) == projected_only
+        assert prepared.decision.reasoning.on is thinking
+    assert replace(prepared.request, decision=None) == projected_only
     assert [r.kind for r in prepared.repairs] == ["tool_id_projected"] * projected

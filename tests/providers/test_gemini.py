@@ -617,8 +617,11 @@ def test_recursive_schema_ref_is_refused() -> None:
 
 def test_thinking_config_from_budget_or_effort() -> None:
     request = Request(model="m", messages=(Message(Role.USER, (Text("hi"),)),))
-    _, _, body = encode(request, target(thinking_budget=2048))
+    _, _, body = encode(request, target("gemini-2.5-flash", thinking_budget=2048))
     assert body["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True}}
+    # Gemini 3 takes levels: a budget becomes the level whose 2.5 budget is nearest
+    _, _, body = encode(request, target(thinking_budget=2048))
+    assert body["generationConfig"] == {"thinkingConfig": {"thinkingLevel": "low", "includeThoughts": True}}
     _, _, body = encode(request, target(reasoning_effort="low"))
     assert body["generationConfig"] == {"thinkingConfig": {"thinkingLevel": "low", "includeThoughts": True}}
     high = Request(model="m", messages=request.messages, reasoning_effort="high")
@@ -695,10 +698,14 @@ def test_tool_config_is_only_sent_with_function_declarations() -> None:
 @pytest.mark.parametrize(
     ("model", "effort", "expected"),
     [
-        ("gemini-3-pro-preview", None, {"thinkingBudget": 2048, "includeThoughts": True}),
+        ("gemini-3-pro-preview", None, {"thinkingLevel": "low", "includeThoughts": True}),
         ("gemini-3-pro-preview", "high", {"thinkingLevel": "high", "includeThoughts": True}),
-        ("gemini-2.5-flash", "none", {"thinkingBudget": 0, "includeThoughts": False}),
-        ("gemini-2.5-pro", "none", {"thinkingBudget": 128, "includeThoughts": True}),
+        ("gemini-2.5-flash", "high", {"thinkingBudget": 24576, "includeThoughts": True}),
+        ("gemini-2.5-flash", "none", {"thinkingBudget": 0}),
+        # models that cannot stop thinking think least, and the client that asked for none sees none
+        ("gemini-2.5-pro", "none", {"thinkingBudget": 128}),
+        ("gemini-3-pro-preview", "none", {"thinkingLevel": "low"}),
+        ("gemini-3-flash-preview", "none", {"thinkingLevel": "minimal"}),
     ],
 )
 def test_a_client_effort_overrides_the_target_budget(model, effort, expected) -> None:

@@ -580,13 +580,31 @@ def test_encode_rejects_misplaced_blocks(message: Message) -> None:
         (None, None, None),
         ("low", None, {"effort": "low", "summary": "auto"}),
         ("low", "high", {"effort": "high", "summary": "auto"}),
-        ("medium", "none", {"effort": "none"}),
+        # gpt-5 cannot stop reasoning: its least, and no summary for a client that asked for none
+        ("medium", "none", {"effort": "minimal"}),
+        ("xhigh", None, {"effort": "high", "summary": "auto"}),
     ],
 )
 def test_encode_reasoning_effort(
     target_effort: str | None, request_effort: str | None, expected: dict | None
 ) -> None:
     target = Target("oai", "openai_responses", "gpt-5", "https://x", reasoning_effort=target_effort)
+    _, _, body = encode(conversation(Text("x"), reasoning_effort=request_effort), target)
+    assert body.get("reasoning") == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "request_effort", "expected"),
+    [
+        ("gpt-5.1", "none", {"effort": "none"}),
+        ("gpt-5.1", "minimal", {"effort": "low", "summary": "auto"}),
+        ("gpt-5.2", "xhigh", {"effort": "xhigh", "summary": "auto"}),
+        ("o3", "minimal", {"effort": "low", "summary": "auto"}),
+        ("gpt-4.1", "high", None),  # not a reasoning model: no effort at all
+    ],
+)
+def test_each_model_gets_an_effort_it_takes(model: str, request_effort: str, expected: dict | None) -> None:
+    target = Target("oai", "openai_responses", model, "https://x")
     _, _, body = encode(conversation(Text("x"), reasoning_effort=request_effort), target)
     assert body.get("reasoning") == expected
 

@@ -133,7 +133,7 @@ def test_strict_mode_replays_no_token_and_stays_valid(kind):
         if type(b) is Reasoning
     )
     if caps.signed_thinking_for_tool_loop:
-        assert prepared.request.thinking is False
+        assert prepared.decision.reasoning.on is False
         assert "thinking_disabled" in {r.kind for r in prepared.repairs}
     if caps.thought_signature_key:
         assert verified_tokens(body, target)[1] == 2, "a placeholder on the first call of both steps"
@@ -147,7 +147,7 @@ def test_anthropic_loop_opened_by_another_provider_goes_with_thinking_off():
 
     prepared = prepare(Request("group", messages, tools=TOOLS), target, get_adapter("anthropic").capabilities)
 
-    assert prepared.request.thinking is False
+    assert prepared.decision.reasoning.on is False
     assert Counter(r.kind for r in prepared.repairs)["thinking_disabled"] == 1
     assert "thinking" not in body_for(prepared.request, target)
 
@@ -159,7 +159,9 @@ def test_a_valid_request_comes_back_as_the_same_object_with_no_repairs():
         (user("q"), assistant(call("call_1")), tool(result("call_1")), assistant("done"), user("thanks")),
     )
     prepared = prepare(request, target, get_adapter("openai_chat").capabilities)
-    assert prepared.request is request and prepared.repairs == ()
+    # the same transcript, carrying the decision made for the target
+    assert prepared.request.messages is request.messages and prepared.repairs == ()
+    assert replace(prepared.request, decision=None) == request and prepared.decision.reasoning.default
     assert prepared.provider_ids == {"call_1": "call_1"}
 
 

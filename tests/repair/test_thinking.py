@@ -4,33 +4,30 @@ from dataclasses import replace
 
 from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
 from gateway.providers.openai_responses import CAPABILITIES as RESPONSES
-from gateway.repair.thinking import loop_opener, switch_thinking, thinking_on
+from gateway.repair.thinking import loop_opener, switch_thinking
 from gateway.transcript.model import Reasoning, Request, Text, ToolChoice, ToolChoiceMode, ToolSpec
+from gateway.transcript.reasoning import decide
 from gateway.transcript.target import Target
 from tests.repair.helpers import assistant, call, kinds, result, tool, user
 
-CLAUDE = Target("c", "anthropic", "m", "http://x", thinking_budget=4096)
+CLAUDE = Target("c", "anthropic", "claude-sonnet-4-5", "http://x", thinking_budget=4096)
 SIGNED = Reasoning("plan", CLAUDE.continuity({"signature": "sig"}))
 TOOLS = (ToolSpec("f"),)
 
 
 def switch(messages, effort=None, target=CLAUDE, caps=ANTHROPIC, strict=False, choice=None, max_tokens=None):
-    """(messages, thinking on/off, repairs): the repair's explicit decision for the request."""
+    """(messages, thinking on/off, repairs) after the switch, from the request's decision."""
     request = Request(
         "group", messages, tools=TOOLS, tool_choice=choice, max_tokens=max_tokens, reasoning_effort=effort
     )
-    return switch_thinking(messages, None, request, target, caps, strict)
+    return _switch(messages, request, target, caps, strict)
 
 
-def test_thinking_is_on_with_a_budget_or_an_effort_other_than_none():
-    assert thinking_on(Request("g", ()), CLAUDE, None)
-    assert not thinking_on(Request("g", ()), replace(CLAUDE, thinking_budget=None), None)
-    assert thinking_on(Request("g", (), reasoning_effort="low"), replace(CLAUDE, thinking_budget=None), None)
-    assert not thinking_on(Request("g", (), reasoning_effort="none"), CLAUDE, None)
-    # an explicit on/off (the client's, or an earlier repair round's) wins over effort and budget
-    assert not thinking_on(Request("g", ()), CLAUDE, False)
-    assert thinking_on(Request("g", (), thinking=True), replace(CLAUDE, thinking_budget=None), None)
-    assert thinking_on(Request("g", (), thinking_budget=2048), replace(CLAUDE, thinking_budget=None), None)
+def _switch(messages, request, target, caps=ANTHROPIC, strict=False):
+    out, decision, repairs = switch_thinking(
+        messages, decide(request, target, caps), request, target, caps, strict
+    )
+    return out, decision.reasoning.on, repairs
 
 
 def test_the_loop_opener_reaches_back_over_every_turn_pair_with_results():
@@ -97,7 +94,9 @@ def test_with_thinking_off_the_final_assistant_message_loses_its_thinking():
 
 def test_targets_without_the_thinking_switch_are_left_alone():
     messages = (user("q"), assistant("x", call("a")), tool(result("a")))
-    assert switch(messages, caps=RESPONSES, strict=True) == (messages, None, [])
+    request = Request("group", messages, tools=TOOLS)
+    decision = decide(request, CLAUDE, RESPONSES)
+    assert switch_thinking(messages, decision, request, CLAUDE, RESPONSES, True) == (messages, decision, [])
 
 
 def test_a_structured_output_through_a_forced_tool_turns_thinking_off_with_its_own_kind():
@@ -107,8 +106,8 @@ def test_a_structured_output_through_a_forced_tool_turns_thinking_off_with_its_o
     fmt = ResponseFormat("json_schema", "W", {"type": "object", "properties": {}})
     messages = (user("q"),)
     request = Request("group", messages, tools=TOOLS, response_format=fmt)
-    _, thinking, repairs = switch_thinking(messages, None, request, older, ANTHROPIC, False)
+    _, thinking, repairs = _switch(messages, request, older)
     assert thinking is False and kinds(repairs) == ["thinking_off_for_forced_tool"]
     # a model with native JSON outputs keeps thinking
     native = replace(CLAUDE, model="claude-sonnet-4-5")
-    assert switch_thinking(messages, None, request, native, ANTHROPIC, False)[1] is True
+    assert _switch(messages, request, native)[1] is True

@@ -128,3 +128,118 @@ def test_answers_are_valid_for_the_schema_and_invalid_scripts_fail_loudly():
         "response_format": {"type": "json_object"},
     }
     assert orjson.loads(structured_reply(body, Reply()).text) == {"city": "xxxxxxxx"}
+
+
+# a tree: children optional, so it ends; and a chain whose `next` is required, so nothing ends it
+TREE = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+ENDLESS = {
+    "$defs": {
+        "Node": {
+            "type": "object",
+            "properties": {"next": {"$ref": "#/$defs/Node"}},
+            "required": ["next"],
+            "additionalProperties": False,
+        }
+    },
+    "$ref": "#/$defs/Node",
+}
+
+
+def test_a_recursive_schema_that_ends_gets_a_finite_valid_answer():
+    import jsonschema
+
+    value = answer(TREE, Reply())
+    jsonschema.validate(value, TREE)
+    # the root itself is entered once more; at its first repeat only what is required
+    assert value["children"][0]["children"] == [{"name": "xxxxxxxx"}]
+
+
+def schema_requests(schema: dict) -> dict[str, tuple[dict, str]]:
+    """The same JSON-schema request in each family's terms (kind -> (body, model))."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "W", "schema": schema}}
+    return {
+        "openai_chat": (chat(fmt), "gpt-4.1"),
+        "mistral": (chat(fmt), "mistral-large-latest"),
+        "kimi": (chat(fmt), "kimi-k2.5"),
+        "openai_responses": (
+            {
+                "store": False,
+                "input": [{"role": "user", "content": "x"}],
+                "text": {"format": {"type": "json_schema", "name": "W", "schema": schema}},
+            },
+            "gpt-5.1",
+        ),
+        "gemini": (
+            {
+                "contents": [{"role": "user", "parts": [{"text": "x"}]}],
+                "generationConfig": {"responseMimeType": "application/json", "responseJsonSchema": schema},
+            },
+            "gemini-2.5-flash",
+        ),
+        "anthropic": (
+            anthropic_body(output_config={"format": {"type": "json_schema", "schema": schema}}),
+            "claude-sonnet-4-5",
+        ),
+    }
+
+
+def test_a_schema_no_finite_answer_satisfies_is_a_400_on_every_family_not_a_simulator_error():
+    for kind, (body, model) in schema_requests(ENDLESS).items():
+        found = VALIDATORS[kind](SimulatorState(kind), {"model": model, **body}, model)
+        assert found is not None and found.status == 400, kind
+    with pytest.raises(StructuredAnswerError):
+        answer(ENDLESS, Reply())
+
+
+def test_recursion_itself_is_refused_only_where_the_api_refuses_it():
+    for kind, (body, model) in schema_requests(TREE).items():
+        found = rejection(kind, body, model)
+        if kind == "anthropic":
+            assert found == "output_config.format.schema: Recursive schemas are not supported."
+        else:
+            assert found is None, (kind, found)
+
+
+def test_a_forcing_tool_choice_is_a_call_of_that_tool_in_every_family():
+    from gateway.simulators import gemini, responses_render
+    from gateway.simulators.chat_family import forced_tool
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    chat_tools = [
+        {"type": "function", "function": {"name": name, "parameters": schema}} for name in ("a", "answer")
+    ]
+    assert forced_tool({"tools": chat_tools, "tool_choice": "required"})[0] == "answer"
+    assert forced_tool({"tools": chat_tools, "tool_choice": "any"})[0] == "answer"  # Mistral
+    named = {"type": "function", "function": {"name": "a"}}
+    assert forced_tool({"tools": chat_tools, "tool_choice": named})[0] == "a"
+    assert forced_tool({"tools": chat_tools, "tool_choice": "auto"}) is None
+    reply = structured_reply(
+        {"tools": chat_tools, "tool_choice": "required", "messages": USER}, Reply(text="hi")
+    )
+    assert reply.text == "" and [c.name for c in reply.tool_calls] == ["answer"]
+
+    responses_tools = [{"type": "function", "name": "a", "parameters": schema}]
+    body = {"tools": responses_tools, "tool_choice": {"type": "function", "name": "a"}}
+    reply = responses_render._structured(body, Reply(text="hi"))
+    assert reply.tool_calls[0].name == "a" and reply.tool_calls[0].arguments == {"city": "xxxxxxxx"}
+
+    declarations = [
+        {
+            "name": "a",
+            "parameters": {"type": "OBJECT", "properties": {"n": {"type": "NUMBER"}}, "required": ["n"]},
+        },
+        {"name": "b"},
+    ]
+    req = {
+        "tools": [{"functionDeclarations": declarations}],
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["a"]}},
+    }
+    name, forced_schema = gemini.forced_tool(req)
+    assert name == "a" and answer(forced_schema, Reply()) == {"n": 1.5}
+    req["toolConfig"]["functionCallingConfig"]["mode"] = "AUTO"
+    assert gemini.forced_tool(req) is None

@@ -176,6 +176,7 @@ def decode_request(validated: Validated, headers: Mapping[str, str], sealer: Sea
         response_format=ResponseFormat("json_schema", schema=fmt.schema_) if fmt is not None else None,
         thinking=thinking,
         thinking_budget=budget,
+        thinking_default=False,  # the Messages API thinks only when asked to
         hosted_tools=hosted,
         provider_options=_anthropic_options(wire, headers, out),
     )
