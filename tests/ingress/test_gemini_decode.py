@@ -172,7 +172,7 @@ def test_tools_schemas_tool_config_and_built_in_tools():
         (None, (None, None, None), False),
         ({"thinkingBudget": 0}, (False, None, None), False),
         ({"thinkingBudget": 2048, "includeThoughts": True}, (True, 2048, None), True),
-        ({"thinkingBudget": -1, "includeThoughts": True}, (None, None, None), True),
+        ({"thinkingBudget": -1, "includeThoughts": True}, (True, None, None), True),
         ({"thinkingLevel": "LOW"}, (None, None, "low"), False),
     ],
 )

@@ -435,7 +435,9 @@ def _generation(config: dict[str, Any], fields: dict[str, Any], out: Decoded) ->
         elif budget is not None and budget > 0:
             fields["thinking"] = True
             fields["thinking_budget"] = budget
-        elif budget is not None and budget != -1:
+        elif budget == -1:  # dynamic: on, the model sizes it
+            fields["thinking"] = True
+        elif budget is not None:
             raise invalid("must be -1 (dynamic), 0 (off) or a positive budget", f"{tpath}.thinkingBudget")
         if level is not None:
             effort = LEVELS.get(_str(level, f"{tpath}.thinkingLevel").upper())
