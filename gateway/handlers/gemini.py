@@ -5,21 +5,27 @@ anything else a 404 naming what exists."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from aiohttp import web
 
 from gateway.exchange import check_size, plan_for, run_exchange
+from gateway.ingress.base import Inbound
 from gateway.ingress.errors import ClientError, parse_json_body
-from gateway.ingress.gemini.codec import GeminiCodec
+from gateway.ingress.gemini.codec import GENERATE, STREAM, GeminiCodec, credential
 from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.ingress.gemini.errors import google_error
 from gateway.ingress.gemini.models import model_json, model_list
 from gateway.routing.count import count_input_tokens
 from gateway.routing.embed import embed
 from gateway.state import GatewayState
+from gateway.transcript.seal import Sealer
 
 BASES = ("/v1beta", "/v1")
-GENERATE = "generateContent"
-STREAM = "streamGenerateContent"
+GENERATE_METHOD = "generateContent"
+STREAM_METHOD = "streamGenerateContent"
 COUNT = "countTokens"
 EMBED = ("embedContent", "batchEmbedContents")
 SOURCE_HEADER = "X-Gateway-Token-Count"
@@ -38,19 +44,32 @@ def _split(name: str, path: str) -> tuple[str, str]:
     return model.removeprefix("models/"), method
 
 
-def _query_key(request: web.Request) -> str:
-    return request.query.get("key", "")
+@dataclass(frozen=True, slots=True)
+class _Routed:
+    """A Gemini codec with the request's path parameters and query, which `decode` takes and the
+    exchange does not yet pass (its credential too: `?key=`)."""
+
+    codec: GeminiCodec
+    params: Mapping[str, str]
+    query: Mapping[str, str]
+
+    def decode(self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Any = None) -> Inbound:
+        return self.codec.decode(body, headers, sealer, items, params=self.params, query=self.query)
+
+    def credential(self, headers: Mapping[str, str]) -> str:
+        return credential(headers, self.query)
+
+    def __getattr__(self, name: str) -> Any:  # the rest is the codec's
+        return getattr(self.codec, name)
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
     model, method = _split(request.match_info["name"], request.path)
     state: GatewayState = request.app[GatewayState.KEY]
-    if method == GENERATE:
-        return await run_exchange(state, GeminiCodec(model, query_key=_query_key(request)), request)
-    if method == STREAM:
-        sse = request.query.get("alt") == "sse"
-        codec = GeminiCodec(model, stream=True, sse=sse, query_key=_query_key(request))
-        return await run_exchange(state, codec, request)
+    if method in (GENERATE_METHOD, STREAM_METHOD):
+        codec = GENERATE if method == GENERATE_METHOD else STREAM
+        routed = _Routed(codec, {"model": model}, request.query)
+        return await run_exchange(state, routed, request)  # type: ignore[arg-type]
     if method == COUNT:
         return await _count(state, request, model)
     if method in EMBED:

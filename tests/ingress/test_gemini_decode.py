@@ -239,10 +239,18 @@ def test_errors_name_the_json_path(body, path):
 
 def test_credentials():
     assert credential({"x-goog-api-key": " k1 "}) == "k1"
-    assert credential({}, "k2") == "k2"
+    assert credential({}, {"key": "k2"}) == "k2"
     assert credential({"Authorization": "Bearer k3"}) == "k3"
     assert credential({}) == ""
-    assert GeminiCodec("m", query_key="k4").credential({}) == "k4"
+    assert credential({"x-goog-api-key": "k1"}, {"key": "k2"}) == "k1"
+    inbound = GeminiCodec(stream=True).decode(
+        {"contents": [user({"text": "x"})]},
+        {},
+        SEALER,
+        params={"model": "models/gemini-2.5-pro"},
+        query={"alt": "sse"},
+    )
+    assert inbound.request.model == "gemini-2.5-pro" and inbound.request.stream and inbound.context.sse
 
 
 def test_snake_case_field_names_like_googles_parser():

@@ -1,11 +1,13 @@
 """The Gemini API dialect as an ingress codec. Its URL carries what other dialects put in the body
-(`/v1beta/models/{model}:streamGenerateContent?alt=sse`), so a codec is made per request from
-the route (gateway/ingress/gemini/routes.py) and holds the model, the stream flag and framing."""
+(`/v1beta/models/{model}:streamGenerateContent?alt=sse`): `decode` takes the model from the
+route's path parameters and the framing of a stream (`alt=sse`, else one JSON array) from the
+query; the answer's encoders find the framing in the decoded request's context."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -21,41 +23,50 @@ from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
 
 INGRESS = "gemini"
+NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 
 
-def credential(headers: Mapping[str, str], query_key: str = "") -> str:
+def credential(headers: Mapping[str, str], query: Mapping[str, str] = NO_PARAMS) -> str:
     """The gateway token as a Google client sends it: `x-goog-api-key` (the SDKs, Gemini CLI),
     `?key=` (REST samples), or a bearer token."""
-    key = headers.get("x-goog-api-key", "").strip()
+    key = headers.get("x-goog-api-key", "").strip() or query.get("key", "").strip()
     if key:
         return key
-    if query_key.strip():
-        return query_key.strip()
     scheme, _, value = headers.get("Authorization", "").partition(" ")
     return value.strip() if scheme.lower() == "bearer" else ""
+
+
+def model_of(params: Mapping[str, str]) -> str:
+    return params.get("model", "").removeprefix("models/")
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
     include_thoughts: bool
+    sse: bool  # `alt=sse`; a stream without it is one JSON array
 
 
 @dataclass(frozen=True, slots=True)
 class GeminiCodec:
-    model: str  # from the path, without "models/"
-    stream: bool = False
-    sse: bool = False  # `alt=sse`; a stream without it is one JSON array
-    query_key: str = ""
+    stream: bool  # streamGenerateContent
 
     ingress = INGRESS
     transcript_field = None
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         out = Decoded()
-        request = decode_request(body, self.model, self.stream, sealer, out)
-        return Inbound(request, None, out.ignored_tokens, context=Context(out.include_thoughts))
+        request = decode_request(body, model_of(params), self.stream, sealer, out)
+        context = Context(out.include_thoughts, query.get("alt") == "sse")
+        return Inbound(request, None, out.ignored_tokens, context=context)
 
     def answer_id(self, request_id: str) -> str:
         return request_id
@@ -64,7 +75,7 @@ class GeminiCodec:
         return AnswerParts(reply.id, reply.model, inbound.context.include_thoughts, sealer)
 
     def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> GeminiStreamEncoder:
-        return GeminiStreamEncoder(self._parts(inbound, reply, sealer), self.sse)
+        return GeminiStreamEncoder(self._parts(inbound, reply, sealer), inbound.context.sse)
 
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
         return orjson.dumps(answer_json(self._parts(inbound, reply, sealer), turn))
@@ -73,7 +84,11 @@ class GeminiCodec:
         return google_error(error)
 
     def credential(self, headers: Mapping[str, str]) -> str:
-        return credential(headers, self.query_key)
+        return credential(headers)
 
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         return continuity_token(meta, sealer)
+
+
+GENERATE = GeminiCodec(stream=False)
+STREAM = GeminiCodec(stream=True)
