@@ -143,3 +143,19 @@ async def test_models_list_and_get(stack):
     assert model.name == "models/claude"
     v1 = client(stack, "v1").aio
     assert "models/gemini" in [m.name async for m in await v1.models.list()]
+
+
+@pytest.mark.parametrize("name,kind", [("gemini", "gemini"), ("deepseek", "deepseek")])
+async def test_a_stream_broken_after_its_first_chunk_ends_with_googles_error(stack, name, kind):
+    stack.hub.states[kind].push(
+        Fault(
+            status=503, after_events=8, reply=Reply(text="This answer will be cut short. " * 4, chunk_size=3)
+        )
+    )
+    gemini = client(stack).aio
+    received = []
+    with pytest.raises(errors.APIError) as exc:
+        async for chunk in await gemini.models.generate_content_stream(model=name, contents="Tell me more"):
+            received.append(chunk.text or "")
+    assert "".join(received), "content came before the break"
+    assert exc.value.code >= 500 and exc.value.status in ("INTERNAL", "UNAVAILABLE")  # as the family said
