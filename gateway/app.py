@@ -17,7 +17,7 @@ from gateway.handlers import gemini
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
-from gateway.http_errors import error_response, method_not_allowed, not_found
+from gateway.http_errors import echo_path, error_response, method_not_allowed, not_found
 from gateway.ingress import chat, responses
 from gateway.ingress.base import IngressCodec
 from gateway.ingress.errors import ClientError
@@ -106,11 +106,25 @@ def _client_error(request: web.Request, exc: web.HTTPException) -> ClientError:
     """aiohttp's routing errors in the gateway's words (its exception headers carry a
     Content-Type of their own: only `Allow` is kept)."""
     if exc.status == 404:
-        return not_found(request.method, request.path)
+        log.info("no such endpoint: %s %s", request.method, echo_path(request.path))
+        return not_found(request.method, request.path, _endpoints(request.app))
     if isinstance(exc, web.HTTPMethodNotAllowed):
         return method_not_allowed(request.method, request.path, ", ".join(sorted(exc.allowed_methods)))
     kind = "invalid_request_error" if exc.status < 500 else "server_error"
     return ClientError(exc.status, exc.reason, type=kind)
+
+
+def _endpoints(app: web.Application) -> list[str]:
+    """The API routes this gateway serves, as `METHOD /path` (the pages and probes left out)."""
+    return sorted(
+        {
+            f"{route.method} {route.resource.canonical}"
+            for route in app.router.routes()
+            if route.resource is not None
+            and route.method not in ("HEAD", "OPTIONS")
+            and route.resource.canonical.startswith("/v1")
+        }
+    )
 
 
 async def list_models(request: web.Request) -> web.Response:

@@ -7,8 +7,17 @@ import asyncio
 import faulthandler
 import io
 import sys
+from collections.abc import Mapping
 
-from gateway.config import ConfigError, describe, load_config, worker_count
+from gateway.config import (
+    ConfigError,
+    GatewayConfig,
+    MissingApiKey,
+    describe,
+    load_config,
+    resolve_api_key,
+    worker_count,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,8 +27,17 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the gateway")
     serve.add_argument("--config", help="config file (default: $GATEWAY_CONFIG, else config/gateway.toml)")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--host",
+        help="address to listen on (default: [server] host, else 127.0.0.1; a non-loopback address"
+        " needs [auth] tokens)",
+    )
+    serve.add_argument("--port", type=int, help="port to listen on (default: [server] port, else 8787)")
+    serve.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="log level (default: [server] log_level, else info; also GATEWAY_LOG_LEVEL)",
+    )
     serve.add_argument(
         "--workers",
         type=int,
@@ -35,6 +53,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("path")
     return parser
+
+
+def missing_keys(config: GatewayConfig, env: Mapping[str, str] | None = None) -> list[str]:
+    """One line per provider whose key variable is unset, with the model groups it leaves
+    without a target: said at startup, not at the first request that needs it."""
+    lines = []
+    for name in config.providers:
+        try:
+            resolve_api_key(config, name, env)
+        except MissingApiKey as exc:
+            groups = [
+                g for g, group in config.models.items() if any(t.provider == name for t in group.targets)
+            ]
+            stranded = [g for g in groups if all(t.provider == name for t in config.models[g].targets)]
+            said = f"{exc}: requests routed to provider {name!r} will fail"
+            if stranded:
+                said += f" (model groups with no other target: {', '.join(stranded)})"
+            lines.append(said)
+    return lines
 
 
 def _enable_faulthandler() -> None:
@@ -55,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(config), end="")
             return 0
         if args.command == "serve":
-            config = load_config(args.config, host=args.host, port=args.port, workers=args.workers)
+            config = load_config(
+                args.config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level
+            )
+            for line in missing_keys(config):
+                print(f"gateway: warning: {line}", file=sys.stderr, flush=True)
             _enable_faulthandler()
             workers = worker_count(config)
             if workers > 1:

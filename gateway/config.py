@@ -477,11 +477,12 @@ def load_config(
     host: str | None = None,
     port: int | None = None,
     workers: int | None = None,
+    log_level: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> GatewayConfig:
     """Load the config file and layer the environment and command-line flags over it.
 
-    Precedence, highest first: host/port/workers arguments > GATEWAY_HOST / GATEWAY_PORT /
+    Precedence, highest first: host/port/workers/log_level arguments > GATEWAY_HOST / GATEWAY_PORT /
     GATEWAY_LOG_LEVEL / GATEWAY_SIMULATORS_URL > the file > built-in defaults. The file is
     `path`, else $GATEWAY_CONFIG, else config/gateway.toml."""
     env = os.environ if env is None else env
@@ -507,6 +508,8 @@ def load_config(
         overrides.append(("port", port, "--port"))
     if workers is not None:
         overrides.append(("workers", workers, "--workers"))
+    if log_level is not None:
+        overrides.append(("log_level", log_level, "--log-level"))
 
     origins: dict[Loc, str] = {}
     server = data.get("server", {})

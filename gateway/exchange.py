@@ -18,6 +18,7 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -285,12 +286,27 @@ def plan_for(state: GatewayState, model: str) -> Plan:
     except UnknownModel:
         raise ClientError(
             404,
-            f"model {model!r} is not a configured model group or <provider>/<model>",
+            f"model {echo_model(model)!r} is not a configured model group or <provider>/<model>"
+            f" (model groups: {_names(state.config.models)}; providers: {_names(state.config.providers)})",
             param="model",
             code="model_not_found",
         ) from None
     except InvalidModelName as exc:
         raise invalid(str(exc), param="model", code="invalid_value") from None
+
+
+_MAX_NAMED = 20  # names listed in a model_not_found message (the rest: /v1/models)
+_MAX_ECHOED_MODEL = 200
+
+
+def echo_model(model: str) -> str:
+    return model if len(model) <= _MAX_ECHOED_MODEL else model[:_MAX_ECHOED_MODEL] + "..."
+
+
+def _names(names: Iterable[str]) -> str:
+    listed = list(names)
+    more = f", and {len(listed) - _MAX_NAMED} more" if len(listed) > _MAX_NAMED else ""
+    return ", ".join(listed[:_MAX_NAMED]) + more if listed else "none"
 
 
 def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:

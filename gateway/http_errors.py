@@ -10,7 +10,7 @@ OpenAI envelope and is counted under the `ingress` label `unrouted`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -67,9 +67,15 @@ def echo_path(path: str) -> str:
     return path if len(path) <= _MAX_ECHOED_PATH else path[:_MAX_ECHOED_PATH] + "..."
 
 
-def not_found(method: str, path: str) -> ClientError:
+def not_found(method: str, path: str, endpoints: Sequence[str] = ()) -> ClientError:
+    """`endpoints`: what the gateway does serve, so a client pointed at the wrong base URL (a
+    missing `/v1`, another API's path) can see it from the error alone."""
+    served = f" (endpoints: {', '.join(endpoints)})" if endpoints else ""
     return ClientError(
-        404, f"no such endpoint: {method} {echo_path(path)}", type="not_found_error", code="unknown_url"
+        404,
+        f"no such endpoint: {method} {echo_path(path)}{served}",
+        type="not_found_error",
+        code="unknown_url",
     )
 
 

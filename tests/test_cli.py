@@ -103,3 +103,47 @@ async def test_demo_runs_every_family_without_a_rejection(capsys):
     assert "29 turns on 7 provider families" in out
     assert out.rstrip().endswith("0 failed conversations, 0 provider rejections")
     assert "continuity_restored" in out and "synthetic_tool_result=4" in out
+
+
+def test_serve_says_at_startup_which_provider_keys_are_unset_and_takes_a_log_level():
+    port = free_port()
+    env = _env()
+    env.pop("SIM_API_KEY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", "config/simulated.toml", "--port", str(port)]
+        + ["--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == f"gateway listening on http://127.0.0.1:{port}"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        stderr = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (
+        "gateway: warning: providers.claude.api_key_env: environment variable SIM_API_KEY is not set:"
+        " requests routed to provider 'claude' will fail" in stderr
+    )
+    assert "gateway stopped" not in stderr  # an INFO line: --log-level warning took effect
+
+
+def test_serve_help_explains_its_options():
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--help"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0
+    for option in ("--host HOST", "--port PORT", "--log-level", "--workers", "--config"):
+        assert option in out.stdout
+    assert "127.0.0.1" in out.stdout and "8787" in out.stdout

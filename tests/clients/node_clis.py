@@ -31,15 +31,19 @@ import signal
 import subprocess
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 CLIENTS_DIR = Path(__file__).resolve().parent
 PACKAGE_FILES = ("package.json", "package-lock.json")
 DEFAULT_INSTALL_ROOT = CLIENTS_DIR.parents[1] / ".clients"
 INSTALL_TIMEOUT = 900.0  # seconds for `npm ci` (two ~400 MB native packages)
 RUN_LIMIT = 300.0  # seconds: a safety net for one CLI invocation; callers may set a tighter one
+
+
+T = TypeVar("T")
 
 
 class ClientInstallError(RuntimeError):
@@ -56,11 +60,11 @@ class Clients:
     gemini: Path  # Gemini CLI's bundled entry script, run with node
 
 
-def lock_digest() -> str:
+def lock_digest(package_dir: Path = CLIENTS_DIR) -> str:
     """Identity of the pinned set: the package files' content."""
     h = hashlib.sha256()
     for name in PACKAGE_FILES:
-        h.update(name.encode() + b"\0" + (CLIENTS_DIR / name).read_bytes() + b"\0")
+        h.update(name.encode() + b"\0" + (package_dir / name).read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -102,9 +106,11 @@ def _npm() -> str:
     return npm
 
 
-def _npm_ci(staging: Path, timeout: float) -> None:
+def _npm_ci(
+    staging: Path, timeout: float, package_dir: Path = CLIENTS_DIR, command: Sequence[str] = ("ci",)
+) -> None:
     for name in PACKAGE_FILES:
-        shutil.copyfile(CLIENTS_DIR / name, staging / name)
+        shutil.copyfile(package_dir / name, staging / name)
     env = {
         **os.environ,
         "npm_config_audit": "false",
@@ -113,7 +119,7 @@ def _npm_ci(staging: Path, timeout: float) -> None:
         "npm_config_loglevel": "error",
     }
     result = subprocess.run(
-        [_npm(), "ci", "--ignore-scripts", "--no-audit", "--no-fund"],
+        [_npm(), *command, "--ignore-scripts", "--no-audit", "--no-fund"],
         cwd=staging,
         env=env,
         capture_output=True,
@@ -129,8 +135,22 @@ def _npm_ci(staging: Path, timeout: float) -> None:
 
 def install(install_root: Path | None = None, timeout: float = INSTALL_TIMEOUT) -> Clients:
     """The pinned CLIs, installed on first use (idempotent, safe across processes)."""
+    return install_pinned(CLIENTS_DIR, "npm", locate, install_root, timeout)
+
+
+def install_pinned(
+    package_dir: Path,
+    prefix: str,
+    locate: Callable[[Path], T],
+    install_root: Path | None = None,
+    timeout: float = INSTALL_TIMEOUT,
+    command: Sequence[str] = ("ci",),
+) -> T:
+    """The npm project at `package_dir` (its package.json and package-lock.json), installed on
+    first use under `install_root/<prefix>-<digest>`; `locate` finds its executables.
+    `command`: `npm ci` unless the lock cannot list every platform's optional package."""
     install_root = install_root or DEFAULT_INSTALL_ROOT
-    target = install_root / f"npm-{lock_digest()}"
+    target = install_root / f"{prefix}-{lock_digest(package_dir)}"
     if target.is_dir():
         return locate(target)
     install_root.mkdir(parents=True, exist_ok=True)
@@ -143,12 +163,12 @@ def install(install_root: Path | None = None, timeout: float = INSTALL_TIMEOUT) 
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
             try:
-                _npm_ci(staging, timeout)
+                _npm_ci(staging, timeout, package_dir, command)
                 locate(staging)  # complete before it becomes visible
                 staging.rename(target)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            for old in install_root.glob("npm-*"):  # installs of earlier pins
+            for old in install_root.glob(f"{prefix}-*"):  # installs of earlier pins
                 if old != target:
                     shutil.rmtree(old, ignore_errors=True)
         finally:

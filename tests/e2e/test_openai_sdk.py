@@ -205,6 +205,10 @@ async def test_unknown_model_is_404_in_openai_shape(stack):
         await client.chat.completions.create(model="no-such-group", messages=USER)
     assert info.value.body["code"] == "model_not_found"
     assert info.value.body["param"] == "model"
+    # it names what can be asked for instead
+    message = info.value.body["message"]
+    assert "model groups: claude, openai, gemini, openai-chat, mistral, kimi, deepseek;" in message
+    assert "providers: " in message
 
 
 async def test_bad_request_names_the_json_path(stack):
