@@ -83,7 +83,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
         )
     raise ClientError(
         404,
-        f"method {method!r} is not served here (generateContent, streamGenerateContent, countTokens)",
+        f"method {method!r} is not served here (generateContent, streamGenerateContent, countTokens, "
+        "embedContent, batchEmbedContents)",
         type="not_found_error",
         code="unknown_method",
     )
@@ -130,8 +131,8 @@ def is_google_client(request: web.Request) -> bool:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1beta/models/{name}", generate)
-    app.router.add_post("/v1/models/{name}", generate)
+    """`GET /v1/models` is the app's (every dialect's list, in the shape the client selects)."""
+    for base in BASES:
+        app.router.add_post(base + "/models/{name}", generate)
+        app.router.add_get(base + "/models/{name}", get_model)
     app.router.add_get("/v1beta/models", list_models)
-    app.router.add_get("/v1beta/models/{name}", get_model)
-    app.router.add_get("/v1/models/{name}", get_model)
