@@ -169,7 +169,18 @@ class OpenCode:
         }
         (config_dir / "opencode.json").write_text(json.dumps(config))
         env = _base_env(self.home)
-        env["OPENCODE_DISABLE_AUTOUPDATE"] = "1"
+        # nothing that reaches for the internet: update checks, the models.dev catalogue, default
+        # plugins, language-server downloads, sharing, Claude Code's skills and prompts
+        for switch in (
+            "AUTOUPDATE",
+            "MODELS_FETCH",
+            "DEFAULT_PLUGINS",
+            "LSP_DOWNLOAD",
+            "SHARE",
+            "CLAUDE_CODE",
+            "EXTERNAL_SKILLS",
+        ):
+            env[f"OPENCODE_DISABLE_{switch}"] = "1"
         return env
 
     async def run(
