@@ -17,13 +17,16 @@
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY runtime.lock pyproject.toml README.md ./
+COPY runtime.lock otel.lock pyproject.toml README.md ./
 COPY gateway ./gateway
+# OTEL=1: the OpenTelemetry SDK and exporter for [tracing] (the `otel` extra, locked in otel.lock)
+ARG OTEL=0
 # The runtime dependencies exactly as locked, every file checked against its hash; then the
-# gateway itself without resolving anything again, and a check that the two fit. No extras: the
-# dev tools (pytest, openai, ruff...) stay out of the image.
+# gateway itself without resolving anything again, and a check that the two fit. No dev extras:
+# the dev tools (pytest, openai, ruff...) stay out of the image.
 RUN python -m venv /opt/gateway \
  && /opt/gateway/bin/pip install --require-hashes --no-deps -r runtime.lock \
+ && if [ "$OTEL" = 1 ]; then /opt/gateway/bin/pip install --require-hashes --no-deps -r otel.lock; fi \
  && /opt/gateway/bin/pip install . --no-deps \
  && /opt/gateway/bin/pip check \
  && /opt/gateway/bin/pip uninstall --yes pip setuptools

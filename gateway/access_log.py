@@ -73,7 +73,10 @@ def access_line(record: RequestRecord) -> dict[str, Any]:
             "cache_write": usage.cache_write_tokens,
             "reasoning": usage.reasoning_tokens,
         },
+        "cost_usd": record.cost_usd,
         "ignored_tokens": record.ignored_tokens,
+        **({"key": record.key} if record.key else {}),
+        **({"trace_id": record.trace_id} if record.trace_id else {}),
     }
 
 

@@ -11,8 +11,15 @@ import aiohttp
 from aiohttp import web
 
 from gateway import __version__
-from gateway.config import GatewayConfig, resolve_auth_tokens, resolve_continuity_secret
+from gateway.config import (
+    GatewayConfig,
+    resolve_auth_tokens,
+    resolve_continuity_secret,
+    resolve_key_tokens,
+)
 from gateway.continuity.recorder import Recorder
+from gateway.cost import PriceBook, preload
+from gateway.exchange import tenant_id
 from gateway.handlers import gemini
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
@@ -25,6 +32,7 @@ from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
 from gateway.lifecycle import InFlight
+from gateway.limits import KeyLimits
 from gateway.metrics import Metrics
 from gateway.redaction import Redactor, secrets_redactor
 from gateway.routing.engine import Engine
@@ -41,6 +49,7 @@ from gateway.security import (
 from gateway.server import refuse_over_capacity
 from gateway.state import GatewayState
 from gateway.store import open_store
+from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
@@ -165,7 +174,9 @@ def create_app(
 ) -> web.Application:
     """`continuity_key`: the key sealing continuity data when the config names no secret (workers
     of one `gateway serve` share one, so a blob sealed by one verifies on every other)."""
-    tokens = BearerTokens(resolve_auth_tokens(config, env))
+    key_tokens = resolve_key_tokens(config, env)
+    # a named key's token is a client token too: with keys configured, clients must present one
+    tokens = BearerTokens([*resolve_auth_tokens(config, env), *key_tokens])
     redactor = secrets_redactor(config, env)
     continuity_secret = resolve_continuity_secret(config, env) or continuity_key
     server = config.server
@@ -182,6 +193,7 @@ def create_app(
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)
+    metrics.bind_keys(config.keys)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         # upstream URLs come only from config: no proxies from the environment, no cookies kept,
@@ -199,6 +211,14 @@ def create_app(
         metrics.watch_targets(engine.availability())
         refresher = asyncio.create_task(metrics.keep_targets_fresh()) if metrics.multiprocess_dir else None
         sealer = Sealer(continuity_secret)
+        preload()  # the price database, now rather than on the first answer
+        limits = (
+            KeyLimits(config, key_tokens, tenant_id, on_op=metrics.count_store_operation)
+            if config.keys
+            else None
+        )
+        # the config refused tracing.enabled without the SDK installed
+        tracing = Tracing(config.tracing) if config.tracing.enabled else None
         app[GatewayState.KEY] = GatewayState(
             config,
             metrics,
@@ -209,6 +229,9 @@ def create_app(
             sealer,
             in_flight=in_flight,
             memo=DecodeMemo(server.transcript_memo_mib << 20),
+            prices=PriceBook(config),
+            limits=limits,
+            tracing=tracing,
         )
         try:
             yield
@@ -216,6 +239,10 @@ def create_app(
             if refresher is not None:
                 refresher.cancel()
             await recorder.drain()  # turns answered before shutdown are still recorded
+            if limits is not None:
+                await limits.close()
+            if tracing is not None:  # spans still queued are exported (in a thread: it blocks)
+                await asyncio.to_thread(tracing.shutdown)
             await store.close()
             await session.close()
 

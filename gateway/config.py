@@ -247,6 +247,22 @@ class RetryConfig(_Section):
     budget_burst: float = Field(10.0, ge=0, allow_inf_nan=False)
 
 
+USD = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class PriceConfig(_Section):
+    """A model's price in USD per million tokens, replacing the price database's (a model it does
+    not know, a negotiated price). Cache and reasoning prices default to what most providers
+    charge for them: cache reads at the input price, cache writes at the input price, reasoning at
+    the output price."""
+
+    input_per_mtok: USD
+    output_per_mtok: USD
+    cache_read_per_mtok: USD | None = None
+    cache_write_per_mtok: USD | None = None
+    reasoning_per_mtok: USD | None = None
+
+
 class ProviderConfig(_Section):
     kind: ProviderKind
     base_url: BaseUrl
@@ -254,6 +270,8 @@ class ProviderConfig(_Section):
     continuity_group: Name | None = None
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     cooldown: CooldownConfig = Field(default_factory=CooldownConfig)
+    # upstream model name -> its price (gateway/cost.py); the price database covers the rest
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)
 
 
 class TargetConfig(_Section):
@@ -278,10 +296,53 @@ class ModelGroupConfig(_Section):
     affinity: Literal["none", "issuer", "session"] = "none"
     retry: RetryConfig = Field(default_factory=RetryConfig)
     timeouts: TimeoutOverrides = Field(default_factory=TimeoutOverrides)
+    # a larger-context model a request goes to when the target that served it reported a
+    # context-window overflow (before the client is told, in its own dialect's overflow form)
+    overflow_target: TargetConfig | None = None
+
+    def all_targets(self) -> list[TargetConfig]:
+        return [*self.targets, self.overflow_target] if self.overflow_target is not None else self.targets
 
     def policy_for(self, target: TargetConfig) -> ReasoningPolicy:
         """The reasoning policy in force for one of this group's targets (its own wins)."""
         return target.reasoning_policy or self.reasoning_policy
+
+
+class KeyConfig(_Section):
+    """A named client key (gateway/limits.py): its token, what it may use, and its limits. Every
+    limit is optional; a key without any is only identified (metrics per key)."""
+
+    token_env: EnvName
+    # model groups (or provider names, for direct <provider>/<model> addressing) it may use;
+    # absent: every one
+    models: list[str] | None = None
+    requests_per_minute: int | None = Field(None, gt=0)
+    tokens_per_minute: int | None = Field(None, gt=0)  # input + output tokens
+    budget_usd_per_day: float | None = Field(None, gt=0, allow_inf_nan=False)  # UTC days
+
+    @property
+    def limited(self) -> bool:
+        return (
+            self.requests_per_minute is not None
+            or self.tokens_per_minute is not None
+            or self.budget_usd_per_day is not None
+        )
+
+
+class TracingConfig(_Section):
+    """OpenTelemetry traces (gateway/tracing.py; the `otel` extra). The exporter, resource and
+    sampler read their own standard variables (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME,
+    OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_BSP_*); `load_config` sets the fields below
+    from OTEL_* variables too (see there)."""
+
+    enabled: bool = False
+    # the OTLP/HTTP traces URL (.../v1/traces); unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+    # OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else http://localhost:4318/v1/traces
+    endpoint: BaseUrl | None = None
+    # message content on the spans (gen_ai.input.messages / gen_ai.output.messages)
+    capture_content: bool = False
+    # "latest": the GenAI conventions' newest names (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental)
+    semconv: Literal["default", "latest"] = "default"
 
 
 class GatewayConfig(_Section):
@@ -290,6 +351,18 @@ class GatewayConfig(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
+    keys: dict[Name, KeyConfig] = Field(default_factory=dict)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
+
+    @property
+    def authenticates(self) -> bool:
+        """Clients must present a token: [auth] tokens or named client keys."""
+        return self.auth is not None or bool(self.keys)
+
+    @property
+    def limited(self) -> bool:
+        """Some client key has a limit or a budget (counted in a store every worker must share)."""
+        return any(key.limited for key in self.keys.values())
 
     @model_validator(mode="before")
     @classmethod
@@ -323,26 +396,44 @@ class GatewayConfig(_Section):
 
 
 def _cross_issues(config: GatewayConfig) -> Iterator[tuple[Loc, str]]:
-    if config.auth is None and not is_loopback_host(config.server.host):
+    if config.auth is None and not config.keys and not is_loopback_host(config.server.host):
         yield ("server", "host"), f"refusing to bind {config.server.host} without [auth] tokens"
     yield from _process_issues(config.server, config.store)
+    if config.limited and config.store.backend != "redis" and (config.server.workers or 1) > 1:
+        yield (
+            ("server", "workers"),
+            f"{config.server.workers} worker processes cannot share the client keys' limits and budgets"
+            ' outside redis: set [store] backend = "redis" (or run one worker)',
+        )
+    if config.tracing.enabled and not _installed("opentelemetry.sdk"):
+        yield (
+            ("tracing", "enabled"),
+            "the OpenTelemetry SDK is not installed (pip install 'llm-transcript-gateway[otel]')",
+        )
+    targets = set(config.models) | set(config.providers)
+    for name, key in config.keys.items():
+        for index, model in enumerate(key.models or ()):
+            if model not in targets:
+                yield (
+                    ("keys", name, "models", index),
+                    f"unknown model group or provider {model!r}",
+                )
     known = ", ".join(sorted(config.providers))
     for group_name, group in config.models.items():
-        for index, target in enumerate(group.targets):
+        places: list[tuple[Loc, TargetConfig]] = [
+            (("models", group_name, "targets", index), target) for index, target in enumerate(group.targets)
+        ]
+        if group.overflow_target is not None:
+            places.append((("models", group_name, "overflow_target"), group.overflow_target))
+        for loc, target in places:
             provider = config.providers.get(target.provider)
             if provider is None:
-                yield (
-                    ("models", group_name, "targets", index, "provider"),
-                    f"unknown provider {target.provider!r} (known: {known})",
-                )
+                yield (*loc, "provider"), f"unknown provider {target.provider!r} (known: {known})"
             elif problem := _model_name_problem(provider.kind, target.model):
-                yield (
-                    ("models", group_name, "targets", index, "model"),
-                    f"not a model name of kind {provider.kind} ({problem})",
-                )
+                yield (*loc, "model"), f"not a model name of kind {provider.kind} ({problem})"
             elif found := _reasoning_problem(provider.kind, target):
                 key, problem = found
-                yield ("models", group_name, "targets", index, key), f"{problem} (kind {provider.kind})"
+                yield (*loc, key), f"{problem} (kind {provider.kind})"
     for name, provider in config.providers.items():
         cooldown = provider.cooldown
         if cooldown.min_samples > cooldown.window:
@@ -389,12 +480,21 @@ def _process_issues(server: ServerConfig, store: StoreConfig) -> Iterator[tuple[
         )
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
 def worker_count(config: GatewayConfig) -> int:
     """How many worker processes `gateway serve` runs: [server] workers, else one per CPU this
     process may run on, except with the memory store (always one)."""
     if config.server.workers is not None:
         return config.server.workers
     if config.store.backend == "memory":
+        return 1
+    if config.limited and config.store.backend != "redis":  # limits counted inside one process
         return 1
     return len(os.sched_getaffinity(0))
 
@@ -512,6 +612,7 @@ def load_config(
         overrides.append(("log_level", log_level, "--log-level"))
 
     origins: dict[Loc, str] = {}
+    data = _tracing_from_env(data, env, origins)
     server = data.get("server", {})
     # A non-table [server] is left for validation to report; overrides have nowhere to go.
     if overrides and isinstance(server, dict):
@@ -521,6 +622,42 @@ def load_config(
             origins[("server", key)] = origin
         data = {**data, "server": server}
     return _validate(data, source, origins)
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+
+
+def _tracing_from_env(
+    data: dict[str, Any], env: Mapping[str, str], origins: dict[Loc, str]
+) -> dict[str, Any]:
+    """The standard OTEL_* variables that decide what the gateway traces, over [tracing]:
+    an OTLP endpoint variable turns tracing on (OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true
+    turn it off), OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental picks the newest GenAI
+    names, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true records message content. The
+    rest of OTEL_* (endpoint, headers, service name, sampler...) the SDK reads itself."""
+    changes: dict[str, tuple[Any, str]] = {}
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        if env.get(name, "").strip():
+            changes["enabled"] = (True, name)
+            break
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        changes["enabled"] = (False, "OTEL_TRACES_EXPORTER")
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
+        changes["enabled"] = (False, "OTEL_SDK_DISABLED")
+    opt_in = {v.strip() for v in env.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")}
+    if "gen_ai_latest_experimental" in opt_in:
+        changes["semconv"] = ("latest", "OTEL_SEMCONV_STABILITY_OPT_IN")
+    capture = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower()
+    if capture:
+        changes["capture_content"] = (capture in _TRUE, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    tracing = data.get("tracing", {})
+    if not changes or not isinstance(tracing, dict):
+        return data
+    tracing = dict(tracing)
+    for key, (value, origin) in changes.items():
+        tracing[key] = value
+        origins[("tracing", key)] = origin
+    return {**data, "tracing": tracing}
 
 
 def _env_value(env: Mapping[str, str], name: str) -> str | None:
@@ -552,6 +689,7 @@ def secret_values(config: GatewayConfig, env: Mapping[str, str] | None = None) -
         names.extend(config.auth.tokens_env)
     if config.server.continuity_secret_env:
         names.append(config.server.continuity_secret_env)
+    names.extend(key.token_env for key in config.keys.values())
     values = [v for v in (_env_value(env, n) for n in names) if v]
     if config.store.backend == "redis":
         password = urlsplit(config.store.url).password
@@ -589,6 +727,26 @@ def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = N
     return tokens
 
 
+def resolve_key_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The named client keys' tokens (token -> key name) from their token_env variables; every
+    one must be set, and no two keys may share a token."""
+    env = os.environ if env is None else env
+    tokens: dict[str, str] = {}
+    problems: list[str] = []
+    for name, key in config.keys.items():
+        value = _env_value(env, key.token_env)
+        where = key_path(("keys", name, "token_env"))
+        if value is None:
+            problems.append(f"{where}: environment variable {key.token_env} is not set")
+        elif value in tokens:
+            problems.append(f"{where}: the same token as key {tokens[value]!r}")
+        else:
+            tokens[value] = name
+    if problems:
+        raise ConfigError(*problems)
+    return tokens
+
+
 def model_names(config: GatewayConfig) -> list[str]:
     """Model group names clients can ask for, in config order."""
     return list(config.models)
@@ -604,6 +762,8 @@ def _toml_value(value: Any) -> str:
             return orjson.dumps(value).decode()  # JSON string escapes are valid TOML basic strings
         case list():
             return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+        case dict():
+            return "{ " + ", ".join(f"{key_path((k,))} = {_toml_value(v)}" for k, v in value.items()) + " }"
         case BaseModel():
             return _inline_table(value)
     raise TypeError(f"no TOML form for {type(value).__name__}")
@@ -633,6 +793,8 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
     def section(header: str, model: BaseModel, notes: Mapping[str, str] | None = None) -> None:
         lines.extend(("", f"[{header}]"))
         for name, value in _fields(model):
+            if value == {}:
+                continue
             note = notes.get(name) if notes else None
             lines.append(f"{name} = {_toml_value(value)}" + (f"  # {note}" if note else ""))
 
@@ -656,7 +818,13 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         lines.append("targets = [")
         lines.extend(f"  {_inline_table(target)}," for target in group.targets)
         lines.append("]")
+        if group.overflow_target is not None:
+            lines.append(f"overflow_target = {_inline_table(group.overflow_target)}")
         section(key_path(("models", name, "retry")), group.retry)
         if any(True for _ in _fields(group.timeouts)):
             section(key_path(("models", name, "timeouts")), group.timeouts)
+    for name, key in config.keys.items():
+        section(key_path(("keys", name)), key, {"token_env": _set_or_not(env, key.token_env)})
+    if config.tracing != TracingConfig():
+        section("tracing", config.tracing)
     return "\n".join(lines) + "\n"

@@ -20,18 +20,20 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from gateway.access_log import session_hash
 from gateway.config import ServerConfig
 from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, invalid, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
+from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
@@ -39,7 +41,9 @@ from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, Unknow
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
+    CONTEXT_OVERFLOW,
     BlockDelta,
     BlockKind,
     BlockStart,
@@ -50,6 +54,9 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
+
+if TYPE_CHECKING:
+    from gateway.tracing import RequestTrace
 
 log = logging.getLogger("gateway")
 
@@ -75,6 +82,11 @@ class Exchange:
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
+    turn: AssistantTurn | None = None  # the answer, once it completed
+    key: str = ""  # the named client key (gateway/limits.py)
+    key_refusal: str = ""
+    trace: RequestTrace | None = None  # the request's span, when tracing is on
+    cost_usd: float | None = None  # what the answer cost, once accounted for (GatewayState.observe)
 
     def first_content(self) -> None:
         if self.ttft is None:
@@ -99,6 +111,9 @@ class Exchange:
             usage=self.usage,
             ignored_tokens=self.ignored_tokens,
             affinity_break=answer.affinity_break if answer is not None else None,
+            key=self.key,
+            key_refusal=self.key_refusal,
+            trace_id=self.trace.trace_id if self.trace is not None else "",
         )
         if provider is not None:
             record.provider = provider
@@ -109,14 +124,20 @@ class Exchange:
 def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
     """Whose continuity this request may see: a hash of the client's credential when the gateway
     authenticates clients (the guard already accepted it), else one shared tenant."""
-    if state.config.auth is None or not state.config.auth.tokens_env:
+    if not state.config.authenticates:
         return ""
     credential = codec.credential(http.headers)
-    return hashlib.sha256(credential.encode()).hexdigest()[:24] if credential else ""
+    return tenant_id(credential) if credential else ""
+
+
+def tenant_id(credential: str) -> str:
+    return hashlib.sha256(credential.encode()).hexdigest()[:24]
 
 
 async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
     exchange = Exchange(codec)
+    if state.tracing is not None:
+        exchange.trace = state.tracing.request(codec.ingress, http.method, http.path, http.headers)
     state.metrics.inflight.inc()
     try:
         return await _run(state, exchange, http)
@@ -141,12 +162,28 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         raise
     finally:
         state.metrics.inflight.dec()
-        state.observe(exchange.record())
+        record = exchange.record()
+        state.observe(record)
+        exchange.cost_usd = record.cost_usd
+        if exchange.trace is not None:
+            _finish_trace(exchange.trace, exchange, record)
+
+
+def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
+    answer = exchange.answer
+    error = answer.error if answer is not None else None
+    repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
+    try:
+        trace.finish(record, exchange.turn, error, repairs)
+    except Exception:  # telemetry never fails a request that was answered
+        log.exception("ending the trace of request %s failed", exchange.request_id)
 
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
     exchange.tenant = tenant_of(state, codec, http)
+    if state.limits:
+        exchange.key = state.limits.identify(exchange.tenant)
     body, items = _parse(state, exchange, await http.read())
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
@@ -155,15 +192,20 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
         request = await _continue(state, exchange, inbound.history, request)
     check_size(request, state.config.server)
     plan = _plan(state, exchange, request.model)
+    if exchange.key:
+        await _admit(state, exchange)
     exchange.session = _session(inbound.session_hint, request, exchange.tenant)
+    if exchange.trace is not None:
+        # as the access log writes it: a client-chosen X-Session-Id may name a person
+        exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
     request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, exchange.session)
+        answer = await state.engine.open(request, plan, exchange.session, exchange.trace)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
-        raise client_error_for(failed) from None
+        raise client_error_for(failed, request) from None
     exchange.answer = answer
     if log.isEnabledFor(logging.DEBUG):  # the reasons behind the access log's repair counts
         for repair in answer.repairs:
@@ -179,6 +221,14 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     if request.stream:
         return await _stream(state, exchange, inbound, request, answer, reply, headers, http)
     return await _whole(state, exchange, inbound, request, answer, reply, headers)
+
+
+async def _admit(state: GatewayState, exchange: Exchange) -> None:
+    """A named key's model allow-list and limits: 403 or 429 before anything is routed."""
+    refusal = await state.limits.admit(exchange.key, exchange.model)
+    if refusal is not None:
+        exchange.key_refusal = refusal.reason
+        raise refusal.error()
 
 
 def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
@@ -228,13 +278,16 @@ def _credentials_refused(provider: str, error: UpstreamError) -> str:
     )
 
 
-def client_error_for(failed: AllTargetsFailed) -> ClientError:
+def client_error_for(failed: AllTargetsFailed, request: Request | None = None) -> ClientError:
     """The client's view of a request no target served: a real status (429/503 carry Retry-After),
     the upstream's message (never a provider's words about the gateway's own key), and which
     targets were tried (also in X-Gateway-Attempts)."""
     final = failed.final
     headers = {"X-Gateway-Attempts": str(len(failed.attempts))}
     message = final.message
+    if final.code == CONTEXT_OVERFLOW and request is not None and overflow_figures(message) is None:
+        # clients read the size from the message: the gateway's estimate where the provider gave none
+        message = f"{message} (about {estimate_input_tokens(request)} tokens by the gateway's estimate)"
     if failed.attempts:
         provider = failed.attempts[-1].provider
         headers["X-Gateway-Provider"] = provider
@@ -244,6 +297,18 @@ def client_error_for(failed: AllTargetsFailed) -> ClientError:
         message = f"{message} (attempts: {tried})"
     if final.type == "missing_api_key":
         return ClientError(500, message, type="server_error", code="missing_api_key", headers=headers)
+    if final.code == CONTEXT_OVERFLOW:
+        # OpenAI's own form (400, code context_length_exceeded), on which Codex and the OpenAI
+        # SDKs' users compact; the Messages envelope rewords it for Claude Code
+        # (gateway/ingress/errors.py), whichever family overflowed
+        return ClientError(
+            400,
+            message,
+            type="invalid_request_error",
+            param="messages",
+            code=CONTEXT_OVERFLOW,
+            headers=headers,
+        )
     status = _STATUS.get(final.category, 502)
     if final.retry_after is not None and status in (429, 503):
         headers["Retry-After"] = str(max(1, math.ceil(final.retry_after)))
@@ -412,6 +477,7 @@ async def _whole(
             code="protocol",
         ) from None
     exchange.usage = turn.usage
+    exchange.turn = turn
     if assembler.error is None:
         _record_turn(state, exchange, request, turn)
         if inbound.keep:
@@ -465,6 +531,7 @@ async def _stream(
             await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
             return response
         assert turn is not None
+        exchange.turn = turn
         await response.write(encoder.finish())
         await response.write_eof()
         _record_turn(state, exchange, request, turn)
@@ -484,7 +551,7 @@ def _stream_encoder(
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
     if accepts_ndjson(http.headers.get("Accept", "")):
         sealer = state.sealer
-        return NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer))
+        return ServerToolsAsText(NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer)))
     return codec.stream_encoder(inbound, reply, state.sealer)
 
 

@@ -51,6 +51,11 @@ class RequestRecord:
     usage: Usage | None = None
     ignored_tokens: int = 0
     affinity_break: str | None = None  # why the session left its target (routing.sessions)
+    # USD the answer cost (gateway/cost.py); None: no usage, or a model without a known price
+    cost_usd: float | None = None
+    key: str = ""  # the named client key (config name) that made the request, if any
+    key_refusal: str = ""  # why the key was refused (limited_requests, ..., forbidden_model)
+    trace_id: str = ""  # the request's OpenTelemetry trace, when tracing is on
 
 
 # How often a worker writes its targets' availability for the others to read (see watch_targets).
@@ -150,6 +155,36 @@ class Metrics:
             registry=r,
         )
 
+        self.cost = Counter(
+            "gateway_cost_usd_total",
+            "USD spent with providers, at their prices for the upstream model",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.cost_unknown = Counter(
+            "gateway_cost_unknown_total",
+            "Answers with token usage but no known price for their upstream model",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.key_requests = Counter(
+            "gateway_key_requests_total",
+            "Requests per named client key by outcome (limited_requests, limited_tokens,"
+            " limited_budget, forbidden_model, or the request's outcome)",
+            ["key", "outcome"],
+            registry=r,
+        )
+        self.key_tokens = Counter(
+            "gateway_key_tokens_total", "Input plus output tokens per named client key", ["key"], registry=r
+        )
+        self.key_cost = Counter(
+            "gateway_key_cost_usd_total", "USD spent per named client key", ["key"], registry=r
+        )
+        self._keys: frozenset[str] | None = None
+
+    def bind_keys(self, keys: Iterable[str]) -> None:
+        self._keys = frozenset(keys)
+
     def bind(self, models: Iterable[str], providers: Iterable[str]) -> None:
         """The config names label values may take: model groups (plus provider names, the label of
         a direct "<provider>/<model>" address) and providers. A value outside them, however it got
@@ -224,6 +259,17 @@ class Metrics:
             for kind, value in zip(TOKEN_TYPES, counts, strict=True):
                 if value:
                     self.tokens.labels(provider, model, kind).inc(value)
+        if rec.usage is not None and provider != NO_PROVIDER:
+            if rec.cost_usd is None:
+                self.cost_unknown.labels(provider, model).inc()
+            elif rec.cost_usd:
+                self.cost.labels(provider, model).inc(rec.cost_usd)
+        if rec.key and (self._keys is None or rec.key in self._keys):
+            self.key_requests.labels(rec.key, rec.key_refusal or rec.outcome).inc()
+            if rec.usage is not None:
+                self.key_tokens.labels(rec.key).inc(rec.usage.input_tokens + rec.usage.output_tokens)
+            if rec.cost_usd:
+                self.key_cost.labels(rec.key).inc(rec.cost_usd)
         if rec.ignored_tokens:
             self.ignored_tokens.labels(rec.ingress).inc(rec.ignored_tokens)
         if rec.affinity_break is not None:

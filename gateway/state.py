@@ -12,14 +12,17 @@ from aiohttp import web
 from gateway.access_log import log_access
 from gateway.config import GatewayConfig
 from gateway.continuity.recorder import Recorder
+from gateway.cost import PriceBook
 from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.lifecycle import InFlight
-from gateway.metrics import Metrics, RequestRecord
+from gateway.limits import KeyLimits
+from gateway.metrics import NO_PROVIDER, Metrics, RequestRecord
 from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
 from gateway.store.failopen import FailOpenStore
+from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
@@ -41,12 +44,25 @@ class GatewayState:
     in_flight: InFlight = field(default_factory=InFlight)
     # transcript items decoded once per their bytes (gateway/ingress/memo.py)
     memo: DecodeMemo = field(default_factory=lambda: DecodeMemo(0))
+    # what answers cost (gateway/cost.py); None: not priced (tests that build a bare state)
+    prices: PriceBook | None = None
+    # named client keys and their limits (gateway/limits.py); None: no keys configured
+    limits: KeyLimits | None = None
+    # OpenTelemetry traces (gateway/tracing.py); None: tracing is off
+    tracing: Tracing | None = None
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 
     def observe(self, record: RequestRecord) -> None:
         """The one place a finished request is accounted for: metrics, then its access-log line
-        (written even if a malformed upstream figure broke the metrics update)."""
+        (written even if a malformed upstream figure broke the metrics update). The answer's cost
+        is worked out here, once, and a named key is charged for it."""
+        usage = record.usage
+        if usage is not None and record.provider != NO_PROVIDER and self.prices is not None:
+            record.cost_usd = self.prices.cost(record.provider, record.upstream_model, usage)
+        if record.key and self.limits is not None:
+            tokens = usage.input_tokens + usage.output_tokens if usage is not None else 0
+            self.limits.spend(record.key, tokens, record.cost_usd)
         try:
             self.metrics.record(record)
         except Exception:

@@ -197,6 +197,16 @@ def test_unknown_provider_in_target() -> None:
     ]
 
 
+def test_overflow_target_is_checked_like_a_target() -> None:
+    data = minimal()
+    data["models"]["smart"]["overflow_target"] = {"provider": "gemx", "model": "gemini-2.5-pro"}
+    assert error_lines(data) == [
+        "cfg.toml: models.smart.overflow_target.provider: unknown provider 'gemx' (known: claude, gem)"
+    ]
+    data["models"]["smart"]["overflow_target"] = {"provider": "gem", "model": "gemini-2.5-pro"}
+    assert config_from_dict(data).models["smart"].overflow_target.model == "gemini-2.5-pro"
+
+
 def test_non_loopback_host_requires_auth() -> None:
     assert error_lines(minimal(server={"host": "0.0.0.0"})) == [
         "cfg.toml: server.host: refusing to bind 0.0.0.0 without [auth] tokens"
@@ -890,3 +900,60 @@ def test_uvloop_event_loop_needs_uvloop(monkeypatch: pytest.MonkeyPatch) -> None
         "cfg.toml: server.event_loop: uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]')"
     ]
     assert config_from_dict(minimal(server={"event_loop": "asyncio"})).server.event_loop == "asyncio"
+
+
+# --- keys, prices, tracing -------------------------------------------------------------------
+
+
+def test_keys_prices_and_tracing_validate_describe_and_load_back(tmp_path: Path) -> None:
+    data = minimal(
+        keys={
+            "team-a": {
+                "token_env": "TEAM_A",
+                "models": ["smart", "claude"],
+                "requests_per_minute": 10,
+                "budget_usd_per_day": 2.5,
+            }
+        },
+        tracing={"enabled": True, "capture_content": True},
+        server={"host": "0.0.0.0"},  # keys are client tokens: binding beyond loopback is allowed
+    )
+    data["providers"]["claude"]["prices"] = {
+        "claude-sonnet-4-5": {"input_per_mtok": 2.0, "output_per_mtok": 9.0}
+    }
+    config = config_from_dict(data)
+    assert config.authenticates and config.limited
+    text = describe(config, {"TEAM_A": SECRET})
+    assert SECRET not in text and 'token_env = "TEAM_A"  # set' in text
+    path = tmp_path / "described.toml"
+    path.write_text(text)
+    assert load_config(path, env={}) == config
+
+
+def test_key_mistakes_name_their_key_path() -> None:
+    lines = error_lines(minimal(keys={"k": {"token_env": "T", "models": ["nope"], "requests_per_minute": 0}}))
+    assert any("keys.k.requests_per_minute" in line for line in lines)
+    lines = error_lines(minimal(keys={"k": {"token_env": "T", "models": ["nope"]}}))
+    assert lines == ["cfg.toml: keys.k.models[0]: unknown model group or provider 'nope'"]
+    data = minimal(keys={"k": {"token_env": "T", "requests_per_minute": 5}}, server={"workers": 2})
+    data["store"] = {"backend": "sqlite"}
+    assert "server.workers" in error_lines(data)[0]
+    data["server"] = {}
+    assert worker_count(config_from_dict(data)) == 1, "limits counted in one process: one worker"
+
+
+def test_otel_variables_decide_tracing_and_name_themselves(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(
+        '[providers.c]\nkind = "anthropic"\nbase_url = "https://api.anthropic.com"\napi_key_env = "K"\n'
+    )
+    assert load_config(path, env={}).tracing.enabled is False
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_SEMCONV_STABILITY_OPT_IN": "http, gen_ai_latest_experimental",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+    }
+    tracing = load_config(path, env=env).tracing
+    assert tracing.enabled and tracing.semconv == "latest" and tracing.capture_content
+    assert load_config(path, env={**env, "OTEL_SDK_DISABLED": "true"}).tracing.enabled is False
+    assert load_config(path, env={**env, "OTEL_TRACES_EXPORTER": "none"}).tracing.enabled is False

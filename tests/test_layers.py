@@ -34,12 +34,17 @@ LAYERS = {
     "store": 2,
     "upstream": 2,
     "metrics": 2,
+    "cost": 2,
+    "tracing": 2,
+    "limits": 3,
     "security": 5,
     # config validates model names against the providers' capability data
     "redaction": 2,
     "config": 2,
     "session": 1,
     "sse": 1,
+    # a vendor's wire forms its dialect and its provider family share (server tools, citations)
+    "wire": 1,
     "transcript": 0,
 }
 # siblings on one layer that must not know each other (DESIGN.md section 3)

@@ -10,19 +10,23 @@ import orjson
 
 from gateway.transcript.model import (
     Block,
+    Citation,
     Continuity,
     Document,
     Image,
     Message,
     Reasoning,
     Role,
+    ServerToolCall,
+    ServerToolResult,
+    Source,
     Text,
     ToolCall,
     ToolResult,
 )
 
 _VERSION = 1
-_ASSISTANT_KINDS = (Text, Reasoning, ToolCall)
+_ASSISTANT_KINDS = (Text, Reasoning, ToolCall, ServerToolCall, ServerToolResult)
 
 
 def _meta(meta: Continuity | None) -> list[Any] | None:
@@ -38,10 +42,22 @@ def _unmeta(raw: Any) -> Continuity | None:
     return Continuity(provider, scope, kind, model, data)
 
 
+def _citation(c: Citation) -> list[Any]:
+    return [c.url, c.title, c.cited_text, _meta(c.meta)]
+
+
 def _block(block: Block) -> list[Any]:
     t = type(block)
     if t is Text:
-        return ["f" if block.refusal else "t", block.text, _meta(block.meta)]
+        text = ["f" if block.refusal else "t", block.text, _meta(block.meta)]
+        if block.citations:
+            text.append([_citation(c) for c in block.citations])
+        return text
+    if t is ServerToolCall:
+        return ["s", block.id, block.name, block.input, _meta(block.meta)]
+    if t is ServerToolResult:
+        sources = [[s.url, s.title] for s in block.sources]
+        return ["S", block.call_id, block.name, sources, block.text, block.is_error, _meta(block.meta)]
     if t is Reasoning:
         return ["r", block.text, _meta(block.meta)]
     if t is ToolCall:
@@ -51,7 +67,10 @@ def _block(block: Block) -> list[Any]:
         return call
     if t is ToolResult:
         images = [[i.url, i.detail] for i in block.images]
-        return ["o", block.call_id, block.content, block.is_error, images]
+        result = ["o", block.call_id, block.content, block.is_error, images]
+        if block.documents:
+            result.append([[d.source, d.media_type, d.title] for d in block.documents])
+        return result
     if t is Image:
         return ["i", block.url, block.detail]
     if t is Document:
@@ -62,7 +81,13 @@ def _block(block: Block) -> list[Any]:
 def _unblock(item: list[Any]) -> Block:
     tag = item[0]
     if tag == "t":
-        return Text(item[1], _unmeta(item[2]))
+        citations = tuple(Citation(u, t, c, _unmeta(m)) for u, t, c, m in item[3]) if len(item) > 3 else ()
+        return Text(item[1], _unmeta(item[2]), citations=citations)
+    if tag == "s":
+        return ServerToolCall(item[1], item[2], item[3], _unmeta(item[4]))
+    if tag == "S":
+        sources = tuple(Source(url, title) for url, title in item[3])
+        return ServerToolResult(item[1], item[2], sources, item[4], bool(item[5]), _unmeta(item[6]))
     if tag == "f":
         return Text(item[1], _unmeta(item[2]), refusal=True)
     if tag == "r":
@@ -70,8 +95,13 @@ def _unblock(item: list[Any]) -> Block:
     if tag == "c":
         return ToolCall(item[1], item[2], item[3], _unmeta(item[4]), custom=len(item) > 5)
     if tag == "o":
+        documents = tuple(Document(*d) for d in item[5]) if len(item) > 5 else ()
         return ToolResult(
-            item[1], item[2], bool(item[3]), tuple(Image(url, detail) for url, detail in item[4])
+            item[1],
+            item[2],
+            bool(item[3]),
+            tuple(Image(url, detail) for url, detail in item[4]),
+            documents=documents,
         )
     if tag == "i":
         return Image(item[1], item[2])

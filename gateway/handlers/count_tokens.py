@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.exchange import check_size, plan_for
+from gateway.exchange import check_size, plan_for, tenant_of
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.ingress.messages.codec import CODEC
 from gateway.routing.count import count_input_tokens
@@ -22,6 +22,12 @@ async def count_tokens(request: web.Request) -> web.Response:
         inbound = CODEC.decode_count(body, request.headers, state.sealer)
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
+        if state.limits:  # a key's model list holds here too; counting is free: no limit applies
+            refusal = state.limits.forbidden(
+                state.limits.identify(tenant_of(state, CODEC, request)), plan.model
+            )
+            if refusal is not None:
+                raise refusal.error()
         tokens, source, provider = await count_input_tokens(state.engine, inbound.request, plan)
     except ClientError as exc:
         status, payload = CODEC.error_body(exc)

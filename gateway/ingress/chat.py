@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.ingress.base import Inbound, Reply, SessionHint
+from gateway.ingress.base import Inbound, Reply, SessionHint, StreamEncoder
 from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
 from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
+from gateway.ingress.textual import ServerToolsAsText, textual_turn
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
@@ -37,11 +38,14 @@ class ChatCodec:
     def answer_id(self, request_id: str) -> str:
         return "chatcmpl-" + request_id
 
-    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> ChatStreamEncoder:
-        return ChatStreamEncoder(reply.id, reply.model, bool(inbound.context), sealer, reply.created)
+    # the dialect has no server-tool blocks: a provider's web search reaches the client as text
+    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> StreamEncoder:
+        return ServerToolsAsText(
+            ChatStreamEncoder(reply.id, reply.model, bool(inbound.context), sealer, reply.created)
+        )
 
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
-        return completion_json(turn, reply.id, reply.model, sealer, reply.created)
+        return completion_json(textual_turn(turn), reply.id, reply.model, sealer, reply.created)
 
     def error_body(self, error: ClientError) -> tuple[int, bytes]:
         return error.status, error.to_json()

@@ -8,8 +8,10 @@ from typing import Any
 
 import orjson
 
+from gateway.ingress.errors import context_overflow_message
 from gateway.ingress.reasoning_details import encode_details
 from gateway.transcript.events import (
+    CONTEXT_OVERFLOW,
     BlockDelta,
     BlockKind,
     BlockStart,
@@ -57,14 +59,15 @@ def usage_json(usage: Usage) -> dict[str, Any]:
 
 
 def error_json(error: UpstreamError) -> dict[str, Any]:
-    return {
-        "error": {
-            "message": error.message,
-            "type": "upstream_error",
-            "param": None,
-            "code": error.category.value,
-        }
-    }
+    if error.code == CONTEXT_OVERFLOW:  # OpenAI's own overflow form, whichever family overflowed
+        message, kind, code = (
+            context_overflow_message(error.message),
+            "invalid_request_error",
+            CONTEXT_OVERFLOW,
+        )
+    else:
+        message, kind, code = error.message, "upstream_error", error.category.value
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 class ChatStreamEncoder:

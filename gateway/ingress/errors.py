@@ -34,7 +34,10 @@ class ClientError(Exception):
         self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        message = self.message
+        if self.code == CONTEXT_OVERFLOW:  # whichever family overflowed, in OpenAI's words
+            message = context_overflow_message(message)
+        return {"error": {"message": message, "type": self.type, "param": self.param, "code": self.code}}
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.body())
@@ -88,14 +91,46 @@ def anthropic_error_body(exc: ClientError) -> bytes:
 def prompt_too_long(message: str) -> str:
     """The wording Claude Code acts on, with the provider's own figures when it gave two (used,
     then the limit, in every provider's phrasing but OpenAI's, which names the limit first)."""
-    if PROMPT_TOO_LONG in message.lower():
+    if message.lower().startswith(PROMPT_TOO_LONG):
         return message
+    figures = overflow_figures(message)
+    if figures is not None:
+        used, limit = figures
+        return f"{PROMPT_TOO_LONG}: {used} tokens > {limit} maximum ({message})"
+    return f"{PROMPT_TOO_LONG} ({message})"
+
+
+def overflow_figures(message: str) -> tuple[int, int] | None:
+    """(used, limit) when a provider's overflow message names both (every provider's phrasing
+    but OpenAI's names the used count first; the larger number is the used one either way)."""
     numbers = [int(n.replace(",", "")) for n in _NUMBERS.findall(message)]
     numbers = [n for n in numbers if n >= 100]  # drop message indexes, status codes
     if len(numbers) >= 2:
-        used, limit = max(numbers[:2]), min(numbers[:2])
-        return f"{PROMPT_TOO_LONG}: {used} tokens > {limit} maximum ({message})"
-    return f"{PROMPT_TOO_LONG} ({message})"
+        return max(numbers[:2]), min(numbers[:2])
+    return None
+
+
+# OpenAI's overflow wording: "This model's maximum context length is 128000 tokens. However, your
+# messages resulted in 130000 tokens. Please reduce the length of the messages." (Chat, code
+# context_length_exceeded); clients and frameworks match "maximum context length"
+OPENAI_OVERFLOW = "maximum context length"
+
+
+def context_overflow_message(message: str) -> str:
+    """A provider's overflow message in OpenAI's words, with its figures when it gave them."""
+    if OPENAI_OVERFLOW in message.lower():
+        return message
+    figures = overflow_figures(message)
+    if figures is not None:
+        used, limit = figures
+        return (
+            f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+            f"{used} tokens. Please reduce the length of the messages. ({message})"
+        )
+    return (
+        "This model's maximum context length was exceeded. Please reduce the length of the messages. "
+        f"({message})"
+    )
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ClientError:

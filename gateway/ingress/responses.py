@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply
+from gateway.ingress.base import Inbound, Reply, StreamEncoder
 from gateway.ingress.chat import bearer_token
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
@@ -33,9 +33,11 @@ from gateway.ingress.responses_output import (
 )
 from gateway.ingress.responses_stream import ResponsesStreamEncoder
 from gateway.ingress.responses_tokens import reasoning_token
+from gateway.ingress.textual import ServerToolsAsText, textual_turn
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity, Text
 from gateway.transcript.seal import Sealer
+from gateway.wire.openai_server import KIND as OPENAI_RESPONSES
 
 
 class ResponsesCodec:
@@ -64,10 +66,14 @@ class ResponsesCodec:
     def answer_id(self, request_id: str) -> str:
         return "resp_" + request_id
 
-    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> ResponsesStreamEncoder:
-        return ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer)
+    # OpenAI's own web/file search items and annotations go out as OpenAI sent them; another
+    # family's server tools and citations as text
+    def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> StreamEncoder:
+        encoder = ResponsesStreamEncoder(inbound.context, reply.id, reply.created, sealer)
+        return ServerToolsAsText(encoder, OPENAI_RESPONSES)
 
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
+        turn = textual_turn(turn, OPENAI_RESPONSES)
         answering: Answering = inbound.context
         base = base_of(reply.id)
         status, incomplete = status_of(turn.stop_reason)

@@ -27,7 +27,9 @@ from gateway.ingress.responses_tokens import (
 )
 from gateway.ingress.responses_tools import Tools
 from gateway.transcript.model import (
+    ANY_ISSUER,
     Block,
+    Continuity,
     Document,
     Image,
     Message,
@@ -38,6 +40,8 @@ from gateway.transcript.model import (
     ToolResult,
 )
 from gateway.transcript.seal import Sealer
+from gateway.wire.openai_server import KIND as OPENAI_RESPONSES
+from gateway.wire.openai_server import SERVER_ITEMS, annotation, server_item
 
 # how the summary of a compacted conversation is put before the rest of it
 COMPACTION_PREFIX = "Summary of the conversation so far (earlier turns were compacted):\n\n"
@@ -45,10 +49,9 @@ SUMMARY_SEPARATOR = "\n\n"
 
 _ASSISTANT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call"})
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
-# items of OpenAI-hosted tools and other server-side state: nothing a canonical transcript holds
+# items of OpenAI-hosted tools and other server-side state the canonical transcript does not hold
+# (web and file search calls it does: openai_server)
 _REFUSED = {
-    "web_search_call": "a hosted web search call",
-    "file_search_call": "a hosted file search call",
     "computer_call": "a computer-use call",
     "computer_call_output": "a computer-use call output",
     "code_interpreter_call": "a hosted code interpreter call",
@@ -62,6 +65,12 @@ _REFUSED = {
     "tool_search_call": "a hosted tool search call",
     "tool_search_output": "a hosted tool search output",
 }
+
+
+def _echoed(data: Any) -> Continuity:
+    """Server-tool items and annotations a client echoes: OpenAI issued them, to a scope the
+    gateway cannot tell, so they replay to OpenAI Responses targets."""
+    return Continuity("client", ANY_ISSUER, OPENAI_RESPONSES, ANY_ISSUER, dict(data))
 
 
 @dataclass(slots=True)
@@ -127,6 +136,9 @@ class _Reader:
             self._call(item, path, custom=True)
         elif kind in _OUTPUT_ITEMS:
             self._output(item, path)
+        elif kind in SERVER_ITEMS:
+            call, result = server_item(item, _echoed, f"{kind}_{path}")
+            self._assistant_blocks().extend((call, result))
         elif kind == "item_reference":
             self._reference(item, path)
         elif kind == "compaction" or kind == "compaction_summary":
@@ -233,6 +245,7 @@ class _Reader:
         elif isinstance(output, list):
             texts: list[str] = []
             images: list[Image] = []
+            documents: list[Document] = []
             for n, part in enumerate(output):
                 block = _input_part(part, path_of(where, n))
                 if type(block) is Text:
@@ -240,12 +253,8 @@ class _Reader:
                 elif type(block) is Image:
                     images.append(block)
                 else:
-                    raise invalid(
-                        "a tool output holds text and images only",
-                        param=path_of(path_of(where, n), "type"),
-                        code="unsupported_content",
-                    )
-            result = ToolResult(call_id, "".join(texts), False, tuple(images))
+                    documents.append(block)  # type: ignore[arg-type]  # _input_part: text, image or file
+            result = ToolResult(call_id, "".join(texts), False, tuple(images), documents=tuple(documents))
         else:
             raise invalid("must be a string or an array of content parts", param=where, code="invalid_type")
         if self.assistant is not None:
@@ -300,7 +309,13 @@ def _assistant_parts(content: Any, path: str) -> list[Block]:
     for part, where in _parts(content, path):
         kind = part.get("type")
         if kind in ("output_text", "input_text", "text"):
-            blocks.append(Text(text(part, "text", where)))
+            body = text(part, "text", where)
+            notes = array(part.get("annotations") or [], path_of(where, "annotations"))
+            citations = tuple(
+                annotation(obj(a, path_of(path_of(where, "annotations"), n)), body, _echoed)
+                for n, a in enumerate(notes)
+            )
+            blocks.append(Text(body, citations=citations))
         elif kind == "refusal":
             blocks.append(Text(text(part, "refusal", where)))
         else:

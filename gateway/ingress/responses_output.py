@@ -19,9 +19,20 @@ from gateway.ingress.responses_tokens import (
     reasoning_token,
 )
 from gateway.ingress.responses_tools import ToolNames
-from gateway.transcript.events import ErrorCategory, UpstreamError
-from gateway.transcript.model import Block, Reasoning, StopReason, Text, ToolCall, Usage
+from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
+from gateway.transcript.model import (
+    Block,
+    Citation,
+    Reasoning,
+    ServerToolCall,
+    ServerToolResult,
+    StopReason,
+    Text,
+    ToolCall,
+    Usage,
+)
 from gateway.transcript.seal import Sealer
+from gateway.wire.openai_server import wire_annotation, wire_item
 
 CALL_ID_PREFIX = "call_"
 
@@ -56,16 +67,41 @@ def reasoning_item_id(block_id: str, base: str, index: int) -> str:
     return block_id or f"rs_{base}_{index}"
 
 
-def output_text(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text(text: str, annotations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": []}
+
+
+def annotations(citations: tuple[Citation, ...]) -> list[dict[str, Any]]:
+    """OpenAI's own annotations as it sent them (textual.py made every other citation text)."""
+    out = []
+    for citation in citations:
+        wire = wire_annotation(citation.meta)
+        if wire is None:
+            raise TypeError("a citation of another issuer reached the Responses encoder")
+        out.append(wire)
+    return out
+
+
+def server_item(call: ServerToolCall) -> dict[str, Any]:
+    """OpenAI's own web/file search item as it sent it."""
+    item = wire_item(call.meta)
+    if item is None:
+        raise TypeError("a server tool call of another issuer reached the Responses encoder")
+    return item
 
 
 def refusal_part(text: str) -> dict[str, Any]:
     return {"type": "refusal", "refusal": text}
 
 
-def message_item(item_id: str, text: str, status: str = "completed", refusal: bool = False) -> dict[str, Any]:
-    part = refusal_part(text) if refusal else output_text(text)
+def message_item(
+    item_id: str,
+    text: str,
+    status: str = "completed",
+    refusal: bool = False,
+    notes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    part = refusal_part(text) if refusal else output_text(text, notes)
     content = [part] if text or status == "completed" else []
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
@@ -136,7 +172,14 @@ def output_items(
             items.append(reasoning_item(block, item_id, answering, sealer))
         elif t is Text:
             if block.text:
-                items.append(message_item(message_id(base, len(items)), block.text, status, block.refusal))
+                notes = annotations(block.citations)
+                items.append(
+                    message_item(message_id(base, len(items)), block.text, status, block.refusal, notes)
+                )
+        elif t is ServerToolCall:
+            items.append(server_item(block))
+        elif t is ServerToolResult:
+            pass  # OpenAI's search item is its call and its result at once: it went out with the call
         elif t is ToolCall:
             items.append(
                 call_item(block.id, block.name, block.arguments, block.custom, answering.names, "completed")
@@ -195,6 +238,8 @@ ERROR_FINISH = UpstreamError(ErrorCategory.SERVER, "the provider ended its answe
 
 
 def error_code(error: UpstreamError) -> str:
+    if error.code == CONTEXT_OVERFLOW:  # whichever family overflowed, in whatever category
+        return CONTEXT_OVERFLOW
     return _ERROR_CODES.get(error.category, "server_error")
 
 

@@ -17,6 +17,7 @@ import orjson
 from gateway.ingress.responses_output import (
     ERROR_FINISH,
     Answering,
+    annotations,
     base_of,
     call_item,
     carrier_item,
@@ -29,6 +30,7 @@ from gateway.ingress.responses_output import (
     reasoning_item_id,
     refusal_part,
     response_json,
+    server_item,
     status_of,
 )
 from gateway.transcript.assembler import Assembler
@@ -42,7 +44,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Reasoning, StopReason, Text, Usage
+from gateway.transcript.model import Reasoning, ServerToolCall, StopReason, Text, Usage
 from gateway.transcript.seal import Sealer
 
 
@@ -136,6 +138,8 @@ class ResponsesStreamEncoder:
     def _start(self, item: _Item) -> bytes | None:
         if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
             return None  # opened by its first text
+        if item.kind is BlockKind.SERVER_TOOL_CALL or item.kind is BlockKind.SERVER_TOOL_RESULT:
+            return None  # OpenAI's search item goes out whole when its call stops
         if item.kind is BlockKind.REASONING:
             item.index = self._next_index
             item.id = reasoning_item_id(item.id, self._base, item.index)
@@ -147,8 +151,10 @@ class ResponsesStreamEncoder:
         item.index, out = self._open(added)
         return out
 
-    def _delta(self, item: _Item, text: str) -> bytes:
+    def _delta(self, item: _Item, text: str) -> bytes | None:
         item.parts.append(text)
+        if item.kind is BlockKind.SERVER_TOOL_CALL:
+            return None
         ref = {"item_id": item.id, "output_index": item.index}
         if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
             refusal = item.kind is BlockKind.REFUSAL
@@ -194,6 +200,12 @@ class ResponsesStreamEncoder:
 
     def _stop_block(self, item: _Item, event: BlockStop) -> bytes | None:
         text = "".join(item.parts)
+        if item.kind is BlockKind.SERVER_TOOL_CALL:
+            found = server_item(ServerToolCall(item.id, item.name, text, event.meta))
+            index, out = self._open({**found, "status": "in_progress"})
+            return out + self._done(index, found)
+        if item.kind is BlockKind.SERVER_TOOL_RESULT:
+            return None  # carried by its call's item
         ref = {"item_id": item.id, "output_index": item.index}
         if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
             if not item.opened:
@@ -202,14 +214,18 @@ class ResponsesStreamEncoder:
                 part = refusal_part(text)
                 done = self._event("response.refusal.done", {**ref, "content_index": 0, "refusal": text})
             else:
-                part = output_text(text)
+                notes = annotations(event.citations)
+                part = output_text(text, notes)
                 done = self._event(
                     "response.output_text.done", {**ref, "content_index": 0, "text": text, "logprobs": []}
                 )
+            refusal = item.kind is BlockKind.REFUSAL
             return (
                 done
                 + self._event("response.content_part.done", {**ref, "content_index": 0, "part": part})
-                + self._done(item.index, message_item(item.id, text, refusal=item.kind is BlockKind.REFUSAL))
+                + self._done(
+                    item.index, message_item(item.id, text, refusal=refusal, notes=part.get("annotations"))
+                )
             )
         if item.kind is BlockKind.REASONING:
             out = b""

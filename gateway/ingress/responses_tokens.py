@@ -20,6 +20,7 @@ survives the round trip. So:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from gateway.transcript.model import ANY_ISSUER, Block, Continuity, Reasoning, Text, ToolCall
@@ -139,12 +140,10 @@ def apply_carrier(blocks: list[Block], carrier: Mapping[str, Any]) -> list[Block
     for block in blocks:
         t = type(block)
         if t is ToolCall and block.meta is None and block.id in calls:
-            block = ToolCall(
-                block.id, block.name, block.arguments, calls[block.id], block.custom, block.cache
-            )
+            block = replace(block, meta=calls[block.id])
         elif t is Text and block.text:
             if block.meta is None and n in texts:
-                block = Text(block.text, texts[n], block.cache)
+                block = replace(block, meta=texts[n])  # its citations, if any, stay
             n += 1
         out.append(block)
     for position, meta in sorted(empty, key=lambda e: e[0]):

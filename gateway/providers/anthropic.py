@@ -1,17 +1,16 @@
 """Anthropic Messages API (/v1/messages): request encoding, error classification and the
-adapter. Stream and body decoding live in anthropic_decode (the meta layouts are documented there
-and read back here when encoding).
+adapter. Messages and their content blocks are anthropic_content's; stream and body decoding live
+in anthropic_decode (the meta layouts are documented there and read back when encoding).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from gateway.providers.anthropic_content import cached, messages_wire
 from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
 from gateway.providers.anthropic_schema import anthropic_output_schema
 from gateway.providers.base import (
@@ -23,28 +22,21 @@ from gateway.providers.base import (
     join_url,
     loads_or_none,
     overflow_code,
-    parse_arguments,
     retry_after_header,
 )
 from gateway.providers.structured import output_schema, output_tool_description, output_tool_name
 from gateway.transcript.events import ErrorCategory, Event, UpstreamError
 from gateway.transcript.model import (
-    CacheControl,
-    Document,
-    Image,
-    Reasoning,
     Request,
-    Role,
-    Text,
-    ToolCall,
     ToolChoiceMode,
     ToolKind,
-    ToolResult,
     ToolSpec,
 )
 from gateway.transcript.reasoning import decision_of
 from gateway.transcript.target import (
     Capabilities,
+    MediaPlacement,
+    MediaRule,
     ModelNameRule,
     OutputMode,
     StructuredOutput,
@@ -127,6 +119,19 @@ CAPABILITIES = Capabilities(
         fallback=OutputMode.FORCED_TOOL,
     ),
     max_cache_breakpoints=4,  # "A maximum of 4 blocks with cache_control may be provided"
+    server_tool_replay=True,
+    # tool_result content: "a list of content blocks (text, image, document)"
+    # (https://docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use, "Handling
+    # results from client tools"); images JPEG/PNG/GIF/WebP up to 5 MB each through the API
+    # (https://docs.claude.com/en/docs/build-with-claude/vision, "Image size limits"); PDFs
+    # inline or by URL (https://docs.claude.com/en/docs/build-with-claude/pdf-support)
+    media=MediaRule(
+        tool_result_images=MediaPlacement.INLINE,
+        tool_result_documents=MediaPlacement.INLINE,
+        max_image_bytes=5 * 1024 * 1024,
+        pdf_data=True,
+        document_urls=True,
+    ),
     client_betas=CLIENT_BETAS,
     thinking=THINKING,
 )
@@ -162,130 +167,11 @@ def thinking_budget(request: Request, target: Target) -> int | None:
     return choice.budget if choice.budget is not None else MIN_THINKING_BUDGET
 
 
-def _cached(block: dict[str, Any], cache: CacheControl | None) -> dict[str, Any]:
-    if cache is not None:
-        control = {"type": "ephemeral"}
-        if cache.ttl:
-            control["ttl"] = cache.ttl
-        block["cache_control"] = control
-    return block
-
-
-def _image(image: Image) -> dict[str, Any]:
-    if image.url.startswith("data:"):
-        header, sep, data = image.url[5:].partition(",")
-        media_type, _, encoding = header.partition(";")
-        if not sep or encoding != "base64" or not media_type:
-            raise EncodeError("image data URL must be base64 with a media type")
-        out = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
-    else:
-        out = {"type": "image", "source": {"type": "url", "url": image.url}}
-    return _cached(out, image.cache)
-
-
-def _document(document: Document) -> dict[str, Any]:
-    source = document.source
-    if source.startswith("data:"):
-        header, sep, data = source[5:].partition(",")
-        media_type, _, encoding = header.partition(";")
-        if not sep or encoding != "base64":
-            raise EncodeError("document data URL must be base64")
-        if media_type == "text/plain":
-            try:
-                text = base64.b64decode(data, validate=True).decode()
-            except (binascii.Error, UnicodeDecodeError):
-                raise EncodeError("a text/plain document must be base64 of UTF-8 text") from None
-            wire = {"type": "text", "media_type": "text/plain", "data": text}
-        elif media_type == "application/pdf":
-            wire = {"type": "base64", "media_type": media_type, "data": data}
-        else:
-            raise EncodeError(f"Anthropic takes PDF and plain-text documents, not {media_type}")
-    else:
-        wire = {"type": "url", "url": source}
-    out: dict[str, Any] = {"type": "document", "source": wire}
-    if document.title:
-        out["title"] = document.title
-    return _cached(out, document.cache)
-
-
-def _reasoning(block: Reasoning, target: Target) -> dict[str, Any]:
-    meta = block.meta
-    if meta is None or not target.owns(meta):
-        raise EncodeError("reasoning without this target's continuity reached the Anthropic encoder")
-    data = meta.data
-    signature = data.get("signature")
-    if signature:
-        return {"type": "thinking", "thinking": block.text, "signature": signature}
-    redacted = data.get("redacted")
-    if redacted:
-        return {"type": "redacted_thinking", "data": redacted}
-    raise EncodeError("Anthropic reasoning meta holds neither a signature nor redacted data")
-
-
-def _tool_result(block: ToolResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
-    if block.images:
-        # a blank text block is refused: whitespace-only content next to images carries nothing
-        text = [{"type": "text", "text": block.content}] if block.content.strip() else []
-        parts: list[dict[str, Any]] = text
-        parts.extend(_image(image) for image in block.images)
-        out["content"] = parts
-    elif block.content:
-        out["content"] = block.content
-    if block.is_error:
-        out["is_error"] = True
-    return _cached(out, block.cache)
-
-
-def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | None:
-    """One canonical block as an Anthropic content block; None for empty text, which the API
-    rejects and which carries nothing."""
-    match block:
-        case Text(text=text, cache=cache):
-            return _cached({"type": "text", "text": text}, cache) if text else None
-        case Image() if not assistant:
-            return _image(block)
-        case Document() if not assistant:
-            return _document(block)
-        case ToolResult() if not assistant:
-            return _tool_result(block)
-        case ToolCall(id=call_id, name=name, arguments=arguments, cache=cache) if assistant:
-            if block.custom:
-                raise EncodeError("custom (freeform) tool calls must be mapped to function calls by repair")
-            call = {"type": "tool_use", "id": call_id, "name": name, "input": parse_arguments(arguments)}
-            return _cached(call, cache)
-        case Reasoning() if assistant:
-            return _reasoning(block, target)
-        case _:
-            side = "assistant" if assistant else "user"
-            raise EncodeError(f"{type(block).__name__} block cannot appear in an Anthropic {side} message")
-
-
-def _messages(request: Request, target: Target) -> list[dict[str, Any]]:
-    """One wire message per canonical message: repair (merge_user_turns, merge_assistant_runs)
-    already made the roles alternate, with a turn's tool results before the user's own content."""
-    out: list[dict[str, Any]] = []
-    previous = ""
-    for n, message in enumerate(request.messages):
-        if message.role is Role.SYSTEM:
-            raise EncodeError(f"messages.{n}: a system message reached the encoder (repair moves it)")
-        assistant = message.role is Role.ASSISTANT
-        role = "assistant" if assistant else "user"
-        if role == previous:
-            raise EncodeError(f"messages.{n}: two {role} messages in a row (repair merges them)")
-        content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
-        if not content:
-            raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
-        out.append({"role": role, "content": content})
-        previous = role
-    return out
-
-
 def _system(request: Request) -> str | list[dict[str, Any]]:
     """A string, unless a block carries a cache breakpoint: then the blocks as sent."""
     if not any(b.cache is not None for b in request.system):
         return request.system_text()
-    return [_cached({"type": "text", "text": b.text}, b.cache) for b in request.system if b.text]
+    return [cached({"type": "text", "text": b.text}, b.cache) for b in request.system if b.text]
 
 
 def _tool_choice(request: Request) -> dict[str, Any] | None:
@@ -316,7 +202,7 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
     if tool.description:
         out["description"] = tool.description
     out["input_schema"] = dict(tool.parameters)
-    return _cached(out, tool.cache)
+    return cached(out, tool.cache)
 
 
 def _structured_output(request: Request, target: Target, body: dict[str, Any]) -> None:
@@ -371,7 +257,7 @@ def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str
     body: dict[str, Any] = {"model": target.model, "max_tokens": max_tokens}
     if request.system:
         body["system"] = _system(request)
-    body["messages"] = _messages(request, target)
+    body["messages"] = messages_wire(request, target)
     tools = [_tool(t) for t in request.tools]
     tools.extend(hosted_tool_specs(request, KIND))
     if tools:

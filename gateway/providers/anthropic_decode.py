@@ -3,6 +3,7 @@
 Continuity data issued here (only the anthropic modules read it):
   thinking          -> Reasoning(text, meta.data={"signature": sig})
   redacted_thinking -> Reasoning("", meta.data={"redacted": data})
+  server tools and citations: see anthropic_server
 """
 
 from __future__ import annotations
@@ -28,9 +29,15 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Continuity, Request, StopReason, Usage
+from gateway.transcript.model import Citation, Continuity, Request, StopReason, Usage
 from gateway.transcript.reasoning import decision_of
 from gateway.transcript.target import Capabilities, OutputMode, Target
+from gateway.wire.anthropic_server import (
+    SERVER_TOOL_USE,
+    citation,
+    is_server_result,
+    server_result,
+)
 
 STOP_REASONS = {
     "end_turn": StopReason.END_TURN,
@@ -101,9 +108,11 @@ class _UsageTotals:
 
 
 class _Open:
-    __slots__ = ("answer", "args_seen", "input", "redacted", "signature")
+    __slots__ = ("answer", "args_seen", "citations", "input", "redacted", "server", "signature")
 
     def __init__(self) -> None:
+        self.citations: list[Citation] = []
+        self.server: dict[str, Any] | None = None  # a server_tool_use block as it started
         self.signature = ""
         self.redacted = ""
         self.input: Any = None  # tool_use input given whole in content_block_start
@@ -190,6 +199,8 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
         if kind == "text":
             out.append(BlockStart(index, BlockKind.TEXT))
             initial = block.get("text")
+            for raw in block.get("citations") or ():  # a whole body carries them on the block
+                state.citations.append(citation(raw, self.target.continuity))
         elif kind == "thinking":
             out.append(BlockStart(index, BlockKind.REASONING))
             initial = block.get("thinking")
@@ -208,6 +219,17 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
             initial = None
             state.input = block.get("input")
             self._calls += 1
+        elif kind == SERVER_TOOL_USE:
+            out.append(BlockStart(index, BlockKind.SERVER_TOOL_CALL, id=block["id"], name=block["name"]))
+            initial = None
+            state.input = block.get("input")
+            state.server = dict(block)
+        elif is_server_result(kind):
+            result = server_result(block, self.target.continuity)
+            out.append(
+                BlockStart(index, BlockKind.SERVER_TOOL_RESULT, result.call_id, result.name, result=result)
+            )
+            initial = None
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Anthropic content block type {kind!r}")
             return
@@ -231,6 +253,9 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
         elif kind == "signature_delta":
             state.signature = delta["signature"]
             return
+        elif kind == "citations_delta":
+            state.citations.append(citation(delta["citation"], self.target.continuity))
+            return
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Anthropic delta type {kind!r}")
             return
@@ -243,14 +268,18 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
             self._fail(out, ErrorCategory.PROTOCOL, f"Anthropic stop for block {index} that is not open")
             return
         meta: Continuity | None = None
-        if state.signature:
+        if state.server is not None:
+            meta = self.target.continuity({"block": state.server})
+            if state.input and not state.args_seen:
+                out.append(BlockDelta(index, orjson.dumps(state.input).decode()))
+        elif state.signature:
             meta = self.target.continuity({"signature": state.signature})
         elif state.redacted:
             meta = self.target.continuity({"redacted": state.redacted})
         elif state.input and not state.args_seen:
             # non-streamed bodies carry the whole input object in the block itself
             out.append(BlockDelta(index, orjson.dumps(state.input).decode()))
-        out.append(BlockStop(index, meta))
+        out.append(BlockStop(index, meta, tuple(state.citations)))
 
 
 def decode_response(

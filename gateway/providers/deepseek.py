@@ -13,6 +13,8 @@ from gateway.providers.openai_compat import (
 from gateway.transcript.events import ErrorCategory
 from gateway.transcript.target import (
     Capabilities,
+    MediaPlacement,
+    MediaRule,
     ModelNameRule,
     StructuredOutput,
     ThinkingModel,
@@ -42,6 +44,14 @@ CAPABILITIES = Capabilities(
     # DeepSeek refuses json_schema ("This response_format type is unavailable now"): JSON mode,
     # with the schema in the instructions
     structured_output=StructuredOutput(schema_models=None),
+    # text only: a content part other than text is refused ("unknown variant `image_url`,
+    # expected `text`", https://api-docs.deepseek.com/api/create-chat-completion: user content is
+    # a string); every image and document becomes a placeholder
+    media=MediaRule(
+        tool_result_images=MediaPlacement.NONE,
+        tool_result_documents=MediaPlacement.NONE,
+        vision_models=None,
+    ),
     thinking=THINKING,
 )
 

@@ -23,6 +23,7 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
+from gateway.providers.gemini_grounding import grounding_blocks
 from gateway.providers.gemini_request import (
     CAPABILITIES,
     SIGNATURE,
@@ -117,6 +118,7 @@ class GeminiStreamDecoder(SSEStreamDecoder):
         self._partial: _PartialCall | None = None
         self._saw_call = False
         self._usage: Usage | None = None
+        self._grounding: dict[str, Any] | None = None  # the candidate's latest groundingMetadata
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:
         if self.done:
@@ -154,6 +156,9 @@ class GeminiStreamDecoder(SSEStreamDecoder):
                 self._end(StopReason.CONTENT_FILTER, out)
             return
         candidate = candidates[0]
+        grounding = candidate.get("groundingMetadata")
+        if isinstance(grounding, dict):
+            self._grounding = grounding
         content = candidate.get("content")
         if content:
             for part in content.get("parts") or ():
@@ -260,10 +265,25 @@ class GeminiStreamDecoder(SSEStreamDecoder):
         if self._partial is not None:
             self._end_call(self._partial, out)
         self._close_open(out)
+        if self._grounding is not None:
+            self._grounded(self._grounding, out)
         if self._usage is not None:
             out.append(UsageUpdate(self._usage))
         out.append(Finish(stop))
         self.done = True
+
+    def _grounded(self, raw: dict[str, Any], out: list[Event]) -> None:
+        blocks = grounding_blocks(raw, self.target.continuity, f"grounding_{self._next}")
+        if blocks is None:
+            return
+        call, result = blocks
+        index = self._start(out, BlockKind.SERVER_TOOL_CALL, call.id, call.name)
+        out.append(BlockDelta(index, call.input))
+        out.append(BlockStop(index, call.meta))
+        index = self._next
+        self._next += 1
+        out.append(BlockStart(index, BlockKind.SERVER_TOOL_RESULT, call.id, call.name, result=result))
+        out.append(BlockStop(index))
 
     def end_body(self, out: list[Event]) -> None:
         """A non-streaming body was fed whole; it must have ended the answer."""

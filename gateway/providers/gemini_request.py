@@ -38,6 +38,8 @@ from gateway.transcript.model import (
 from gateway.transcript.reasoning import decision_of
 from gateway.transcript.target import (
     Capabilities,
+    MediaPlacement,
+    MediaRule,
     ModelNameRule,
     OutputMode,
     StructuredOutput,
@@ -87,6 +89,19 @@ CAPABILITIES = Capabilities(
     merge_tool_runs=True,
     structured_output=STRUCTURED_OUTPUT,
     thinking=THINKING,
+    # a functionResponse's `response` is a JSON object; only Gemini 3 adds inline media parts
+    # to it (https://ai.google.dev/gemini-api/docs/function-calling#multimodal), so a tool's
+    # images and PDFs go, for every model, as parts of a user turn after the responses. PNG, JPEG,
+    # WEBP, HEIC, HEIF; inline data up to 20 MB per request
+    # (https://ai.google.dev/gemini-api/docs/image-understanding)
+    media=MediaRule(
+        tool_result_images=MediaPlacement.AFTER,
+        tool_result_documents=MediaPlacement.AFTER,
+        image_types=frozenset(("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif")),
+        max_image_bytes=20 * 1024 * 1024,
+        pdf_data=True,
+        document_urls=True,
+    ),
 )
 
 FUNCTION_CALLING_MODES: Mapping[ToolChoiceMode, str] = MappingProxyType(

@@ -15,6 +15,8 @@ from gateway.providers.openai_compat import (
 from gateway.transcript.events import ErrorCategory
 from gateway.transcript.target import (
     Capabilities,
+    MediaPlacement,
+    MediaRule,
     ModelNameRule,
     StructuredOutput,
     ThinkingModel,
@@ -42,6 +44,14 @@ CAPABILITIES = Capabilities(
     # JSON-schema output on K2.5 and later; earlier models have JSON mode only, so they get
     # json_object and the schema with the instructions
     structured_output=StructuredOutput(schema_models=r"kimi-k(?:2\.[5-9]|[3-9])"),
+    # image input: K2.5 and the moonshot-v1 vision previews (https://platform.moonshot.ai/docs/
+    # guide/use-kimi-vision-model); tool messages carry text, so a tool's images follow in a user
+    # message; no PDF input on the chat API (files go through the Files API)
+    media=MediaRule(
+        tool_result_images=MediaPlacement.AFTER,
+        tool_result_documents=MediaPlacement.NONE,
+        vision_models=r"(?:kimi-k(?:2\.[5-9]|[3-9])|kimi-latest|moonshot-v1-[0-9a-z]+-vision)",
+    ),
     thinking=THINKING,
 )
 

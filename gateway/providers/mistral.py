@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from gateway.providers.openai_compat import OPENAI_ERROR_TYPES, ChatAdapter, ChatDialect, ReasoningReplay
 from gateway.transcript.events import ErrorCategory
-from gateway.transcript.target import Capabilities, ModelNameRule, ThinkingModel, ThinkingRule, ToolIdRule
+from gateway.transcript.target import (
+    Capabilities,
+    MediaPlacement,
+    MediaRule,
+    ModelNameRule,
+    ThinkingModel,
+    ThinkingRule,
+    ToolIdRule,
+)
 
 # Reasoning (https://docs.mistral.ai/capabilities/reasoning): Magistral models always reason;
 # Mistral Small 4 (mistral-small-latest, -2603) and Medium 3.5 reason on `reasoning_effort: "high"`
@@ -24,6 +32,18 @@ CAPABILITIES = Capabilities(
     reasoning_replay=True,
     user_after_tool_forbidden=True,
     last_message_user_or_tool=True,
+    # vision: Pixtral, Mistral Medium 3 / Small 3.1 and later, Magistral 1.2 and later
+    # (https://docs.mistral.ai/capabilities/vision/: PNG, JPEG, WEBP, non-animated GIF, up to 10 MB
+    # each); a tool message carries text, so a tool's images follow in a user message; documents
+    # by URL (`document_url`, https://docs.mistral.ai/capabilities/document_ai/)
+    media=MediaRule(
+        tool_result_images=MediaPlacement.AFTER,
+        tool_result_documents=MediaPlacement.AFTER,
+        max_image_bytes=10 * 1024 * 1024,
+        vision_models=r"(?:pixtral|mistral-medium-(?:2505|2508|latest)|mistral-small-(?:2503|2506|latest)"
+        r"|mistral-large-2511|magistral-(?:small|medium)-(?:2509|latest)|devstral-(?:2512|latest))",
+        document_urls=True,
+    ),
     thinking=THINKING,
 )
 

@@ -9,8 +9,8 @@ from gateway.providers.openai_compat import (
     ChatDialect,
     ReasoningReplay,
 )
-from gateway.providers.openai_responses import OPENAI_MODEL_NAMES, OPENAI_THINKING
-from gateway.transcript.target import Capabilities, ToolIdRule
+from gateway.providers.openai_responses import OPENAI_MODEL_NAMES, OPENAI_THINKING, OPENAI_VISION_MODELS
+from gateway.transcript.target import Capabilities, MediaPlacement, MediaRule, ToolIdRule
 
 CAPABILITIES = Capabilities(
     # chat tool-call ids are free-form strings; the API caps them at 40 characters
@@ -19,6 +19,16 @@ CAPABILITIES = Capabilities(
     reasoning_replay=False,
     system_messages_in_place=True,
     empty_assistant_turn_ok=True,
+    # a tool message's content is "a string or an array of text content parts"
+    # (https://platform.openai.com/docs/api-reference/chat/create, messages > tool message):
+    # images follow the results in a user message; user parts take images and PDF `file` data
+    media=MediaRule(
+        tool_result_images=MediaPlacement.AFTER,
+        tool_result_documents=MediaPlacement.AFTER,
+        max_image_bytes=50 * 1024 * 1024,
+        vision_models=OPENAI_VISION_MODELS,
+        pdf_data=True,
+    ),
     thinking=OPENAI_THINKING,  # the same models as the Responses API, `reasoning_effort` here
 )
 

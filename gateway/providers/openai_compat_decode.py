@@ -29,7 +29,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import StopReason, Usage
+from gateway.transcript.model import Citation, StopReason, Usage
 from gateway.transcript.target import Target
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class ChatStreamDecoder(SSEStreamDecoder):
         self._started = False
         self._next = 0
         self._text: int | None = None
+        # url_citation annotations of the text (OpenAI's search models: message.annotations)
+        self._notes: list[Any] = []
+        self._text_parts: list[str] = []
         self._reasoning: int | None = None
         self._refusal: int | None = None
         self._refused = False
@@ -132,6 +135,9 @@ class ChatStreamDecoder(SSEStreamDecoder):
                     out, ErrorCategory.PROTOCOL, f"unexpected content of type {type(content).__name__}"
                 )
                 return
+        notes = delta.get("annotations")
+        if notes and type(notes) is list:
+            self._notes.extend(notes)
         refusal = delta.get("refusal")
         if refusal:
             if type(refusal) is not str:
@@ -174,6 +180,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
         if self._text is None:
             self._close_reasoning(out)
             self._text = self._start(out, BlockKind.TEXT)
+            self._text_parts = []
+        self._text_parts.append(text)
         out.append(BlockDelta(self._text, text))
 
     def _reasoning_text(self, text: str, out: list[Event]) -> None:
@@ -221,8 +229,26 @@ class ChatStreamDecoder(SSEStreamDecoder):
 
     def _close_text(self, out: list[Event]) -> None:
         if self._text is not None:
-            out.append(BlockStop(self._text))
+            out.append(BlockStop(self._text, None, self._citations()))
             self._text = None
+
+    def _citations(self) -> tuple[Citation, ...]:
+        """Chat's url_citation annotations ({"type": "url_citation", "url_citation": {url, title,
+        start_index, end_index}}, https://platform.openai.com/docs/guides/tools-web-search?api-mode=chat):
+        readable citations; Chat history has no place to send them back, so every family gets
+        them as text."""
+        if not self._notes:
+            return ()
+        text = "".join(self._text_parts)
+        out = []
+        for note in self._notes:
+            cite = note.get("url_citation") if isinstance(note, dict) else None
+            if isinstance(cite, dict) and cite.get("url"):
+                start, end = cite.get("start_index"), cite.get("end_index")
+                cited = text[start:end] if isinstance(start, int) and isinstance(end, int) else ""
+                out.append(Citation(str(cite["url"]), str(cite.get("title") or ""), cited))
+        self._notes = []
+        return tuple(out)
 
     def _close_reasoning(self, out: list[Event]) -> None:
         if self._reasoning is not None:

@@ -30,12 +30,15 @@ from gateway.providers.openai_responses_decode import (
 )
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
+    Continuity,
     Document,
     Image,
     Message,
     Reasoning,
     Request,
     Role,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     ToolCall,
     ToolChoiceMode,
@@ -46,12 +49,15 @@ from gateway.transcript.model import (
 from gateway.transcript.reasoning import decision_of
 from gateway.transcript.target import (
     Capabilities,
+    MediaPlacement,
+    MediaRule,
     ModelNameRule,
     Target,
     ThinkingModel,
     ThinkingRule,
     ToolIdRule,
 )
+from gateway.wire.openai_server import paired, wire_annotation, wire_item
 
 KIND = "openai_responses"
 
@@ -60,6 +66,9 @@ KIND = "openai_responses"
 # travels in the JSON body
 OPENAI_MODEL_NAMES = ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", 256)
 
+# models without image input (https://platform.openai.com/docs/models: gpt-3.5-turbo, o1-mini
+# and o3-mini list "Image: not supported"); every other model takes images
+OPENAI_VISION_MODELS = r"(?!gpt-3\.5|o1-mini|o3-mini)"
 # Reasoning models (https://platform.openai.com/docs/guides/reasoning) take `reasoning.effort`
 # (chat: `reasoning_effort`), each its own levels: "none" (reasoning off) exists from gpt-5.1 on,
 # gpt-5 takes "minimal" as its least, the o-series low/medium/high, gpt-5-pro only high ("Unsupported
@@ -86,6 +95,19 @@ CAPABILITIES = Capabilities(
     reasoning_precedes_output=True,
     system_messages_in_place=True,
     custom_tools=True,
+    server_tool_replay=True,
+    # function_call_output `output`: "a string or a list of input_text, input_image and
+    # input_file content" (https://platform.openai.com/docs/api-reference/responses/create,
+    # input > function tool call output); images PNG/JPEG/WebP/non-animated GIF, up to 50 MB per
+    # request (https://platform.openai.com/docs/guides/images-vision, "Image input requirements")
+    media=MediaRule(
+        tool_result_images=MediaPlacement.INLINE,
+        tool_result_documents=MediaPlacement.INLINE,
+        max_image_bytes=50 * 1024 * 1024,
+        vision_models=OPENAI_VISION_MODELS,
+        pdf_data=True,
+        document_urls=True,
+    ),
     thinking=OPENAI_THINKING,
 )
 
@@ -125,9 +147,10 @@ def _document(document: Document) -> dict[str, Any]:
 
 def _function_output(block: ToolResult, custom_calls: set[str]) -> dict[str, Any]:
     output: str | list[dict[str, Any]] = block.content
-    if block.images:
+    if block.images or block.documents:
         parts: list[dict[str, Any]] = [{"type": "input_text", "text": block.content}] if block.content else []
         parts.extend(_image(image) for image in block.images)
+        parts.extend(_document(document) for document in block.documents)
         output = parts
     kind = "custom_tool_call_output" if block.call_id in custom_calls else "function_call_output"
     return {"type": kind, "call_id": block.call_id, "output": output}
@@ -183,6 +206,13 @@ def _reasoning_item(block: Reasoning, target: Target) -> dict[str, Any]:
     return item
 
 
+def _annotation(meta: Continuity | None, target: Target) -> dict[str, Any]:
+    wire = wire_annotation(meta) if target.owns(meta) else None
+    if wire is None:
+        raise EncodeError("another issuer's citation reached the encoder (repair renders it)")
+    return wire
+
+
 def _assistant_items(message: Message, target: Target, items: list[dict[str, Any]]) -> None:
     """Assistant blocks as output items. A function_call keeps its fc_ id only when its
     reasoning item precedes it (directly, or through the calls of the same parallel batch):
@@ -191,13 +221,30 @@ def _assistant_items(message: Message, target: Target, items: list[dict[str, Any
     reasoning_chain = False  # the last non-call item emitted was this target's reasoning item
     for block in message.blocks:
         match block:
-            case Text(text=text):
+            case Text(text=text, citations=citations):
                 if text_parts is None:
                     text_parts = []
                     items.append({"type": "message", "role": "assistant", "content": text_parts})
-                text_parts.append({"type": "output_text", "text": text})
+                part: dict[str, Any] = {"type": "output_text", "text": text}
+                if citations:
+                    part["annotations"] = [_annotation(c.meta, target) for c in citations]
+                text_parts.append(part)
                 reasoning_chain = False
                 continue
+            case ServerToolCall(meta=meta):
+                wire = wire_item(meta) if target.owns(meta) else None
+                if wire is None:
+                    raise EncodeError(
+                        "another issuer's server tool call reached the encoder (repair renders it)"
+                    )
+                items.append(wire)
+                reasoning_chain = False
+            case ServerToolResult(meta=meta):
+                if not (target.owns(meta) and paired(meta)):
+                    raise EncodeError(
+                        "another issuer's server tool result reached the encoder (repair renders it)"
+                    )
+                continue  # its call's item carries it
             case Reasoning():
                 items.append(_reasoning_item(block, target))
                 reasoning_chain = True

@@ -31,8 +31,9 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Request, StopReason, Usage
+from gateway.transcript.model import Citation, Request, StopReason, Usage
 from gateway.transcript.target import Target
+from gateway.wire.openai_server import SERVER_ITEMS, annotation, server_item
 
 SUMMARY_SEPARATOR = "\n\n"
 
@@ -170,6 +171,8 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             if arguments:
                 state.streamed = True
                 out.append(BlockDelta(state.index, arguments))
+        elif kind in SERVER_ITEMS:  # a hosted tool's call: written whole when it is done
+            self._items[output_index] = _Item(kind, -1)
         else:
             self._fail(out, ErrorCategory.PROTOCOL, f"unsupported Responses output item type {kind!r}")
 
@@ -223,10 +226,16 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             self._refused = True
         out.append(BlockStart(item.index, BlockKind.REFUSAL if refusal else BlockKind.TEXT))
 
-    def _close_part(self, item: _Item, out: list[Event]) -> None:
+    def _close_part(self, item: _Item, out: list[Event], part: Mapping[str, Any] | None = None) -> None:
         if item.index >= 0:
-            out.append(BlockStop(item.index))
+            out.append(BlockStop(item.index, None, self._citations(part)))
             item.index = -1
+
+    def _citations(self, part: Mapping[str, Any] | None) -> tuple[Citation, ...]:
+        if not part or not part.get("annotations"):
+            return ()
+        body = part.get("text") or ""
+        return tuple(annotation(a, body, self.target.continuity) for a in part["annotations"])
 
     def _part_added(self, event: Any, out: list[Event]) -> None:
         item = self._item(event, out)
@@ -245,7 +254,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
     def _part_done(self, event: Any, out: list[Event]) -> None:
         item = self._item(event, out)
         if item is not None:
-            self._close_part(item, out)
+            self._close_part(item, out, event.get("part"))
 
     def _item_done(self, event: Any, out: list[Event]) -> None:
         output_index = event["output_index"]
@@ -270,6 +279,15 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
             if not state.streamed and arguments:
                 out.append(BlockDelta(state.index, arguments))
             out.append(BlockStop(state.index, self.target.continuity({"item_id": item["id"]})))
+        elif state.kind in SERVER_ITEMS:
+            call, result = server_item(item, self.target.continuity, f"{state.kind}_{output_index}")
+            index = self._alloc()
+            out.append(BlockStart(index, BlockKind.SERVER_TOOL_CALL, id=call.id, name=call.name))
+            out.append(BlockDelta(index, call.input))
+            out.append(BlockStop(index, call.meta))
+            index = self._alloc()
+            out.append(BlockStart(index, BlockKind.SERVER_TOOL_RESULT, call.id, call.name, result=result))
+            out.append(BlockStop(index))
         else:
             self._close_part(state, out)
             if not state.parts:  # nothing streamed: the parts come with the finished item
@@ -284,7 +302,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
                     text = part.get("text") or part.get("refusal")
                     if text:
                         out.append(BlockDelta(state.index, text))
-                    self._close_part(state, out)
+                    self._close_part(state, out, part)
 
     def _close_open(self, out: list[Event]) -> None:
         for state in self._items.values():

@@ -8,6 +8,8 @@ pass and comes back equal.
 Order matters:
 0. tools the target cannot take: custom tools in function form, foreign hosted tools left out;
    assistant turns the client sent empty dropped where the target refuses them (counted);
+   server-tool history and citations of another issuer as text; images and documents placed
+   where the target's family takes them (placeholders for what it cannot read);
 1. reasoning policy: only the target's own continuity stays (strict: none at all);
 2. empty text removed, duplicate call ids renamed, then pairing and placement of results;
 3. to a fixed point, because each step can create work for another: empty text removed, role
@@ -31,11 +33,13 @@ from gateway.repair.custom_tools import custom_tools_as_functions
 from gateway.repair.empty_text import drop_empty_text
 from gateway.repair.empty_turn import drop_empty_turns
 from gateway.repair.hosted_tools import drop_foreign_hosted_tools
+from gateway.repair.media import place_media
 from gateway.repair.provider_options import options_for_target
 from gateway.repair.reasoning_placement import place_reasoning
 from gateway.repair.reasoning_policy import apply_reasoning_policy
 from gateway.repair.report import Repair
 from gateway.repair.role_order import fix_role_order
+from gateway.repair.server_tools import render_server_tools
 from gateway.repair.thinking import switch_thinking
 from gateway.repair.tool_ids import project_tool_ids
 from gateway.repair.tool_pairing import pair_tool_results, unique_call_ids
@@ -71,6 +75,10 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     hosted, dropped = drop_foreign_hosted_tools(request.hosted_tools, target)
     repairs.extend(dropped)
     messages, found = drop_empty_turns(messages, caps)
+    repairs.extend(found)
+    messages, found = render_server_tools(messages, target, caps)
+    repairs.extend(found)
+    messages, found = place_media(messages, target, caps)
     repairs.extend(found)
     messages, found = apply_reasoning_policy(messages, target, caps, strict=strict)
     repairs.extend(found)

@@ -18,6 +18,8 @@ from gateway.transcript.model import (
     Image,
     Message,
     Reasoning,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     ToolCall,
     ToolResult,
@@ -34,7 +36,7 @@ def _cached(block: object) -> bool:
             return cache is not None
         case ToolCall(cache=cache) | ToolResult(cache=cache):
             return cache is not None
-        case Reasoning():
+        case Reasoning() | ServerToolCall() | ServerToolResult():
             return False
         case _:
             raise TypeError(f"unknown block kind {type(block).__name__}")

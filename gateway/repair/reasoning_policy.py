@@ -22,10 +22,13 @@ from gateway.transcript.model import (
     NATIVE_ID,
     Block,
     Continuity,
+    Document,
     Image,
     Message,
     Reasoning,
     Role,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     ToolCall,
     ToolResult,
@@ -108,7 +111,10 @@ def apply_reasoning_policy(
                 if t is ToolCall or block.text:
                     blocks.append(replace(block, meta=None))
                 # a foreign signature-only empty text part carries nothing once its meta is gone
-            elif t is Image or t is ToolResult:
+            elif (
+                t is Image or t is ToolResult or t is Document or t is ServerToolCall or t is ServerToolResult
+            ):
+                # server-tool history: repair/server_tools.py already rendered another issuer's
                 blocks.append(block)
             else:  # pragma: no cover - Block is a closed union
                 raise TypeError(f"unknown block {block!r}")

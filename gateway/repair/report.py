@@ -29,6 +29,11 @@ REPAIR_KINDS = (
     "hosted_tool_dropped",
     # added with the Messages ingress
     "provider_option_dropped",
+    # added with rich content (README "Repair kinds")
+    "media_as_placeholder",
+    "tool_result_media_moved",
+    "server_tool_as_text",
+    "citations_as_text",
 )
 
 

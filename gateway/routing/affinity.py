@@ -8,11 +8,14 @@ from collections.abc import Iterator
 
 from gateway.transcript.model import (
     Continuity,
+    Document,
     Image,
     Message,
     Reasoning,
     Request,
     Role,
+    ServerToolCall,
+    ServerToolResult,
     Text,
     ToolCall,
     ToolResult,
@@ -41,10 +44,16 @@ def loop_continuity(request: Request) -> Iterator[Continuity]:
             continue
         for block in message.blocks:
             match block:
-                case Text(meta=meta) | Reasoning(meta=meta) | ToolCall(meta=meta):
+                case (
+                    Text(meta=meta)
+                    | Reasoning(meta=meta)
+                    | ToolCall(meta=meta)
+                    | ServerToolCall(meta=meta)
+                    | ServerToolResult(meta=meta)
+                ):
                     if meta is not None:
                         yield meta
-                case Image() | ToolResult():
+                case Image() | Document() | ToolResult():
                     pass
                 case _:
                     raise TypeError(f"unknown block kind {type(block).__name__}")

@@ -167,7 +167,9 @@ class HealthBook:
     def __init__(self, config: GatewayConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
         self.clock = clock
-        self._configured = {(t.provider, t.model) for group in config.models.values() for t in group.targets}
+        self._configured = {
+            (t.provider, t.model) for group in config.models.values() for t in group.all_targets()
+        }
         self._breakers: dict[TargetKey, Breaker] = {}
         self._direct: LRUCache[TargetKey, Breaker] = LRUCache(maxsize=DIRECT_BREAKERS)
 

@@ -17,6 +17,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -32,10 +34,13 @@ from gateway.routing.backoff import RetryBudget, backoff_delay
 from gateway.routing.cooldown import HealthBook, Ticket
 from gateway.routing.router import Plan, Router
 from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMemory
-from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
 from gateway.upstream import Timeouts
+
+if TYPE_CHECKING:
+    from gateway.tracing import RequestTrace
 
 __all__ = [
     "AllTargetsFailed",
@@ -173,9 +178,12 @@ class Engine:
             return order, home, COOLDOWN
         return (home, *(t for t in order if t is not home)), home, None
 
-    async def open(self, request: Request, plan: Plan, session: str | None = None) -> Answer:
+    async def open(
+        self, request: Request, plan: Plan, session: str | None = None, trace: RequestTrace | None = None
+    ) -> Answer:
         """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
-        conversation's key, for session affinity."""
+        conversation's key, for session affinity; `trace`: the request's span when tracing is on
+        (each attempt gets a span of its own)."""
         retry = plan.retry
         deadline = self._clock() + retry.deadline_seconds
         order, home, moved = self._session_order(request, plan, session)
@@ -195,7 +203,9 @@ class Engine:
                 target = order[index]
                 others = any(self.health.available(order[i]) for i in pending)
                 try:
-                    result = await self._serve(request, plan, target, ticket, attempts, others, deadline)
+                    result = await self._serve(
+                        request, plan, target, ticket, attempts, others, deadline, trace
+                    )
                 except BaseException:
                     self.health.release(target, ticket)  # cancelled (the client went away): no verdict
                     raise
@@ -238,7 +248,33 @@ class Engine:
             await self._sleep(wait)
             passes += 1
             pending = again
+        if final.code == CONTEXT_OVERFLOW and plan.overflow is not None and plan.overflow not in order:
+            result = await self._overflow(request, plan, plan.overflow, attempts, deadline)
+            if isinstance(result, Answer):
+                return result
+            final = result or final
         raise AllTargetsFailed(plan, attempts, final)
+
+    async def _overflow(
+        self, request: Request, plan: Plan, target: Target, attempts: list[Attempt], deadline: float
+    ) -> Answer | UpstreamError | None:
+        """The group's larger-context target, once, after a context-window overflow (None: it
+        cannot take traffic now, and the client hears about the overflow)."""
+        ticket = self.health.acquire(target)
+        if ticket is None:
+            return None
+        try:
+            result = await self._serve(request, plan, target, ticket, attempts, False, deadline)
+        except BaseException:
+            self.health.release(target, ticket)
+            raise
+        if isinstance(result, UpstreamError):
+            self.health.record(target, ticket, result)
+            return result
+        self.health.record(target, ticket, None)
+        stream, prepared = result
+        stream.after_commit(self._after_commit(target, ticket))
+        return Answer(target, prepared, tuple(attempts), plan, stream, None)
 
     def _acquire_next(self, order: tuple[Target, ...], pending: list[int]) -> tuple[int, Ticket] | None:
         """The first target of this pass that can take traffic now (claiming a half-open probe if
@@ -271,6 +307,7 @@ class Engine:
         attempts: list[Attempt],
         others: bool,
         deadline: float,
+        trace: RequestTrace | None = None,
     ) -> tuple[EventStream, Prepared] | UpstreamError:
         """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
         and send once more (DESIGN.md 4.5) before the loop moves on."""
@@ -280,13 +317,18 @@ class Engine:
         # could not be followed before the deadline anyway) is given as long as idle/total allow
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
+
+        def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
+            attempt = partial(self._attempt, adapter, target, prepared, request.stream, timeouts, first_token)
+            return self._traced(trace, target, prepared, attempt)
+
         prepared = prepare(request, target, adapter.capabilities)
-        result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+        result = await send(prepared)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(Attempt(target.provider, result.category.value, result))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
-            result = await self._attempt(adapter, target, prepared, request.stream, timeouts, first_token)
+            result = await send(prepared)
         if isinstance(result, UpstreamError):
             attempts.append(Attempt(target.provider, result.category.value, result))
             return result
@@ -296,6 +338,29 @@ class Engine:
     def _after_commit(self, target: Target, ticket: Ticket) -> Callable[[UpstreamError], None]:
         health = self.health
         return lambda error: health.record(target, ticket, error)
+
+    @staticmethod
+    async def _traced(
+        trace: RequestTrace | None,
+        target: Target,
+        prepared: Prepared,
+        send: Callable[[], Awaitable[EventStream | UpstreamError]],
+    ) -> EventStream | UpstreamError:
+        """One attempt (`send`) inside its own span when tracing is on."""
+        if trace is None:
+            return await send()
+        span = trace.attempt(target, prepared.request)
+        try:
+            result = await send()
+        except BaseException:
+            span.abandoned()
+            raise
+        if isinstance(result, UpstreamError):
+            span.failed(result, prepared.repairs)
+        else:
+            span.committed(prepared.repairs)
+            trace.committed = span
+        return result
 
     async def _attempt(
         self,

@@ -6,7 +6,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from gateway.config import GatewayConfig, RetryConfig, TimeoutOverrides
+from gateway.config import GatewayConfig, ModelGroupConfig, RetryConfig, TargetConfig, TimeoutOverrides
 from gateway.providers import get_adapter
 from gateway.transcript.target import Target
 
@@ -35,6 +35,22 @@ class Plan:
     sessions: bool = False  # keep a session on the target that served its previous turn (engine)
     retry: RetryConfig = field(default_factory=RetryConfig)
     timeouts: TimeoutOverrides = field(default_factory=TimeoutOverrides)
+    overflow: Target | None = None  # where a request goes after a context-window overflow
+
+
+def _target(config: GatewayConfig, group: ModelGroupConfig, t: TargetConfig) -> Target:
+    provider = config.providers[t.provider]
+    return Target(
+        provider=t.provider,
+        kind=provider.kind,
+        model=t.model,
+        base_url=provider.base_url,
+        scope=provider.continuity_group or t.provider,
+        thinking_budget=t.thinking_budget,
+        reasoning_effort=t.reasoning_effort,
+        pin_reasoning=bool(t.pin_reasoning),
+        reasoning_policy=group.policy_for(t),
+    )
 
 
 class Router:
@@ -44,24 +60,11 @@ class Router:
         self._groups: dict[str, tuple[Target, ...]] = {}
         self._weights: dict[str, tuple[float, ...]] = {}
         self._counters: dict[str, itertools.count] = {}
+        self._overflow: dict[str, Target] = {}
         for name, group in config.models.items():
-            targets = []
-            for t in group.targets:
-                provider = config.providers[t.provider]
-                targets.append(
-                    Target(
-                        provider=t.provider,
-                        kind=provider.kind,
-                        model=t.model,
-                        base_url=provider.base_url,
-                        scope=provider.continuity_group or t.provider,
-                        thinking_budget=t.thinking_budget,
-                        reasoning_effort=t.reasoning_effort,
-                        pin_reasoning=bool(t.pin_reasoning),
-                        reasoning_policy=group.policy_for(t),
-                    )
-                )
-            self._groups[name] = tuple(targets)
+            self._groups[name] = tuple(_target(config, group, t) for t in group.targets)
+            if group.overflow_target is not None:
+                self._overflow[name] = _target(config, group, group.overflow_target)
             self._weights[name] = tuple(t.weight for t in group.targets)
             self._counters[name] = itertools.count()
 
@@ -80,6 +83,7 @@ class Router:
                 sessions=group.affinity == "session",
                 retry=group.retry,
                 timeouts=group.timeouts,
+                overflow=self._overflow.get(model),
             )
         if len(model) > MAX_MODEL_CHARS:
             raise InvalidModelName(f"longer than {MAX_MODEL_CHARS} characters")

@@ -72,9 +72,16 @@ ERROR_MESSAGES = {
 BASE62 = string.ascii_letters + string.digits
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """Anthropic's overflow: 400 invalid_request_error "prompt is too long: N tokens > M maximum"
+    (https://docs.claude.com/en/api/errors; Claude Code compacts on this wording)."""
+    return Rejection(400, f"prompt is too long: {used} tokens > {limit} maximum")
+
+
 def create_app(state: SimulatorState) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = state
+    state.overflow = overflow
     app.router.add_post("/v1/messages", _messages)
     app.router.add_post("/v1/messages/count_tokens", _count_tokens)
     return app
@@ -128,7 +135,7 @@ async def _count_tokens(request: web.Request) -> web.StreamResponse:
     """Counts what the same body would cost as a message (the usage `_answer` reports). The body
     is the Messages request without `max_tokens` and `stream`, checked by the same rules."""
     state = request.app[STATE_KEY]
-    body, raw_len, rejection = await intake(request, state, _precheck, check_count)
+    body, raw_len, rejection = await intake(request, state, _precheck, check_count, window=False)
     if rejection is not None:
         return _error_response(rejection.status, rejection.type, rejection.message)
     return json_response({"input_tokens": max(1, raw_len // 4)})

@@ -76,6 +76,18 @@ def redacted_data_ok(state: SimulatorState, model: str, data: Any) -> bool:
     return state.verify(data[NONCE_LEN:], model, "redacted", data[:NONCE_LEN])
 
 
+BAD_ENCRYPTED = "messages.{i}.content.{j}: Invalid `encrypted_content` in `web_search_result`"  # unverified
+UNPAIRED_SERVER = (
+    "messages.{i}.content.{j}: the result of server tool call {id} must follow its `server_tool_use` "
+    "block in the same assistant message"
+)  # unverified
+
+
+def search_result_content(state: SimulatorState, url: str) -> str:
+    """The encrypted page of a web search result: only this API can read it back."""
+    return state.sign("web_search_result", url)
+
+
 def validate(state: SimulatorState, body: Any, model: str) -> Rejection | None:
     return check(state, body, model)[0]
 
@@ -114,8 +126,25 @@ def _check(state: SimulatorState, body: Any, model: str) -> int:
     _check_cache_breakpoints(body, blocks)
     _check_alternation(messages)
     _check_tool_pairing(blocks)
+    _check_server_tools(blocks)
     _check_thinking_placement(messages, blocks, thinking)
     return _verify_tokens(state, model, blocks)
+
+
+def _check_server_tools(blocks: list[list[dict]]) -> None:
+    """A server tool's call and its result are one assistant turn: the result follows the call in
+    the same message (web search docs, "Response": server_tool_use, then web_search_tool_result). A
+    call without its result may end a paused turn (`pause_turn`), which the client sends back."""
+    for i, message in enumerate(blocks):
+        calls: set[str] = set()
+        for j, block in enumerate(message):
+            kind = block["type"]
+            if kind == "server_tool_use":
+                calls.add(block["id"])
+            elif (
+                kind.endswith("_tool_result") and kind != "tool_result" and block["tool_use_id"] not in calls
+            ):
+                raise Invalid(UNPAIRED_SERVER.format(i=i, j=j, id=block["tool_use_id"]))
 
 
 # https://docs.claude.com/en/docs/build-with-claude/extended-thinking: extended thinking on Claude
@@ -285,4 +314,12 @@ def _verify_tokens(state: SimulatorState, model: str, blocks: list[list[dict]]) 
                 if not redacted_data_ok(state, model, block["data"]):
                     raise Invalid(BAD_REDACTED.format(i=i, j=j))
                 verified += 1
+            elif block["type"] == "web_search_tool_result" and isinstance(block["content"], list):
+                for result in block["content"]:
+                    if not isinstance(result, dict) or result.get("type") != "web_search_result":
+                        continue
+                    content = result.get("encrypted_content")
+                    if not state.verify(content, "web_search_result", str(result.get("url"))):
+                        raise Invalid(BAD_ENCRYPTED.format(i=i, j=j))
+                    verified += 1
     return verified

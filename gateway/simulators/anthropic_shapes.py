@@ -14,9 +14,28 @@ ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # unverified: the documented limit for custom tool names (64 in some docs, 128 in others)
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 USER_BLOCKS = ("text", "image", "document", "tool_result")
-ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
-ALL_BLOCKS = ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
+# server tools the API ran itself, replayed in the assistant turn that holds them
+# (https://docs.claude.com/en/docs/agents-and-tools/tool-use/web-search-tool, "Response"; ...
+# web-fetch-tool, code-execution-tool): a server_tool_use and its <name>_tool_result
+SERVER_RESULTS = {
+    "web_search": "web_search_tool_result",
+    "web_fetch": "web_fetch_tool_result",
+    "code_execution": "code_execution_tool_result",
+    "bash_code_execution": "bash_code_execution_tool_result",
+    "text_editor_code_execution": "text_editor_code_execution_tool_result",
+}
+SERVER_BLOCKS = ("server_tool_use", *SERVER_RESULTS.values())
+ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", *SERVER_BLOCKS)
+ALL_BLOCKS = (
+    "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", *SERVER_BLOCKS
+)  # fmt: skip
+# tool_result content: "text, image, or document" blocks
+# (https://docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use)
+TOOL_RESULT_PARTS = ("text", "image", "document")
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# "images larger than 5 MB are rejected" through the API
+# (https://docs.claude.com/en/docs/build-with-claude/vision, "Image size limits")
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
 THINKING_DISPLAYS = ("summarized", "omitted")
 # Anthropic-defined tools (type -> the name the API requires); the simulator accepts their
 # definitions but never calls them
@@ -65,7 +84,13 @@ BLOCK_KEYS = {
     "tool_result": frozenset(("type", "tool_use_id", "content", "is_error", "cache_control")),
     "thinking": frozenset(("type", "thinking", "signature")),
     "redacted_thinking": frozenset(("type", "data")),
+    "server_tool_use": frozenset(("type", "id", "name", "input", "cache_control")),
+    **{
+        result: frozenset(("type", "tool_use_id", "content", "cache_control"))
+        for result in SERVER_RESULTS.values()
+    },
 }
+SERVER_ID = re.compile(r"^srvtoolu_[a-zA-Z0-9_]+$")
 TOOL_KEYS = frozenset(("type", "name", "description", "input_schema", "cache_control", "strict"))
 EMPTY_CONTENT = (
     "messages.{i}: all messages must have non-empty content except for the optional final assistant message"
@@ -367,6 +392,21 @@ def _check_block(block: Any, path: str, role: str, allowed: tuple[str, ...]) -> 
         _require_str(block, "signature", f"{path}.thinking")
     elif kind == "redacted_thinking":
         _require_str(block, "data", f"{path}.redacted_thinking")
+    elif kind == "server_tool_use":
+        tool_id = _require_str(block, "id", f"{path}.server_tool_use")
+        if not SERVER_ID.match(tool_id):
+            raise Invalid(f"{path}.server_tool_use.id: String should match pattern '{SERVER_ID.pattern}'")
+        if block.get("name") not in SERVER_RESULTS:
+            names = ", ".join(f"'{n}'" for n in SERVER_RESULTS)
+            raise Invalid(f"{path}.server_tool_use.name: Input should be {names}")
+        if not isinstance(block.get("input"), dict):
+            raise Invalid(f"{path}.server_tool_use.input: Input should be a valid dictionary")
+    elif kind in SERVER_BLOCKS:
+        tool_id = _require_str(block, "tool_use_id", f"{path}.{kind}")
+        if not SERVER_ID.match(tool_id):
+            raise Invalid(f"{path}.{kind}.tool_use_id: String should match pattern '{SERVER_ID.pattern}'")
+        if "content" not in block:
+            raise Invalid(f"{path}.{kind}.content: Field required")
     else:  # pragma: no cover - ALL_BLOCKS is exhaustive
         raise AssertionError(kind)
 
@@ -391,7 +431,13 @@ def _check_image(block: dict, path: str) -> None:
                 f"{path}.image.source.base64.media_type: Input should be 'image/jpeg', "
                 "'image/png', 'image/gif' or 'image/webp'"
             )
-        _require_str(source, "data", f"{path}.image.source.base64")
+        data = _require_str(source, "data", f"{path}.image.source.base64")
+        size = len(data) * 3 // 4
+        if size > MAX_IMAGE_BYTES:
+            raise Invalid(
+                f"{path}.image.source.base64: image exceeds 5 MB maximum: {size} bytes > "
+                f"{MAX_IMAGE_BYTES} bytes"
+            )
     elif kind == "url":
         _no_extra(source, frozenset(("type", "url")), f"{path}.image.source.url")
         _require_str(source, "url", f"{path}.image.source.url")
@@ -444,14 +490,16 @@ def _check_tool_result(block: dict, path: str) -> None:
         raise Invalid(f"{path}.tool_result.content: Input should be a valid string or a valid list")
     for k, part in enumerate(content):
         part_path = f"{path}.tool_result.content.{k}"
-        if not isinstance(part, dict) or part.get("type") not in ("text", "image"):
+        if not isinstance(part, dict) or part.get("type") not in TOOL_RESULT_PARTS:
             kind = part.get("type") if isinstance(part, dict) else None
             raise Invalid(
                 f"{part_path}: Input tag '{kind}' found using 'type' does not match any of the "
-                "expected tags: 'text', 'image'"
+                "expected tags: 'text', 'image', 'document'"
             )
         _no_extra(part, BLOCK_KEYS[part["type"]], f"{part_path}.{part['type']}")
         if part["type"] == "text":
             _check_text(part, part_path)
-        else:
+        elif part["type"] == "image":
             _check_image(part, part_path)
+        else:
+            _check_document(part, part_path)

@@ -38,6 +38,9 @@ class Reply:
     reasoning: str = ""  # emitted only when the request enables reasoning / the model reasons
     tool_calls: list[ToolCallSpec] = field(default_factory=list)
     redacted_reasoning: bool = False  # Anthropic: add a redacted_thinking block
+    # OpenAI Responses, when the request offers the hosted web_search tool: search this query
+    # first (a web_search_call item) and cite the page found in the answer (a url_citation)
+    web_search: str | None = None
     stop: str | None = None  # None: natural (tool calls or end of turn); "length": truncated
     chunk_size: int = 12  # characters per streamed text/reasoning delta
     # the structured answer of a JSON-schema / JSON-mode request (None: one made from the schema)
@@ -110,6 +113,10 @@ class SimulatorState:
         # the client (the gateway) closed the connection (needs SimulatorHub(handler_cancellation=True))
         self.active_requests = 0
         self.cancelled_requests = 0
+        # the model's context window in tokens (1 per 4 bytes of body, as usage counts them):
+        # a bigger request gets the family's own overflow error (`overflow`, set by its app)
+        self.context_window: int | None = None
+        self.overflow: Callable[[int, int], Rejection] | None = None
         self._counter = itertools.count(1)
 
     def push(self, *items: Reply | Fault) -> None:
@@ -128,6 +135,13 @@ class SimulatorState:
             self.random_faults += 1
             return self.random_fault
         return self.default_reply(body)
+
+    def over_window(self, raw_len: int) -> Rejection | None:
+        """The family's overflow error when a body of `raw_len` bytes exceeds the window."""
+        used = raw_len // 4
+        if self.context_window is None or self.overflow is None or used <= self.context_window:
+            return None
+        return self.overflow(used, self.context_window)
 
     def next_id(self) -> int:
         return next(self._counter)
@@ -175,7 +189,7 @@ Check = Callable[[SimulatorState, Any, str], "tuple[Rejection | None, int]"]
 
 
 async def intake(
-    request: web.Request, state: SimulatorState, precheck: Precheck, check: Check
+    request: web.Request, state: SimulatorState, precheck: Precheck, check: Check, window: bool = True
 ) -> tuple[Any, int, Rejection | None]:
     """Read, parse, validate and record one request: (body, raw size, rejection). Tokens that
     verified are counted only for an accepted request."""
@@ -189,6 +203,8 @@ async def intake(
     if rejection is None:
         model = body.get("model") if isinstance(body, dict) else None
         rejection, verified = check(state, body, model if isinstance(model, str) else "")
+        if window:  # a count of tokens is no generation: it has no window to exceed
+            rejection = rejection or state.over_window(len(raw))
     state.requests.append(RecordedRequest(request.path, request.headers.copy(), body, rejection))
     if rejection is None:
         state.verified_tokens += verified

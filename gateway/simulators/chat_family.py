@@ -338,6 +338,8 @@ class ChatDialect:
     reasons: Callable[[str, dict], bool]  # (model, body): does this answer carry reasoning
     rendering: ChatRendering
     stream_error_body: Callable[[Rejection], dict] | None = None  # in-stream error frame; default: error_body
+    # (used tokens, the window) -> the family's context-window overflow error
+    overflow: Callable[[int, int], Rejection] | None = None
 
 
 def check(dialect: ChatDialect, body: Any, model: str) -> tuple[Rejection | None, Findings]:
@@ -484,6 +486,8 @@ async def serve_fault(
 
 
 def create_chat_app(state: SimulatorState, dialect: ChatDialect) -> web.Application:
+    state.overflow = dialect.overflow
+
     async def completions(request: web.Request) -> web.StreamResponse:
         headers = dict(request.headers)
         authorization = request.headers.get("Authorization")
@@ -499,6 +503,7 @@ def create_chat_app(state: SimulatorState, dialect: ChatDialect) -> web.Applicat
             return error_response(dialect, dialect.invalid_json)
         model = body.get("model") if isinstance(body, dict) else None
         rejection, findings = check(dialect, body, model if isinstance(model, str) else "")
+        rejection = rejection or state.over_window(len(raw))
         state.requests.append(RecordedRequest(request.path, headers, body, rejection))
         if rejection is not None:
             return error_response(dialect, rejection)

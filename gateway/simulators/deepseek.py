@@ -157,6 +157,20 @@ def usage(u: cr.Usage) -> dict:
 
 FINGERPRINT = "fp_5im0d33p_prod0820_fp8_kvcache"
 
+
+def overflow(used: int, limit: int) -> Rejection:
+    """DeepSeek's overflow: 400 invalid_request_error in OpenAI's words with the request's split
+    (https://api-docs.deepseek.com/quick_start/error_codes: 400 "Invalid Format"; wording as
+    reported in deepseek-ai/DeepSeek-V3 issues)."""
+    return Rejection(
+        400,
+        f"This model's maximum context length is {limit} tokens. However, you requested {used} tokens "
+        f"({used} in the messages, 0 in the completion). Please reduce the length of the messages or "
+        "completion.",
+        "invalid_request_error",
+    )
+
+
 DIALECT = cf.ChatDialect(
     kind="deepseek",
     roles=("system", "user", "assistant", "tool"),
@@ -167,6 +181,7 @@ DIALECT = cf.ChatDialect(
     shape_rejection=shape_rejection,
     rules=(reasoning_params, reasoning_content, response_format, pairing),
     error_body=error_body,
+    overflow=overflow,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
     invalid_json=_invalid("Failed to parse the request body as JSON"),

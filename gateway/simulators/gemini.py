@@ -157,6 +157,11 @@ def after_tool_result(req: dict) -> bool:
     return bool(contents) and any("functionResponse" in p for p in contents[-1].get("parts") or ())
 
 
+# image input: PNG, JPEG, WEBP, HEIC, HEIF (https://ai.google.dev/gemini-api/docs/image-understanding,
+# "Supported image formats")
+IMAGE_TYPES = frozenset(("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"))
+
+
 def _check_fields(req: dict, model: str) -> Rejection | None:
     contents = req.get("contents")
     if not contents:
@@ -172,6 +177,10 @@ def _check_fields(req: dict, model: str) -> Rejection | None:
                 return _field_error(
                     f"{path}.data", "required oneof field 'data' must have one initialized field"
                 )
+            blob = part.get("inlineData")
+            mime = blob.get("mimeType") if isinstance(blob, dict) else None
+            if isinstance(mime, str) and mime.startswith("image/") and mime not in IMAGE_TYPES:
+                return _invalid(f"Unsupported MIME type: {mime}")  # unverified wording
             for key, proto in (("functionCall", "function_call"), ("functionResponse", "function_response")):
                 if key in part and not part[key].get("name"):
                     return _field_error(f"{path}.{proto}.name", "Name cannot be empty.")  # unverified wording
@@ -519,7 +528,16 @@ async def _embed(
     return json_response({"embedding": _embedding(body)})
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """Gemini's overflow: 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum
+    number of tokens allowed (M)." (https://ai.google.dev/gemini-api/docs/troubleshooting:
+    INVALID_ARGUMENT; wording as google-gemini/gemini-cli reports it)."""
+    return _invalid(f"The input token count ({used}) exceeds the maximum number of tokens allowed ({limit}).")
+
+
 def create_app(state: SimulatorState) -> web.Application:
+    state.overflow = overflow
+
     async def models(request: web.Request) -> web.StreamResponse:
         headers = dict(request.headers)
         model, _, action = request.match_info["model_and_action"].rpartition(":")
@@ -546,6 +564,7 @@ def create_app(state: SimulatorState) -> web.Application:
             state.requests.append(RecordedRequest(request.path, headers, None, rejection))
             return json_response(error_body(rejection), 400)
         rejection, findings, req = check(state, body, model)
+        rejection = rejection or state.over_window(len(raw))
         state.requests.append(RecordedRequest(request.path, headers, body, rejection))
         if rejection is not None:
             return json_response(error_body(rejection), rejection.status)

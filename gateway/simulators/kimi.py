@@ -94,6 +94,24 @@ def reasoning_content(c: cf.Conversation) -> Rejection | None:
     )
 
 
+# models with image input: K2.5 and the moonshot-v1 vision previews
+# (https://platform.moonshot.ai/docs/guide/use-kimi-vision-model); the others are text models
+VISION_MODELS = re.compile(r"kimi-k(?:2\.[5-9]|[3-9])|kimi-latest|moonshot-v1-[0-9a-z]+-vision")
+
+
+def vision(c: cf.Conversation) -> Rejection | None:
+    if VISION_MODELS.match(c.model):
+        return None
+    for message in c.messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            p.get("type") == "image_url" for p in content if isinstance(p, dict)
+        ):
+            # unverified wording
+            return _invalid(f"Invalid request: model {c.model} does not support image input")
+    return None
+
+
 def pairing(c: cf.Conversation) -> Rejection | None:
     # unverified wordings; the pairing itself mirrors the OpenAI API Kimi is compatible with
     return cf.check_tool_pairing(
@@ -168,6 +186,14 @@ def usage(u: cr.Usage) -> dict:
     }
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """Moonshot's overflow: 400 invalid_request_error "Invalid request: Your request exceeded
+    model token limit: <limit>" (https://platform.moonshot.ai/docs/api/errors)."""
+    return Rejection(
+        400, f"Invalid request: Your request exceeded model token limit: {limit}", "invalid_request_error"
+    )
+
+
 DIALECT = cf.ChatDialect(
     kind="kimi",
     roles=("system", "user", "assistant", "tool"),
@@ -176,8 +202,9 @@ DIALECT = cf.ChatDialect(
     allowed_params=None,
     tool_call_type_required=True,
     shape_rejection=shape_rejection,
-    rules=(thinking_switch, reasoning_content, response_format, pairing, native_ids),
+    rules=(thinking_switch, reasoning_content, response_format, vision, pairing, native_ids),
     error_body=error_body,
+    overflow=overflow,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
     invalid_json=_invalid("Invalid request: failed to parse the request body as JSON"),  # unverified wording

@@ -282,6 +282,18 @@ def message(text: str, reasoning: str, calls: list[cr.RenderedCall], is_thinking
     return {"role": "assistant", "tool_calls": tool_calls or None, "content": content}
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """Mistral's overflow: 400 invalid_request_error "Prompt contains N tokens and 0 draft tokens,
+    too large for model with M maximum context length" (wording as reported in
+    mistralai/client-python issues)."""
+    return Rejection(
+        400,
+        f"Prompt contains {used} tokens and 0 draft tokens, too large for model with {limit} maximum "
+        "context length",
+        "invalid_request_error",
+    )
+
+
 DIALECT = cf.ChatDialect(
     kind="mistral",
     roles=("system", "user", "assistant", "tool"),
@@ -305,6 +317,7 @@ DIALECT = cf.ChatDialect(
         message_order,
     ),
     error_body=error_body,
+    overflow=overflow,
     stream_error_body=stream_error_body,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,

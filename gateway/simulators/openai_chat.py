@@ -317,6 +317,21 @@ def message(text: str, reasoning: str, calls: list[cr.RenderedCall], thinking: b
 
 FINGERPRINT = "fp_5im0c4a7"
 
+
+def overflow(used: int, limit: int) -> Rejection:
+    """OpenAI Chat's context-window overflow: 400, code context_length_exceeded, param messages
+    (https://platform.openai.com/docs/guides/error-codes; the wording as the API returns it, e.g.
+    openai/openai-python#1162)."""
+    return Rejection(
+        400,
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{used} tokens. Please reduce the length of the messages.",
+        "invalid_request_error",
+        "messages",
+        "context_length_exceeded",
+    )
+
+
 DIALECT = cf.ChatDialect(
     kind="openai_chat",
     roles=("system", "assistant", "user", "function", "tool", "developer"),
@@ -341,6 +356,7 @@ DIALECT = cf.ChatDialect(
         pairing,
     ),
     error_body=error_body,
+    overflow=overflow,
     fault_error=cf.fault_errors(FAULTS),
     auth_rejection=auth_rejection,
     invalid_json=_invalid(

@@ -93,9 +93,23 @@ def after_tool_result(body: dict) -> bool:
     return isinstance(items, list) and bool(items) and items[-1].get("type") == "function_call_output"
 
 
+def overflow(used: int, limit: int) -> Rejection:
+    """The Responses API's overflow: 400 invalid_request_error, code context_length_exceeded, param
+    input, "Your input exceeds the context window of this model. Please adjust your input and try
+    again." (the same code and message Codex reads from `response.failed`)."""
+    return Rejection(
+        400,
+        "Your input exceeds the context window of this model. Please adjust your input and try again.",
+        "invalid_request_error",
+        "input",
+        "context_length_exceeded",
+    )
+
+
 def create_app(state: SimulatorState) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = state
+    state.overflow = overflow
     app.router.add_post("/v1/responses", _responses)
     return app
 

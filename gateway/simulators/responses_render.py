@@ -114,6 +114,9 @@ def _structured(body: dict, reply: Reply) -> Reply:
     return reply
 
 
+SEARCH_RESULT_URL = "https://search.example/result"
+
+
 def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Rendered:
     model = body["model"]
     key = secrets.token_hex(20)  # every item id of this response shares it, like the API's ids
@@ -140,10 +143,29 @@ def render(state: SimulatorState, body: dict, reply: Reply, raw_len: int) -> Ren
         item["summary"] = [{"type": "summary_text", "text": text} for text in summary]
         output.append(item)
     reply = _structured(body, reply)
+    notes: list[dict] = []
+    hosted = any(t.get("type") in ("web_search", "web_search_preview") for t in body.get("tools") or ())
+    if reply.web_search is not None and hosted:
+        # https://platform.openai.com/docs/guides/tools-web-search ("Output and citations"): the
+        # call's action names the query (its sources only when `include` asks for them), the
+        # message's output_text cites what it used
+        action: dict[str, Any] = {"type": "search", "query": reply.web_search}
+        if "web_search_call.action.sources" in include:
+            action["sources"] = [{"type": "url", "url": SEARCH_RESULT_URL}]
+        output.append({"id": f"ws_{key}", "type": "web_search_call", "status": "completed", "action": action})
+        notes.append(
+            {
+                "type": "url_citation",
+                "url": SEARCH_RESULT_URL,
+                "title": "Search result",
+                "start_index": 0,
+                "end_index": len(reply.text),
+            }
+        )
     if reply.refusal is not None:
         part: dict = {"type": "refusal", "refusal": reply.refusal}
     else:
-        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": reply.text}
+        part = {"type": "output_text", "annotations": notes, "logprobs": [], "text": reply.text}
     if reply.text or reply.refusal is not None:
         output.append(
             {
@@ -226,7 +248,7 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
         refused = part["type"] == "refusal"
         text = part["refusal"] if refused else part["text"]
         part_ref = {**ref, "content_index": 0}
-        empty = {"type": "refusal", "refusal": ""} if refused else {**part, "text": ""}
+        empty = {"type": "refusal", "refusal": ""} if refused else {**part, "text": "", "annotations": []}
         events = [
             {
                 "type": "response.output_item.added",
@@ -252,6 +274,15 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
                 {"type": "response.output_text.delta", **part_ref, "delta": delta, "logprobs": []}
                 for delta in split_text(text, chunk_size)
             )
+            events.extend(
+                {
+                    "type": "response.output_text.annotation.added",
+                    **part_ref,
+                    "annotation_index": n,
+                    "annotation": a,
+                }
+                for n, a in enumerate(part.get("annotations") or ())
+            )
             events.append({"type": "response.output_text.done", **part_ref, "text": text, "logprobs": []})
         events.append({"type": "response.content_part.done", **part_ref, "part": part})
     elif kind in CALL_EVENTS:
@@ -268,6 +299,18 @@ def _item_events(rendered: Rendered, index: int, item: dict, chunk_size: int) ->
             for delta in split_text(item[field], chunk_size)
         )
         events.append({"type": f"{prefix}.done", **ref, field: item[field]})
+    elif kind == "web_search_call":
+        events = [
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "status": "in_progress"},
+            },
+            *(
+                {"type": f"response.web_search_call.{step}", **ref}
+                for step in ("in_progress", "searching", "completed")
+            ),
+        ]
     else:
         raise ValueError(f"cannot stream a {kind!r} output item")
     events.append({"type": "response.output_item.done", "output_index": index, "item": item})

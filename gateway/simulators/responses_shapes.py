@@ -20,6 +20,10 @@ ITEM_TYPES = (
     "function_call_output",
     "custom_tool_call",
     "custom_tool_call_output",
+    # hosted tools' items, replayed as the API returned them
+    # (https://platform.openai.com/docs/guides/tools-web-search, .../tools-file-search)
+    "web_search_call",
+    "file_search_call",
 )
 ITEM_KEYS = {
     "message": frozenset(("type", "role", "content", "id", "status")),
@@ -28,8 +32,18 @@ ITEM_KEYS = {
     "function_call_output": frozenset(("type", "id", "call_id", "output", "status")),
     "custom_tool_call": frozenset(("type", "id", "call_id", "name", "input", "status")),
     "custom_tool_call_output": frozenset(("type", "id", "call_id", "output", "status")),
+    "web_search_call": frozenset(("type", "id", "status", "action")),
+    "file_search_call": frozenset(("type", "id", "status", "queries", "results")),
 }
-ID_PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc", "custom_tool_call": "ctc"}
+ID_PREFIXES = {
+    "message": "msg",
+    "reasoning": "rs",
+    "function_call": "fc",
+    "custom_tool_call": "ctc",
+    "web_search_call": "ws",
+    "file_search_call": "fs",
+}
+ANNOTATIONS = ("url_citation", "file_citation", "container_file_citation", "file_path")
 # each call item type and the output item type that answers it
 OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 
@@ -161,6 +175,13 @@ def check_item(item: Any, n: int) -> None:
                 _check_part(part, f"{param}.output[{m}]", INPUT_PARTS)
         elif not isinstance(output, str):
             raise type_error(f"{param}.output", "one of a string or an array", output)
+    elif kind in ("web_search_call", "file_search_call"):
+        _required_str(item, "id", param)
+        _required_str(item, "status", param)
+        if kind == "web_search_call" and not isinstance(item.get("action"), dict):
+            raise missing(f"{param}.action")
+        if kind == "file_search_call" and not isinstance(item.get("queries"), list):
+            raise missing(f"{param}.queries")
     else:  # pragma: no cover - ITEM_TYPES is exhaustive
         raise AssertionError(kind)
 
@@ -204,6 +225,10 @@ def _check_part(part: Any, param: str, allowed: tuple[str, ...]) -> None:
         _required_str(part, "text", param)
         keys = ("type", "text", "annotations", "logprobs") if kind == "output_text" else ("type", "text")
         no_unknown(part, frozenset(keys), param)
+        for k, note in enumerate(part.get("annotations") or ()):
+            if not isinstance(note, dict) or note.get("type") not in ANNOTATIONS:
+                kind_of = note.get("type") if isinstance(note, dict) else note
+                raise bad_value(f"{param}.annotations[{k}].type", kind_of, ANNOTATIONS)
     elif kind == "refusal":
         _required_str(part, "refusal", param)
     elif kind == "input_image":

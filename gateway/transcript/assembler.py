@@ -21,8 +21,11 @@ from gateway.transcript.events import (
 from gateway.transcript.model import (
     AssistantTurn,
     Block,
+    Citation,
     Continuity,
     Reasoning,
+    ServerToolCall,
+    ServerToolResult,
     StopReason,
     Text,
     ToolCall,
@@ -36,9 +39,11 @@ class AssemblyError(ValueError):
 
 
 class _Open:
-    __slots__ = ("kind", "id", "name", "custom", "parts", "meta", "closed")
+    __slots__ = ("kind", "id", "name", "custom", "parts", "meta", "closed", "citations", "result")
 
-    def __init__(self, kind: BlockKind, id: str, name: str, custom: bool) -> None:
+    def __init__(
+        self, kind: BlockKind, id: str, name: str, custom: bool, result: ServerToolResult | None
+    ) -> None:
         self.kind = kind
         self.id = id
         self.name = name
@@ -46,6 +51,8 @@ class _Open:
         self.parts: list[str] = []
         self.meta: Continuity | None = None
         self.closed = False
+        self.citations: tuple[Citation, ...] = ()
+        self.result = result
 
 
 class Assembler:
@@ -69,7 +76,9 @@ class Assembler:
         elif t is BlockStart:
             if event.index in self._blocks:
                 raise AssemblyError(f"block {event.index} started twice")
-            self._blocks[event.index] = _Open(event.kind, event.id, event.name, event.custom)
+            if event.kind is BlockKind.SERVER_TOOL_RESULT and event.result is None:
+                raise AssemblyError(f"server tool result {event.index} started without its block")
+            self._blocks[event.index] = _Open(event.kind, event.id, event.name, event.custom, event.result)
         elif t is BlockStop:
             block = self._blocks.get(event.index)
             if block is None or block.closed:
@@ -77,6 +86,8 @@ class Assembler:
             block.closed = True
             if event.meta is not None:
                 block.meta = event.meta
+            if event.citations:
+                block.citations = event.citations
         elif t is UsageUpdate:
             self.usage = event.usage
         elif t is Finish:
@@ -99,7 +110,7 @@ class Assembler:
         for block in self._blocks.values():
             text = "".join(block.parts)
             if block.kind is BlockKind.TEXT:
-                blocks.append(Text(text, block.meta))
+                blocks.append(Text(text, block.meta, citations=block.citations))
             elif block.kind is BlockKind.REASONING:
                 blocks.append(Reasoning(text, block.meta))
             elif block.kind is BlockKind.TOOL_CALL:
@@ -109,6 +120,10 @@ class Assembler:
                     blocks.append(ToolCall(block.id, block.name, text.strip() or "{}", block.meta))
             elif block.kind is BlockKind.REFUSAL:
                 blocks.append(Text(text, block.meta, refusal=True))
+            elif block.kind is BlockKind.SERVER_TOOL_CALL:
+                blocks.append(ServerToolCall(block.id, block.name, text.strip() or "{}", block.meta))
+            elif block.kind is BlockKind.SERVER_TOOL_RESULT:
+                blocks.append(block.result)  # type: ignore[arg-type]  # checked at its start
             else:  # pragma: no cover - BlockKind is closed
                 raise AssemblyError(f"unknown block kind {block.kind}")
         stop = self.stop_reason
@@ -130,20 +145,31 @@ def unfold(turn: AssistantTurn) -> list[Event]:
     events: list[Event] = [MessageStart(turn.response_id, turn.model)]
     for index, block in enumerate(turn.blocks):
         t = type(block)
+        citations: tuple[Citation, ...] = ()
         if t is Text:
             events.append(BlockStart(index, BlockKind.TEXT))
             text = block.text
+            citations = block.citations
         elif t is Reasoning:
             events.append(BlockStart(index, BlockKind.REASONING))
             text = block.text
         elif t is ToolCall:
             events.append(BlockStart(index, BlockKind.TOOL_CALL, block.id, block.name))
             text = block.arguments
+        elif t is ServerToolCall:
+            events.append(BlockStart(index, BlockKind.SERVER_TOOL_CALL, block.id, block.name))
+            text = block.input
+        elif t is ServerToolResult:
+            events.append(
+                BlockStart(index, BlockKind.SERVER_TOOL_RESULT, block.call_id, block.name, result=block)
+            )
+            events.append(BlockStop(index))
+            continue
         else:  # pragma: no cover - an assistant turn holds only these kinds
             raise AssemblyError(f"unexpected block in an assistant turn: {block!r}")
         if text:
             events.append(BlockDelta(index, text))
-        events.append(BlockStop(index, block.meta))
+        events.append(BlockStop(index, block.meta, citations))
     events.append(UsageUpdate(turn.usage))
     events.append(Finish(turn.stop_reason))
     return events

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.transcript.model import Document, Image, Reasoning, Request, Text, ToolCall, ToolResult
+from gateway.transcript.model import (
+    Document,
+    Image,
+    Reasoning,
+    Request,
+    ServerToolCall,
+    ServerToolResult,
+    Text,
+    ToolCall,
+    ToolResult,
+)
 
 CHARS_PER_TOKEN = 4
 MESSAGE_TOKENS = 4
@@ -44,11 +54,17 @@ def estimate_input_tokens(request: Request) -> int:
                 chars += len(block.name) + len(block.arguments)
             elif t is ToolResult:
                 chars += len(block.content)
-                tokens += IMAGE_TOKENS * len(block.images)
+                tokens += IMAGE_TOKENS * len(block.images) + sum(_document(d) for d in block.documents)
             elif t is Image:
                 tokens += IMAGE_TOKENS
             elif t is Document:
                 tokens += _document(block)
+            elif t is ServerToolCall:
+                chars += len(block.name) + len(block.input)
+            elif t is ServerToolResult:
+                # what a model reads of it: the sources and any readable text (encrypted content
+                # counts on the issuer's own bill, which the estimate cannot see)
+                chars += len(block.text) + sum(len(s.url) + len(s.title) for s in block.sources)
     for tool in request.tools:
         chars += len(tool.name) + len(tool.description) + len(orjson.dumps(tool.parameters))
     for hosted in request.hosted_tools:

@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass
 from typing import Union
 
-from gateway.transcript.model import Continuity, StopReason, Usage
+from gateway.transcript.model import Citation, Continuity, ServerToolResult, StopReason, Usage
 
 
 class BlockKind(str, enum.Enum):
@@ -17,6 +17,10 @@ class BlockKind(str, enum.Enum):
     REASONING = "reasoning"
     TOOL_CALL = "tool_call"
     REFUSAL = "refusal"  # the model's refusal text (folds into Text(refusal=True))
+    # a tool the provider ran itself: id and name at the start, its JSON input as deltas
+    SERVER_TOOL_CALL = "server_tool_call"
+    # what it returned: the whole ServerToolResult on the start (`block`), no deltas
+    SERVER_TOOL_RESULT = "server_tool_result"
 
 
 @dataclass(slots=True)
@@ -35,6 +39,7 @@ class BlockStart:
     id: str = ""
     name: str = ""
     custom: bool = False  # a call of a custom (freeform) tool: its deltas are raw input text
+    result: ServerToolResult | None = None  # SERVER_TOOL_RESULT: the block, whole
 
 
 @dataclass(slots=True)
@@ -47,6 +52,7 @@ class BlockDelta:
 class BlockStop:
     index: int
     meta: Continuity | None = None  # continuity token completed with the block, if any
+    citations: tuple[Citation, ...] = ()  # text: what it cites, known once the block is complete
 
 
 @dataclass(slots=True)

@@ -56,6 +56,26 @@ class CacheControl:
 
 
 @dataclass(frozen=True, slots=True)
+class Source:
+    """A web page or file a server tool found (a search hit, a fetched page)."""
+
+    url: str
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """What a span of answer text cites (Anthropic `citations`, OpenAI `url_citation`
+    annotations, Gemini grounding supports). `meta`: the issuer's own wire form (Anthropic's
+    `encrypted_index`), replayed only to it; every other family reads url, title and cited text."""
+
+    url: str = ""
+    title: str = ""
+    cited_text: str = ""
+    meta: Continuity | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Text:
     text: str
     meta: Continuity | None = None  # e.g. a Gemini thoughtSignature carried on a text part
@@ -63,6 +83,7 @@ class Text:
     # the model declined: this text says why (OpenAI `refusal`). Sent back in a later turn it is
     # plain assistant text for every provider
     refusal: bool = False
+    citations: tuple[Citation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +131,38 @@ class ToolResult:
     is_error: bool = False
     images: tuple[Image, ...] = ()
     cache: CacheControl | None = None
+    # files the tool returned (a PDF the Read tool opened); where they may go is each family's
+    # MediaRule (gateway/transcript/target.py)
+    documents: tuple[Document, ...] = ()
 
 
-Block = Union[Text, Image, Document, Reasoning, ToolCall, ToolResult]
+@dataclass(frozen=True, slots=True)
+class ServerToolCall:
+    """A call of a tool the provider ran itself (Anthropic `server_tool_use`, OpenAI
+    `web_search_call` / `file_search_call`, Gemini's grounding search). `meta` holds the issuer's
+    own wire item, replayed intact only to it; every other family reads the readable fields
+    (repair/server_tools.py renders them as text)."""
+
+    id: str
+    name: str  # "web_search", "web_fetch", "file_search", "google_search", ...
+    input: str  # JSON text of what it was asked (the query, the URL)
+    meta: Continuity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerToolResult:
+    """What a server tool returned: its sources and any readable text (the content itself may be
+    encrypted, `encrypted_content`, readable only by the issuer: kept in `meta`)."""
+
+    call_id: str
+    name: str
+    sources: tuple[Source, ...] = ()
+    text: str = ""
+    is_error: bool = False
+    meta: Continuity | None = None
+
+
+Block = Union[Text, Image, Document, Reasoning, ToolCall, ToolResult, ServerToolCall, ServerToolResult]
 
 
 class Role(str, enum.Enum):

@@ -135,6 +135,36 @@ class ModelNameRule:
         return None
 
 
+class MediaPlacement(str, enum.Enum):
+    """Where an image or document a tool returned may go on a family's wire."""
+
+    INLINE = "inline"  # inside the tool result itself
+    AFTER = "after"  # in a user message right after the turn's tool results
+    NONE = "none"  # nowhere: a text placeholder says what was left out
+
+
+IMAGE_TYPES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRule:
+    """What images and documents a family takes, and where. Patterns are matched with `re.match`
+    against the upstream model id. What a model cannot take becomes a text placeholder (a
+    counted repair), never a request the provider refuses."""
+
+    tool_result_images: MediaPlacement = MediaPlacement.AFTER
+    tool_result_documents: MediaPlacement = MediaPlacement.AFTER
+    image_types: frozenset[str] = IMAGE_TYPES  # media types of inline (data:) images
+    max_image_bytes: int | None = None  # decoded size of one inline image
+    vision_models: str | None = ".*"  # models that read images; None: none does
+    # documents (beyond plain text, which is text everywhere): inline PDF data, and by URL
+    pdf_data: bool = False
+    document_urls: bool = False
+
+    def sees_images(self, model: str) -> bool:
+        return self.vision_models is not None and re.match(self.vision_models, model) is not None
+
+
 # names as most APIs spell their models: "gpt-4.1", "claude-sonnet-4-5", "kimi-k2-0905-preview"
 PLAIN_MODEL_NAMES = ModelNameRule(r"[A-Za-z0-9][A-Za-z0-9._-]*", 128)
 
@@ -197,6 +227,12 @@ class Capabilities:
     # Anthropic: at most this many cache_control breakpoints in one request (None: the provider
     # caches implicitly and takes none)
     max_cache_breakpoints: int | None = None
+    # its own server-tool history (and citations) can be sent back to it as it issued them;
+    # elsewhere, and for a family whose server-tool data is response metadata (Gemini grounding),
+    # repair renders them as text
+    server_tool_replay: bool = False
+    # images and documents: which it takes and where a tool's may go
+    media: MediaRule = field(default_factory=MediaRule)
     # Anthropic: the `anthropic-beta` flags a client may pass through (features whose request and
     # answer shapes the adapter handles); the others are dropped for the target, and counted
     client_betas: frozenset[str] = frozenset()

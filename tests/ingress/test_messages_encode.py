@@ -253,3 +253,110 @@ def test_error_envelope(error, status, kind, message):
     got_status, body = anthropic_error(error)
     assert got_status == status
     assert orjson.loads(body) == {"type": "error", "error": {"type": kind, "message": message}}
+
+
+# Anthropic's web search answer as the API streams it (web search tool docs, "Streaming"):
+# server_tool_use with its input as input_json_delta, the whole web_search_tool_result in its
+# content_block_start, then text whose citations arrive as citations_delta
+SEARCH_STREAM = [
+    {
+        "type": "message_start",
+        "message": {"id": "msg_s", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 9}},
+    },
+    {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "server_tool_use", "id": "srvtoolu_9", "name": "web_search", "input": {}},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": '{"query": "paris"}'},
+    },
+    {"type": "content_block_stop", "index": 0},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_9",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": "https://w.example",
+                    "title": "W",
+                    "encrypted_content": "ENC",
+                }
+            ],
+        },
+    },
+    {"type": "content_block_stop", "index": 1},
+    {
+        "type": "content_block_start",
+        "index": 2,
+        "content_block": {"type": "text", "text": "", "citations": []},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 2,
+        "delta": {
+            "type": "citations_delta",
+            "citation": {
+                "type": "web_search_result_location",
+                "url": "https://w.example",
+                "title": "W",
+                "cited_text": "sunny",
+                "encrypted_index": "IDX",
+            },
+        },
+    },
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "It is sunny."}},
+    {"type": "content_block_stop", "index": 2},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+    {"type": "message_stop"},
+]
+
+
+def _search_events():
+    from gateway.providers.anthropic import ADAPTER
+    from gateway.transcript.target import Target
+
+    target = Target("claude", "anthropic", "claude-sonnet-4-5", "http://x", "claude")
+    decoder = ADAPTER.stream_decoder(target)
+    body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in SEARCH_STREAM)
+    return decoder.feed(body) + decoder.finish()
+
+
+def test_anthropic_server_tools_and_citations_reach_a_messages_client_as_anthropic_sent_them():
+    message = message_json(events(), fold_turn(_search_events()))
+    use, result, text = message["content"]
+    assert use == {
+        "type": "server_tool_use",
+        "id": "srvtoolu_9",
+        "name": "web_search",
+        "input": {"query": "paris"},
+    }
+    assert result == SEARCH_STREAM[4]["content_block"]
+    assert text["text"] == "It is sunny." and text["citations"] == [SEARCH_STREAM[7]["delta"]["citation"]]
+    assert message["stop_reason"] == "end_turn"  # a server tool is no client tool call
+    streamed = stream(_search_events())
+    kinds = [e["delta"]["type"] for e in streamed if e["type"] == "content_block_delta"]
+    # citations are known once their text block stops: they close it (the SDKs accumulate them
+    # into the block wherever they come)
+    assert kinds == ["input_json_delta", "text_delta", "citations_delta"]
+    assert fold(streamed)["content"] == message["content"]
+
+
+def test_server_tools_reach_a_chat_client_as_text():
+    from gateway.ingress.chat_encode import ChatStreamEncoder
+    from gateway.ingress.textual import ServerToolsAsText
+
+    encoder = ServerToolsAsText(ChatStreamEncoder("c", "smart", False, SEALER, 0))
+    raw = encoder.start() + b"".join(encoder.event(e) or b"" for e in _search_events()) + encoder.finish()
+    text = "".join(
+        orjson.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+        for line in raw.decode().splitlines()
+        if line.startswith("data: {") and orjson.loads(line[6:])["choices"]
+    )
+    assert "[web_search (query: paris)]" in text and "- W <https://w.example>" in text
+    assert 'It is sunny.\n\nSources:\n- W <https://w.example> "sunny"' in text

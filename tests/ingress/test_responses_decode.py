@@ -184,7 +184,7 @@ def test_sessions_and_stored_answers():
             {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{nope"}]},
             "input[0].arguments",
         ),
-        ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type"),
+        ({"input": [{"type": "code_interpreter_call", "id": "ci_1"}]}, "input[0].type"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1"}]}]},
             "input[0].content[0].file_id",

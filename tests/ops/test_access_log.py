@@ -50,6 +50,7 @@ def test_a_record_becomes_one_line_with_hashed_session_counts_and_usage():
         "duration_ms": 1234.6,
         "ttft_ms": 250.0,
         "usage": {"input": 100, "output": 20, "cache_read": 50, "cache_write": 0, "reasoning": 7},
+        "cost_usd": None,
         "ignored_tokens": 0,
     }
     assert len(line["session"]) == 16 and "alice" not in orjson.dumps(line).decode()

@@ -49,6 +49,17 @@ def exported() -> dict[str, set[str]]:
             affinity_break="unhealthy",
         )
     )
+    metrics.record(
+        RequestRecord(
+            "chat_completions",
+            model="smart",
+            provider="claude",
+            usage=Usage(10, 5),
+            cost_usd=0.01,
+            key="team-a",
+            key_refusal="limited_budget",
+        )
+    )
     out: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(metrics.render().decode()):
         for sample in family.samples:
@@ -135,6 +146,9 @@ def test_dashboard_panels_cover_what_operators_watch():
         "target availability",
         "store operations",
         "in flight",
+        "cost (usd / hour) by provider and model",
+        "unpriced answers",
+        "client key requests",
     ):
         assert topic in titles, topic
     ids = [p["id"] for p in dashboard["panels"]]

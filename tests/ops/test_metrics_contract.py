@@ -25,6 +25,7 @@ CONTRACT = {
     "gateway_store_operations_total": ("counter", {"backend", "op", "outcome"}),
     "gateway_inflight_requests": ("gauge", set()),
     "gateway_target_available": ("gauge", {"model", "provider"}),
+    "gateway_cost_usd_total": ("counter", {"provider", "model"}),
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum", "_created")
 COUNTER_SUFFIXES = ("_total", "_created")

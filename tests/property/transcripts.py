@@ -69,10 +69,6 @@ OTHER_MODELS = {
 }
 OWN_PROVIDER = "primary"
 OTHER_PROVIDER = "secondary"  # same kind and model, another provider entry: another scope
-# wire formats that carry images inside tool results (the others refuse them explicitly)
-TOOL_RESULT_IMAGES = frozenset({"anthropic", "openai_responses"})
-# DeepSeek's chat API takes text only: its encoder refuses images (an explicit EncodeError)
-USER_IMAGES = frozenset(KINDS) - {"deepseek"}
 
 ISSUERS = ("own", "client", "foreign_kind", "other_model", "other_scope")
 TOOL_NAMES = ("get_weather", "search", "noop")
@@ -204,6 +200,14 @@ class Builder:
         self.call_ids: list[str] = []
         self.last_calls: list[str] = []  # ids of the latest assistant message's calls
         self.serial = 0
+        # arbitrary transcripts carry images anywhere (repair places them or leaves placeholders);
+        # valid ones only where the target's model reads them (its family's MediaRule)
+        self.images_anywhere = True
+
+    def sees_images(self) -> bool:
+        return self.images_anywhere or get_adapter(self.kind).capabilities.media.sees_images(
+            self.target.model
+        )
 
     def next_serial(self) -> int:
         self.serial += 1
@@ -346,7 +350,7 @@ class Builder:
     def results(self, picks: list[int], layout: str, error: bool, content: str) -> list[Message]:
         if not self.call_ids:
             return []
-        images = IMAGES[:1] if self.kind in TOOL_RESULT_IMAGES and error else ()
+        images = IMAGES[:1] if error else ()
         results = []
         for n, pick in enumerate(picks):
             call_id = self.call_ids[pick % len(self.call_ids)]
@@ -365,7 +369,7 @@ class Builder:
         if what == "user":
             _, text, image = step
             blocks: tuple[Block, ...] = (Text(text),)
-            if image and self.kind in USER_IMAGES:
+            if image and self.sees_images():
                 blocks += IMAGES
             self.messages.append(Message(Role.USER, blocks))
         elif what == "assistant":
@@ -438,6 +442,7 @@ def valid_requests(draw: st.DrawFn, target: Target, needs_reasoning_on_calls: bo
     turn for Anthropic, one message per step's results for Gemini."""
     caps = get_adapter(target.kind).capabilities
     builder = Builder(target, strict=False)
+    builder.images_anywhere = False
     rounds = draw(st.integers(1, 3))
     for n in range(rounds):
         builder.apply(("user", draw(clean_texts), draw(st.booleans())))

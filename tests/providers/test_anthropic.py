@@ -234,12 +234,12 @@ def test_mid_stream_error_event(error_type: str, category: ErrorCategory) -> Non
 
 def test_unsupported_block_is_a_protocol_error() -> None:
     lines = chunk_lines(fixture_path("anthropic", "anthropic-tool-no-args.chunks.txt"))
-    block = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    block = {"type": "mystery_block", "id": "x_1"}
     odd = orjson.dumps({"type": "content_block_start", "index": 2, "content_block": block}).decode()
     events = feed(ADAPTER.stream_decoder(TARGET), sse_body(lines[:-2] + [odd] + lines[-2:], named=True))
     errors = stream_errors(events)
     assert len(errors) == 1 and errors[0].error.category is ErrorCategory.PROTOCOL
-    assert "server_tool_use" in errors[0].error.message
+    assert "mystery_block" in errors[0].error.message
     assert not any(type(e) is Finish for e in events)
 
 

@@ -712,3 +712,44 @@ def test_a_client_effort_overrides_the_target_budget(model, effort, expected) ->
     request = Request(model="m", messages=(Message(Role.USER, (Text("hi"),)),), reasoning_effort=effort)
     _, _, body = encode(request, target(model, thinking_budget=2048))
     assert body["generationConfig"]["thinkingConfig"] == expected
+
+
+def test_grounding_metadata_is_a_server_tool_call_and_its_sources() -> None:
+    """`groundingMetadata` of a google_search-grounded answer (its documented shape,
+    https://ai.google.dev/gemini-api/docs/google-search) becomes the search and its sources."""
+    from gateway.transcript.assembler import fold
+    from gateway.transcript.model import ServerToolCall, ServerToolResult, Source, Text
+
+    chunk = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": "Spain won Euro 2024."}]},
+                "finishReason": "STOP",
+                "groundingMetadata": {
+                    "webSearchQueries": ["UEFA Euro 2024 winner"],
+                    "groundingChunks": [
+                        {"web": {"uri": "https://vertexaisearch.example/1", "title": "uefa.com"}}
+                    ],
+                    "groundingSupports": [
+                        {
+                            "segment": {"startIndex": 0, "endIndex": 20, "text": "Spain won Euro 2024."},
+                            "groundingChunkIndices": [0],
+                        }
+                    ],
+                },
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 6},
+    }
+    decoder = ADAPTER.stream_decoder(target())
+    events = decoder.feed(b"data: " + orjson.dumps(chunk) + b"\n\n") + decoder.finish()
+    turn = fold(events)
+    text, call, result = turn.blocks
+    assert type(text) is Text and text.text == "Spain won Euro 2024."
+    assert type(call) is ServerToolCall and call.name == "google_search"
+    assert orjson.loads(call.input) == {"queries": ["UEFA Euro 2024 winner"]}
+    assert type(result) is ServerToolResult and result.sources == (
+        Source("https://vertexaisearch.example/1", "uefa.com"),
+    )
+    assert '"Spain won Euro 2024." [1]' in result.text
+    assert call.meta is not None and call.meta.kind == "gemini"

@@ -647,3 +647,24 @@ def test_openai_chat_sampling_goes_to_chat_models_and_effort_to_reasoning_models
     _, _, reasoning = encode("openai_chat", request, target("openai_chat", "gpt-5-mini"))
     assert "temperature" not in reasoning and "top_p" not in reasoning
     assert reasoning["reasoning_effort"] == "high"
+
+
+def test_chat_search_model_annotations_become_citations() -> None:
+    """gpt-4o-search-preview answers with url_citation annotations on the message (streamed on a
+    delta); they close the text block as readable citations."""
+    note = {
+        "type": "url_citation",
+        "url_citation": {"url": "https://w.example", "title": "W", "start_index": 0, "end_index": 5},
+    }
+    lines = [
+        orjson.dumps(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Sunny today."}}]}
+        ).decode(),
+        orjson.dumps(
+            {"choices": [{"index": 0, "delta": {"annotations": [note]}, "finish_reason": "stop"}]}
+        ).decode(),
+    ]
+    turn = fold(decode_both("openai_chat", sse(lines)))
+    (text,) = turn.blocks
+    assert text.text == "Sunny today."
+    assert [(c.url, c.title, c.cited_text) for c in text.citations] == [("https://w.example", "W", "Sunny")]

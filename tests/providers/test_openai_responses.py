@@ -331,12 +331,12 @@ def test_unsupported_output_item_is_a_protocol_error() -> None:
         {
             "type": "response.output_item.added",
             "output_index": 0,
-            "item": {"id": "ws_1", "type": "web_search_call"},
+            "item": {"id": "ig_1", "type": "image_generation_call"},
         },
     )
     errors = stream_errors(decode(lines))
     assert len(errors) == 1 and errors[0].error.category is ErrorCategory.PROTOCOL
-    assert "web_search_call" in errors[0].error.message
+    assert "image_generation_call" in errors[0].error.message
 
 
 # -- non-streaming bodies -------------------------------------------------------------------------

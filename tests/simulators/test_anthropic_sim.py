@@ -106,7 +106,10 @@ def test_valid_minimal_request_passes(state):
             lambda b: b["messages"][0].update(content=[{"type": "video"}]),
             (
                 "messages.0.content.0: Input tag 'video' found using 'type' does not match any of the expected tags: "
-                "'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'"
+                "'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking', "
+                "'server_tool_use', 'web_search_tool_result', 'web_fetch_tool_result', "
+                "'code_execution_tool_result', 'bash_code_execution_tool_result', "
+                "'text_editor_code_execution_tool_result'"
             ),
         ),
         (
@@ -257,7 +260,7 @@ def test_tool_result_content_blocks(state):
     body["messages"][2]["content"][0]["content"] = [{"type": "tool_use"}]
     assert rejected(state, body) == (
         "messages.2.content.0.tool_result.content.0: Input tag 'tool_use' found using 'type' does not match any of "
-        "the expected tags: 'text', 'image'"
+        "the expected tags: 'text', 'image', 'document'"
     )
 
 

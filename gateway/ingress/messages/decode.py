@@ -21,8 +21,10 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.messages import wire as w
 from gateway.transcript.model import (
+    ANY_ISSUER,
     Block,
     CacheControl,
+    Continuity,
     Document,
     HostedTool,
     Image,
@@ -39,6 +41,13 @@ from gateway.transcript.model import (
     ToolSpec,
 )
 from gateway.transcript.seal import Sealer
+from gateway.wire.anthropic_server import (
+    SERVER_TOOL_USE,
+    citation,
+    is_server_result,
+    server_call,
+    server_result,
+)
 
 ANTHROPIC = "anthropic"
 SEALED_PREFIX = "gw1."
@@ -52,6 +61,12 @@ UNSUPPORTED = {
     "mcp_servers": "remote MCP servers (`mcp_servers`) are not supported: give the tools to the client",
     "container": "code-execution containers (`container`) are not supported",
 }
+
+
+def _echoed(data: Mapping[str, Any]) -> Continuity:
+    """Server-tool blocks and citations a client echoes: Anthropic issued them, to a scope the
+    gateway cannot tell (like raw thinking signatures), so they replay to Anthropic targets."""
+    return Continuity("client", ANY_ISSUER, ANTHROPIC, ANY_ISSUER, dict(data))
 
 
 EMPTY_CONTENT = "all messages must have non-empty content except for the optional final assistant message"
@@ -279,6 +294,7 @@ def _tool_result(block: w.ToolResultBlock, where: str) -> ToolResult:
         return ToolResult(block.tool_use_id, content or "", block.is_error, cache=_cache(block.cache_control))
     texts: list[str] = []
     images: list[Image] = []
+    documents: list[Document] = []
     for k, part in enumerate(content):
         path = f"{where}.content.{k}"
         t = type(part)
@@ -286,13 +302,20 @@ def _tool_result(block: w.ToolResultBlock, where: str) -> ToolResult:
             texts.append(part.text)
         elif t is w.ImageBlock:
             images.append(_image(part, f"{path}.source"))
+        elif t is w.DocumentBlock:
+            documents.append(_document(part, f"{path}.source"))
         elif t is w.ToolReferenceBlock:
             # the tool's definition is in `tools`, which the gateway sends whole to every provider
             texts.append(f"Tool {part.tool_name} loaded.")
         else:
             raise invalid(f"{part.type!r} blocks are not supported inside a tool_result", f"{path}.type")
     return ToolResult(
-        block.tool_use_id, "\n".join(texts), block.is_error, tuple(images), _cache(block.cache_control)
+        block.tool_use_id,
+        "\n".join(texts),
+        block.is_error,
+        tuple(images),
+        _cache(block.cache_control),
+        tuple(documents),
     )
 
 
@@ -303,7 +326,18 @@ def _assistant(content: str | list, where: str, sealer: Sealer, out: Decoded) ->
     for j, block in enumerate(content):
         t = type(block)
         if t is w.TextBlock:
-            blocks.append(Text(block.text, cache=_cache(block.cache_control)))
+            citations = tuple(citation(c, _echoed) for c in block.citations or ())
+            blocks.append(Text(block.text, cache=_cache(block.cache_control), citations=citations))
+        elif t is w.OtherBlock and block.type == SERVER_TOOL_USE:
+            raw = block.model_dump()
+            if not isinstance(raw.get("id"), str) or not isinstance(raw.get("name"), str):
+                raise invalid("a server_tool_use block needs an `id` and a `name`", f"{where}.{j}")
+            blocks.append(server_call(raw, _echoed))
+        elif t is w.OtherBlock and is_server_result(block.type):
+            raw = block.model_dump()
+            if not isinstance(raw.get("tool_use_id"), str):
+                raise invalid("Field required", f"{where}.{j}.tool_use_id")
+            blocks.append(server_result(raw, _echoed))
         elif t is w.ToolUseBlock:
             arguments = orjson.dumps(block.input).decode()
             blocks.append(ToolCall(block.id, block.name, arguments, cache=_cache(block.cache_control)))

@@ -32,8 +32,19 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import AssistantTurn, Continuity, Request, StopReason, Usage
+from gateway.transcript.model import (
+    AssistantTurn,
+    Citation,
+    Continuity,
+    Request,
+    ServerToolCall,
+    ServerToolResult,
+    StopReason,
+    Usage,
+)
+from gateway.transcript.render import call_text, citations_text, result_text
 from gateway.transcript.seal import Sealer
+from gateway.wire.anthropic_server import server_call_wire, wire_block, wire_citation
 
 log = logging.getLogger("gateway")
 
@@ -81,12 +92,27 @@ def error_event(error: UpstreamError) -> dict[str, Any]:
 
 
 class _Block:
-    __slots__ = ("kind", "id", "name", "parts", "stopped", "meta", "wire", "args_sent")
+    __slots__ = (
+        "kind",
+        "id",
+        "name",
+        "parts",
+        "stopped",
+        "meta",
+        "wire",
+        "args_sent",
+        "citations",
+        "result",
+        "input",
+    )
 
-    def __init__(self, kind: BlockKind, id: str, name: str) -> None:
+    def __init__(self, kind: BlockKind, id: str, name: str, result: ServerToolResult | None = None) -> None:
         self.kind = kind
         self.id = id
         self.name = name
+        self.citations: tuple[Citation, ...] = ()
+        self.result = result
+        self.input: list[str] = []  # a server tool call's input, written when it stops
         self.parts: list[str] = []  # content that arrived while another block was open
         self.stopped = False
         self.meta: Continuity | None = None
@@ -199,7 +225,7 @@ class MessageEvents:
                 block.parts.append(event.text)
             return []
         if t is BlockStart:
-            block = self._blocks[event.index] = _Block(event.kind, event.id, event.name)
+            block = self._blocks[event.index] = _Block(event.kind, event.id, event.name, event.result)
             if self._active is None:
                 self._active = event.index
                 return self._open(block)
@@ -209,6 +235,7 @@ class MessageEvents:
             block = self._blocks[event.index]
             block.stopped = True
             block.meta = event.meta
+            block.citations = event.citations
             if event.index != self._active:
                 return []
             out = self._close(block)
@@ -249,7 +276,9 @@ class MessageEvents:
         if block.kind is BlockKind.TOOL_CALL:  # id and name are known at once
             self._tool_used = True
             return self._start(block, {"type": "tool_use", "id": block.id, "name": block.name, "input": {}})
-        return []  # text and reasoning open with their first content
+        if block.kind is BlockKind.SERVER_TOOL_RESULT:
+            return self._server_result(block)
+        return []  # text and reasoning open with their first content; a server call when complete
 
     def _content(self, block: _Block, text: str) -> list[dict[str, Any]]:
         if not text:
@@ -263,6 +292,11 @@ class MessageEvents:
                 return []
             out = self._start(block, _THINKING_START) if block.wire is None else []
             delta = {"type": "thinking_delta", "thinking": text}
+        elif kind is BlockKind.SERVER_TOOL_CALL:  # written whole when it stops: its issuer decides how
+            block.input.append(text)
+            return []
+        elif kind is BlockKind.SERVER_TOOL_RESULT:  # pragma: no cover - it has no deltas
+            return []
         else:
             out = []
             block.args_sent = True
@@ -275,12 +309,59 @@ class MessageEvents:
         out: list[dict[str, Any]] = []
         if kind is BlockKind.REASONING:
             out = self._close_reasoning(block)
+        elif kind is BlockKind.SERVER_TOOL_CALL:
+            out = self._server_call(block)
+        elif kind is BlockKind.TEXT and block.citations:
+            out = self._citations(block)
         elif kind is BlockKind.TOOL_CALL and not block.args_sent:
             # a call without arguments still carries one empty fragment, as the API sends it
             delta = {"type": "input_json_delta", "partial_json": ""}
             out.append({"type": "content_block_delta", "index": block.wire, "delta": delta})
         if block.wire is not None:
             out.append({"type": "content_block_stop", "index": block.wire})
+        return out
+
+    def _server_call(self, block: _Block) -> list[dict[str, Any]]:
+        """Anthropic's own server_tool_use goes to the client as such (its history then replays
+        natively); another issuer's is text, which any target reads."""
+        call = ServerToolCall(block.id, block.name, "".join(block.input), block.meta)
+        if wire_block(block.meta) is None:
+            return self._text_block(block, call_text(call))
+        wire = server_call_wire(call)
+        arguments = orjson.dumps(wire.pop("input")).decode()
+        out = self._start(block, {**wire, "input": {}})
+        delta = {"type": "input_json_delta", "partial_json": arguments}
+        out.append({"type": "content_block_delta", "index": block.wire, "delta": delta})
+        return out
+
+    def _server_result(self, block: _Block) -> list[dict[str, Any]]:
+        result = block.result
+        assert result is not None  # the assembler's contract: it starts whole
+        wire = wire_block(result.meta)
+        if wire is None:
+            return self._text_block(block, result_text(result))
+        return self._start(block, wire)
+
+    def _citations(self, block: _Block) -> list[dict[str, Any]]:
+        """Anthropic's citations as citations_delta events; another issuer's as a sources list."""
+        wires = [wire_citation(c.meta) for c in block.citations]
+        if any(w is None for w in wires):
+            return self._content(block, "\n\n" + citations_text(block.citations))
+        out = self._start(block, {"type": "text", "text": ""}) if block.wire is None else []
+        for wire in wires:
+            delta = {"type": "citations_delta", "citation": wire}
+            out.append({"type": "content_block_delta", "index": block.wire, "delta": delta})
+        return out
+
+    def _text_block(self, block: _Block, text: str) -> list[dict[str, Any]]:
+        out = self._start(block, {"type": "text", "text": ""})
+        out.append(
+            {
+                "type": "content_block_delta",
+                "index": block.wire,
+                "delta": {"type": "text_delta", "text": text},
+            }
+        )
         return out
 
     def _close_reasoning(self, block: _Block) -> list[dict[str, Any]]:
@@ -373,13 +454,15 @@ def fold(stream: list[dict[str, Any]]) -> dict[str, Any]:
                 block["thinking"] += delta["thinking"]
             elif dtype == "signature_delta":
                 block["signature"] = delta["signature"]
+            elif dtype == "citations_delta":
+                block.setdefault("citations", []).append(delta["citation"])
             else:
                 arguments.setdefault(event["index"], []).append(delta["partial_json"])
         elif kind == "content_block_start":
             content.append(dict(event["content_block"]))
         elif kind == "content_block_stop":
             index = event["index"]
-            if content[index]["type"] == "tool_use":
+            if content[index]["type"] in ("tool_use", "server_tool_use"):
                 content[index]["input"] = _input("".join(arguments.pop(index, ())), content[index]["name"])
         elif kind == "message_start":
             message = dict(event["message"])

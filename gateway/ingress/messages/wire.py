@@ -22,6 +22,7 @@ class TextBlock(_Wire):
     type: Literal["text"]
     text: str
     cache_control: CacheControlWire | None = None
+    citations: list[dict[str, Any]] | None = None  # what the text cites (server tools, documents)
 
 
 class Base64Source(_Wire):
