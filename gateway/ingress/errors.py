@@ -24,6 +24,7 @@ class ClientError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -32,6 +33,8 @@ class ClientError(Exception):
         self.param = param
         self.code = code
         self.headers = headers or {}
+        # machine-readable detail a dialect's envelope carries (Anthropic's `error.details`)
+        self.details = details
 
     def body(self) -> dict[str, Any]:
         message = self.message
@@ -80,7 +83,10 @@ def anthropic_error(exc: ClientError) -> tuple[int, bytes]:
     elif status == 503:
         status = 529
     kind = _ANTHROPIC_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
-    return status, orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if exc.details is not None:
+        error["details"] = exc.details
+    return status, orjson.dumps({"type": "error", "error": error})
 
 
 def anthropic_error_body(exc: ClientError) -> bytes:

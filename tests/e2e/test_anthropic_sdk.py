@@ -319,3 +319,53 @@ async def test_redacted_thinking_round_trips_to_anthropic(stack):
     replayed = state.requests[-1].body["messages"][1]["content"]
     assert [b["type"] for b in replayed] == ["thinking", "redacted_thinking", "tool_use"]
     assert state.rejections == [] and state.verified_tokens == 2
+
+
+# -- message threads (the `thread` field): refused by name, never ignored -----------------------
+
+
+@pytest.mark.parametrize("name,kind", [FAMILY[0], FAMILY[2]])
+async def test_the_sdk_tool_runner_goes_on_without_a_thread_and_keeps_the_history(stack, name, kind):
+    """The default tool runner asks for a thread; the gateway refuses it with the API's
+    `thread_unsupported_request` detail, and the runner goes on unthreaded: every turn carries
+    the whole history, and the loop ends with the answer."""
+    from anthropic import beta_async_tool
+
+    @beta_async_tool
+    async def get_weather(city: str) -> str:
+        """Current weather for a city"""
+        return f"{city}: sunny"
+
+    stack.hub.states[kind].push(
+        Reply(tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]), Reply(text="Paris: sunny.")
+    )
+    client = stack.anthropic()
+    runner = client.beta.messages.tool_runner(model=name, max_tokens=1024, tools=[get_weather], messages=USER)
+    final = await runner.until_done()
+    assert final.content[-1].text == "Paris: sunny."
+    state = stack.hub.states[kind]
+    assert state.rejections == []
+    assert len(state.requests) == 2  # the refused threaded turn never reached the provider
+    last = str(state.requests[-1].body)
+    assert "What is the weather in Paris and Tokyo?" in last and "sunny" in last, "the whole history went up"
+
+
+async def test_a_thread_send_is_a_clear_400_naming_the_thread_not_a_lost_history(stack):
+    client = stack.anthropic()
+    thread = client.beta.messages.thread(model="claude", max_tokens=1024)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await thread.send({"role": "user", "content": "Hello"})
+    error = info.value.body["error"]
+    assert error["details"] == {"error_code": "thread_unsupported_request", "unsupported": ["thread"]}
+    assert error["message"].startswith("thread: message threads are not supported by this gateway")
+    assert stack.hub.states["anthropic"].requests == []
+
+    # asked to go on without one, the thread helper sends the whole conversation each turn
+    thread = client.beta.messages.thread(
+        model="claude", max_tokens=1024, unsupported_request_behavior="continue_unthreaded"
+    )
+    await thread.send({"role": "user", "content": "My name is Ada."})
+    await thread.send({"role": "user", "content": "What is my name?"})
+    second = stack.hub.states["anthropic"].requests[-1].body
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
+    assert "thread" not in second

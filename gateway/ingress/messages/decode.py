@@ -108,6 +108,8 @@ def validate(
     """`items`: what `DecodeMemo.items` found of `body["messages"]` (within an exchange)."""
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
+    if body.get("thread") is not None:
+        raise thread_unsupported()
     raw_messages = body.get("messages")
     if type(raw_messages) is not list or not raw_messages:
         _whole_validation_error(body, model)
@@ -137,6 +139,22 @@ def _whole_validation_error(body: dict[str, Any], model: type[w.MessagesRequest]
         path, message = w.first_error(exc.errors(include_url=False))
         raise invalid(message, path or None) from None
     raise AssertionError("a part of the request failed validation that the whole passes")  # pragma: no cover
+
+
+def thread_unsupported() -> ClientError:
+    """Message threads (the `thread` field: the server keeps the conversation and a `continue`
+    sends only the new messages) are refused by name, never ignored: ignoring one would answer a
+    `continue` without its history. The detail is the API's own for a request it cannot thread,
+    on which the SDKs' tool runner goes on unthreaded, sending the whole history each turn."""
+    return ClientError(
+        400,
+        "thread: message threads are not supported by this gateway; send the whole conversation "
+        "in `messages` (the SDK's thread helpers do with unsupported_request_behavior="
+        '"continue_unthreaded")',
+        param="thread",
+        code="thread_unsupported_request",
+        details={"error_code": "thread_unsupported_request", "unsupported": ["thread"]},
+    )
 
 
 def betas(headers: Mapping[str, str]) -> tuple[str, ...]:
