@@ -22,11 +22,27 @@ WEATHER = types.FunctionDeclaration(
 )
 
 
+OPEN: list[genai.Client] = []
+
+
 def client(stack, api_version: str = "v1beta") -> genai.Client:
-    return genai.Client(
+    made = genai.Client(
         api_key="client-key-never-forwarded",
         http_options=types.HttpOptions(base_url=stack.url, api_version=api_version),
     )
+    OPEN.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+async def close_clients():
+    """Each test's clients closed on its own loop (an SDK client left to the garbage collector
+    closes its connections on a loop that is gone, and logs that error in a later test)."""
+    yield
+    while OPEN:
+        made = OPEN.pop()
+        await made.aio.aclose()
+        made.close()
 
 
 def no_rejections(stack) -> None:
