@@ -49,10 +49,13 @@ def gateway_config(
     tmp: Path,
     loop: str | None,
     redis_url: str = "",
+    inspector: bool | None = None,
 ) -> str:
     lines = ["[server]", 'host = "127.0.0.1"', f"port = {gw_port}", 'log_level = "warning"']
     if loop is not None:
         lines.append(f'event_loop = "{loop}"')
+    if inspector is not None:
+        lines += ["[inspector]", f"enabled = {'true' if inspector else 'false'}"]
     lines += ["[store]", f'backend = "{store}"', f'path = "{tmp / "continuity.db"}"']
     if redis_url:
         lines.append(f'url = "{redis_url}"')
@@ -97,6 +100,7 @@ class Variant:
     loop: str | None = None  # [server] event_loop; None: not written (the gateway's default)
     store: str | None = None  # memory | sqlite | redis; None: memory, sqlite with several workers
     tree: str | None = None  # run the gateway of another checkout (e.g. the main branch)
+    inspector: bool | None = None  # [inspector] enabled; None: not written (the gateway's default)
 
     @classmethod
     def parse(cls, spec: str) -> Variant:
@@ -104,9 +108,11 @@ class Variant:
         values: dict[str, Any] = {}
         for option in filter(None, options.split(",")):
             key, _, value = option.partition("=")
-            if key not in ("workers", "loop", "store", "tree") or not value:
+            if key not in ("workers", "loop", "store", "tree", "inspector") or not value:
                 raise argparse.ArgumentTypeError(f"{spec}: unknown option {option!r}")
-            values[key] = int(value) if key == "workers" else value
+            if key == "inspector" and value not in ("on", "off"):
+                raise argparse.ArgumentTypeError(f"{spec}: inspector is on or off")
+            values[key] = int(value) if key == "workers" else value == "on" if key == "inspector" else value
         if not name or name == DIRECT:
             raise argparse.ArgumentTypeError(f"{spec}: a variant needs a name other than {DIRECT!r}")
         return cls(name, **values)
@@ -144,7 +150,16 @@ class Gateway:
         home.mkdir()
         self.config = home / "bench.toml"
         self.config.write_text(
-            gateway_config(self.port, stub_port, models, variant.backend, home, variant.loop, redis_url)
+            gateway_config(
+                self.port,
+                stub_port,
+                models,
+                variant.backend,
+                home,
+                variant.loop,
+                redis_url,
+                variant.inspector,
+            )
         )
         self.home = home
         self.env = env
@@ -173,6 +188,7 @@ class Gateway:
             "event_loop": v.loop or "default",
             "pinning": rig.describe_cpus(self.cpus),
             "tree": v.tree,
+            "inspector": {None: "default", True: "on", False: "off"}[v.inspector],
         }
 
 
@@ -288,7 +304,7 @@ def _parser() -> argparse.ArgumentParser:
         "--variant",
         action="append",
         type=Variant.parse,
-        metavar="NAME[:workers=N,loop=asyncio|uvloop,store=memory|sqlite|redis,tree=PATH]",
+        metavar="NAME[:workers=N,loop=asyncio|uvloop,store=memory|sqlite|redis,tree=PATH,inspector=on|off]",
         help="a gateway to measure, interleaved with the others (repeatable; replaces --workers,"
         " --event-loop, --store); tree= runs another checkout's gateway, e.g. the main branch",
     )

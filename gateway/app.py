@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
 
 from gateway import __version__
+from gateway.browser import BrowserPolicy
 from gateway.config import (
     GatewayConfig,
     resolve_auth_tokens,
@@ -19,10 +22,12 @@ from gateway.config import (
 )
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook, preload
-from gateway.exchange import tenant_id
+from gateway.exchange import REQUEST_ID_HEADER
 from gateway.handlers import gemini
 from gateway.handlers.count_tokens import count_tokens
 from gateway.handlers.ingress import ingress_handler
+from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
+from gateway.handlers.inspector import add_routes as add_inspector_routes
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import echo_path, error_response, method_not_allowed, not_found
 from gateway.ingress import chat, responses
@@ -31,6 +36,7 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.messages.models import anthropic_model_list
+from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
 from gateway.metrics import Metrics
@@ -40,6 +46,7 @@ from gateway.security import (
     BearerTokens,
     BodyLimits,
     Middleware,
+    Tenants,
     body_too_large,
     request_guard,
     restrict_response_headers,
@@ -90,6 +97,7 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
             response = error_response(
                 request.path, ClientError(500, "internal gateway error", type="server_error")
             )
+            response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
             response.body = redactor.data(response.body)
         if not response.prepared and not request.content.at_eof():
@@ -102,10 +110,12 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
 
 def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
     state: GatewayState | None = request.app.get(GatewayState.KEY)
+    request_id = exc.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
     if state is not None:  # None only while starting up or shutting down
-        state.observe_refusal(request.path, exc, started)
+        state.observe_refusal(request.path, exc, started, request_id)
     log.debug("refused %s %s with %d: %s", request.method, request.path, exc.status, exc.message)
     response = error_response(request.path, exc)
+    response.headers[REQUEST_ID_HEADER] = request_id
     if exc.status == 503:  # the gateway turning clients away (connection cap): not on this connection
         response.force_close()
     return response
@@ -178,7 +188,8 @@ def create_app(
     # a named key's token is a client token too: with keys configured, clients must present one
     tokens = BearerTokens([*resolve_auth_tokens(config, env), *key_tokens])
     redactor = secrets_redactor(config, env)
-    continuity_secret = resolve_continuity_secret(config, env) or continuity_key
+    # without a configured secret or one shared by the workers: valid for this process only
+    continuity_secret = resolve_continuity_secret(config, env) or continuity_key or secrets.token_bytes(32)
     server = config.server
     limits = BodyLimits(
         server.max_body_bytes, server.body_timeout_seconds, server.linger_seconds, server.linger_max_bytes
@@ -189,7 +200,10 @@ def create_app(
     app.middlewares.append(errors_middleware(redactor, limits))
     app.middlewares.append(in_flight.middleware())
     app.middlewares.append(refuse_over_capacity)
-    app.middlewares.append(request_guard(tokens, limits))
+    browser = BrowserPolicy.from_lists(server.allowed_hosts, server.allowed_origins, server.host)
+    metrics_open = config.auth is not None and config.auth.metrics_from_loopback_without_token
+    tenants = Tenants(continuity_secret)
+    app.middlewares.append(request_guard(tokens, limits, browser, tenants, metrics_open))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)
@@ -213,7 +227,7 @@ def create_app(
         sealer = Sealer(continuity_secret)
         preload()  # the price database, now rather than on the first answer
         limits = (
-            KeyLimits(config, key_tokens, tenant_id, on_op=metrics.count_store_operation)
+            KeyLimits(config, key_tokens, tenants.of, on_op=metrics.count_store_operation)
             if config.keys
             else None
         )
@@ -229,6 +243,7 @@ def create_app(
             sealer,
             in_flight=in_flight,
             memo=DecodeMemo(server.transcript_memo_mib << 20),
+            inspector=Inspector(config.inspector.enabled, config.inspector.max_bytes),
             prices=PriceBook(config),
             limits=limits,
             tracing=tracing,
@@ -256,4 +271,7 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
+    if config.inspector.enabled:
+        app.router.add_get(INSPECTOR_PAGE, page_handler("inspector.html"))
+        add_inspector_routes(app)
     return app

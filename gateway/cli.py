@@ -1,4 +1,4 @@
-"""`gateway serve | demo | check-config` (also `python -m gateway ...`)."""
+"""`gateway serve | demo | inspect | check-config` (also `python -m gateway ...`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gateway.config import (
     GatewayConfig,
     MissingApiKey,
     describe,
+    inspect_client,
     load_config,
     resolve_api_key,
     worker_count,
@@ -48,6 +49,19 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="run a scripted conversation through the gateway against embedded provider simulators"
     )
     demo.add_argument("--quiet", action="store_true", help="print only the summary")
+    inspect = sub.add_parser(
+        "inspect",
+        help="what a running gateway did to its requests (the /inspector API in a terminal)",
+        description="The gateway's URL is $GATEWAY_URL (default http://127.0.0.1:8787), the client token"
+        " $GATEWAY_TOKEN when [auth] is on.",
+    )
+    inspect.add_argument("id", nargs="?", help="one request: its attempts, repairs and transcript diff")
+    inspect.add_argument("--follow", "-f", action="store_true", help="keep printing new requests as they end")
+    inspect.add_argument(
+        "--limit", type=int, default=20, help="how many recent requests to list (default 20)"
+    )
+    inspect.add_argument("--preview", metavar="MODEL", help="with an ID: what MODEL would receive for it")
+    inspect.add_argument("--url", help="the gateway's URL (default $GATEWAY_URL, else http://127.0.0.1:8787)")
     check = sub.add_parser(
         "check-config", help="validate a config file and print what it resolves to (no secrets)"
     )
@@ -108,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
 
             run(serve(config), config.server.event_loop)
             return 0
+        if args.command == "inspect":
+            from gateway.inspect_cli import run as inspect
+
+            if args.id is not None and args.follow:
+                print("gateway inspect: --follow lists new requests; it takes no ID", file=sys.stderr)
+                return 2
+            url, token = inspect_client()
+            return inspect(args.url or url, token, args.id, args.follow, args.limit, args.preview)
         if args.command == "demo":
             from gateway.demo import run_demo
 

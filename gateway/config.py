@@ -130,6 +130,41 @@ Name = Annotated[str, AfterValidator(_check_name)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
 BaseUrl = Annotated[str, AfterValidator(_check_base_url)]
 RedisUrl = Annotated[str, AfterValidator(_check_redis_url)]
+
+
+def _check_allowed_host(value: str) -> str:
+    # a name as it appears in a Host header, without its port: "gateway.internal", ".example.com"
+    # (that domain and every subdomain) or "*" (any: the check is off)
+    name = value.lower()
+    if name != "*" and not _HOST_NAME_RE.fullmatch(name):
+        raise PydanticCustomError(
+            "invalid_host",
+            "must be a host name without port or scheme, '.domain' for a domain and its subdomains, or '*'",
+        )
+    return name
+
+
+def _check_origin(value: str) -> str:
+    # an origin exactly as a browser sends it: scheme://host[:port], no path (an editor's webview
+    # sends its own scheme: vscode-webview://<id>)
+    parts = urlsplit(value)
+    if (
+        not parts.scheme
+        or not parts.netloc
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise PydanticCustomError(
+            "invalid_origin", "must be an origin: scheme://host[:port], nothing after it"
+        )
+    return value.lower()
+
+
+_HOST_NAME_RE = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?")
+AllowedHost = Annotated[str, AfterValidator(_check_allowed_host)]
+Origin = Annotated[str, AfterValidator(_check_origin)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -143,6 +178,10 @@ class ServerConfig(_Section):
     port: int = Field(8787, ge=1, le=65535)
     max_body_bytes: int = Field(33554432, gt=0)
     max_json_depth: int = Field(64, gt=0)
+    # JSON values one body may hold (containers and list/object entries): parsing is linear in
+    # it, so this bounds how long a body's parse holds the event loop (about 60 ms per million
+    # values on one idle core); a body beyond it is refused unparsed (gateway/ingress/budget.py)
+    max_json_values: int = Field(1000000, gt=0)
     shutdown_grace_seconds: float = Field(10.0, ge=0, allow_inf_nan=False)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # env var holding the key that authenticates continuity data handed to clients
@@ -181,10 +220,27 @@ class ServerConfig(_Section):
     workers: int | None = Field(None, ge=1, le=512)
     # "uvloop" needs the extra (pip install 'llm-transcript-gateway[uvloop]'); see gateway/eventloop.py
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
+    # -- browsers (gateway/browser.py) --
+    # Host header names served besides loopback names and IP addresses (DNS rebinding defence):
+    # the names clients and a load balancer use to reach the gateway
+    allowed_hosts: list[AllowedHost] = []
+    # web origins whose pages may call the API (CORS); every other origin is refused with 403
+    allowed_origins: list[Origin] = []
 
 
 class AuthConfig(_Section):
     tokens_env: list[EnvName] = Field(min_length=1)
+    # /metrics takes a token like every route; true serves it to loopback clients without one
+    # (a Prometheus on the same host that has no token)
+    metrics_from_loopback_without_token: bool = False
+
+
+class InspectorConfig(_Section):
+    # capture every request for /inspector and `gateway inspect` (in memory only, never on disk)
+    enabled: bool = True
+    # what the captures may hold in all (bodies, upstream requests, answers, plus a fixed
+    # per-entry overhead); the oldest go first beyond it
+    max_bytes: int = Field(33554432, gt=0)
 
 
 class StoreConfig(_Section):
@@ -349,6 +405,7 @@ class GatewayConfig(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig | None = None
     store: StoreConfig = Field(default_factory=StoreConfig)
+    inspector: InspectorConfig = Field(default_factory=InspectorConfig)
     providers: dict[Name, ProviderConfig] = Field(min_length=1)
     models: dict[Name, ModelGroupConfig] = Field(default_factory=dict)
     keys: dict[Name, KeyConfig] = Field(default_factory=dict)
@@ -727,6 +784,13 @@ def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = N
     return tokens
 
 
+def inspect_client(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """`gateway inspect`'s gateway URL and client token: $GATEWAY_URL (else the default address)
+    and $GATEWAY_TOKEN (else none)."""
+    env = os.environ if env is None else env
+    return env.get("GATEWAY_URL") or "http://127.0.0.1:8787", env.get("GATEWAY_TOKEN", "")
+
+
 def resolve_key_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The named client keys' tokens (token -> key name) from their token_env variables; every
     one must be set, and no two keys may share a token."""
@@ -803,6 +867,7 @@ def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str
         status = ", ".join(f"{name} {_set_or_not(env, name)}" for name in config.auth.tokens_env)
         section("auth", config.auth, {"tokens_env": status})
     section("store", config.store)
+    section("inspector", config.inspector)
     for name, provider in config.providers.items():
         section(
             key_path(("providers", name)),

@@ -12,7 +12,6 @@ its way; the request's metrics/access-log record is built from it once, when it 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -30,7 +29,8 @@ from gateway.continuity.codec import decode_transcript, encode_transcript
 from gateway.continuity.keys import history_key
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
+from gateway.ingress.budget import JsonValues, raw_parts, value_bound
+from gateway.ingress.errors import ClientError, echo, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
@@ -39,7 +39,7 @@ from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
-from gateway.state import GatewayState
+from gateway.state import TENANT, GatewayState
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
@@ -59,6 +59,9 @@ if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
 
 log = logging.getLogger("gateway")
+
+# on every answer of the API, errors included: the request's id in the inspector (/inspector)
+REQUEST_ID_HEADER = "X-Gateway-Request-Id"
 
 # what an upstream that breaks its own answer format raises while its events are folded
 _FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
@@ -87,6 +90,11 @@ class Exchange:
     key_refusal: str = ""
     trace: RequestTrace | None = None  # the request's span, when tracing is on
     cost_usd: float | None = None  # what the answer cost, once accounted for (GatewayState.observe)
+    # what the inspector keeps of it (gateway/inspector): references to what the request made anyway
+    raw: bytes = b""  # the body as received
+    received: Request | None = None  # the client's transcript, decoded (kept history prepended)
+    routed: Request | None = None  # ... with recorded continuity restored: what was routed
+    error: str = ""  # the client's error message, or the stream's
 
     def first_content(self) -> None:
         if self.ttft is None:
@@ -121,19 +129,6 @@ class Exchange:
         return record
 
 
-def tenant_of(state: GatewayState, codec: IngressCodec, http: web.Request) -> str:
-    """Whose continuity this request may see: a hash of the client's credential when the gateway
-    authenticates clients (the guard already accepted it), else one shared tenant."""
-    if not state.config.authenticates:
-        return ""
-    credential = codec.credential(http.headers)
-    return tenant_id(credential) if credential else ""
-
-
-def tenant_id(credential: str) -> str:
-    return hashlib.sha256(credential.encode()).hexdigest()[:24]
-
-
 async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
     exchange = Exchange(codec)
     if state.tracing is not None:
@@ -146,7 +141,9 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
             exchange.outcome = "client_error" if exc.status < 500 else "upstream_error"
         status, body = codec.error_body(exc)
         exchange.status = status
-        return web.Response(status=status, body=body, headers=exc.headers, content_type="application/json")
+        exchange.error = exc.message
+        headers = {**exc.headers, REQUEST_ID_HEADER: exchange.request_id}
+        return web.Response(status=status, body=body, headers=headers, content_type="application/json")
     except asyncio.CancelledError:
         if state.in_flight.ending:
             # the shutdown's grace period ended it: the stream gets its dialect's error event, an
@@ -164,6 +161,7 @@ async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Reque
         state.metrics.inflight.dec()
         record = exchange.record()
         state.observe(record)
+        state.inspector.capture(exchange, http.headers)
         exchange.cost_usd = record.cost_usd
         if exchange.trace is not None:
             _finish_trace(exchange.trace, exchange, record)
@@ -181,10 +179,11 @@ def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord
 
 async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
     codec = exchange.codec
-    exchange.tenant = tenant_of(state, codec, http)
+    exchange.tenant = http.get(TENANT, "")  # decided by the guard (gateway/security.py)
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
-    body, items = _parse(state, exchange, await http.read())
+    exchange.raw = raw = await http.read()
+    body, items = await _parse(state, exchange, raw)
     inbound = codec.decode(body, http.headers, state.sealer, items)
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -198,10 +197,11 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
     if exchange.trace is not None:
         # as the access log writes it: a client-chosen X-Session-Id may name a person
         exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
-    request = await _restore(state, exchange, request)
+    exchange.received = request
+    exchange.routed = request = await _restore(state, exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, exchange.session, exchange.trace)
+        answer = await state.engine.open(request, plan, _affinity_key(exchange), exchange.trace)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -231,13 +231,13 @@ async def _admit(state: GatewayState, exchange: Exchange) -> None:
         raise refusal.error()
 
 
-def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
+async def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
     codec = exchange.codec
     field = codec.transcript_field
     limit = state.config.server.max_json_depth
-    body = parse_json_body(raw, limit, field)
+    body = await parse_within_budget(raw, state.config.server, field)
     items = None
     if field is not None and type(body) is dict:
         values = body.get(field)
@@ -316,6 +316,51 @@ def client_error_for(failed: AllTargetsFailed, request: Request | None = None) -
     return ClientError(status, message, type=kind, code=final.code or final.category.value, headers=headers)
 
 
+# a body's value count is made in steps, the event loop running between them: bytes per step of
+# the bound, strings and structural bytes per step of the exact count (each a few ms)
+_BOUND_STEP = 1 << 20
+_COUNT_STEP = 20_000
+
+
+async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
+    """The parsed body, once it is known to be within the caps that bound its parse and decode:
+    its JSON values (counted in steps that let other requests run, and only when one C-speed
+    count cannot tell), then the blocks its lists hold (`check_size` checks the decoded transcript
+    again: a kept history adds to it)."""
+    cap = limits.max_json_values
+    bound = 0
+    for start in range(0, len(raw), _BOUND_STEP):
+        if start:
+            await asyncio.sleep(0)
+        bound += value_bound(raw, start, start + _BOUND_STEP)
+        if bound > cap:
+            break
+    if bound > cap:
+        values = JsonValues(raw)
+        while not values.done:
+            values.step(_COUNT_STEP)
+            if values.count > cap:
+                raise ClientError(
+                    400,
+                    f"the request body holds more than {cap} JSON values ([server] max_json_values)",
+                    code="too_many_values",
+                )
+            await asyncio.sleep(0)
+    body = parse_json_body(raw, limits.max_json_depth, skip)
+    parts = raw_parts(body)
+    most = limits.max_blocks + limits.max_messages + limits.max_tools
+    if parts > most:
+        raise ClientError(
+            400,
+            f"the request holds {parts} messages, content blocks and tools; this gateway takes at most "
+            f"{limits.max_blocks} blocks ([server] max_blocks), {limits.max_messages} messages and "
+            f"{limits.max_tools} tools",
+            param="messages",
+            code="too_many_blocks",
+        )
+    return body
+
+
 def check_size(request: Request, limits: ServerConfig) -> None:
     """Refuse a transcript beyond the configured caps before any pass runs over it."""
     if len(request.messages) > limits.max_messages:
@@ -380,6 +425,12 @@ def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
     return plan
 
 
+def _affinity_key(exchange: Exchange) -> str:
+    """The session as the engine's affinity knows it: a client-chosen X-Session-Id is scoped by
+    tenant, so another tenant naming it cannot move this conversation to another target."""
+    return f"{exchange.tenant}\0{exchange.session}" if exchange.tenant else exchange.session
+
+
 def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
         return derive_session_key(request, tenant)
@@ -401,7 +452,7 @@ async def _continue(
     if messages is None:
         raise ClientError(
             400,
-            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
+            f"{history.source}: no answer {echo(history.id)!r} is kept here (unknown, or older than the "
             "store's ttl_seconds)",
             param=history.source,
             code=history.not_found_code,
@@ -417,23 +468,32 @@ def _keep(
 
 
 async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
-    """Recorded turns (with their continuity tokens) back in place of the client's copies."""
-    keys = message_keys(request, exchange.session, exchange.tenant)
+    request, repairs = await restore_recorded(state, request, exchange.session, exchange.tenant)
+    exchange.restored = repairs
+    return request
+
+
+async def restore_recorded(
+    state: GatewayState, request: Request, session: str, tenant: str
+) -> tuple[Request, tuple[Repair, ...]]:
+    """Recorded turns (with their continuity tokens) back in place of the client's copies. Reads
+    only: the inspector's preview runs it too."""
+    keys = message_keys(request, session, tenant)
     wanted = list(dict.fromkeys(k for k in keys if k is not None))
     if not wanted:
-        return request
+        return request, ()
     records: dict[str, bytes | None] = dict(state.recorder.pending(wanted))
     missing = [k for k in wanted if k not in records] if records else wanted
     if missing:
         records.update(zip(missing, await state.store.get_many(missing), strict=True))
-    request, repairs = restore(request, records, exchange.session, exchange.tenant, keys)
-    exchange.restored = tuple(repairs)
-    return request
+    request, repairs = restore(request, records, session, tenant, keys)
+    return request, tuple(repairs)
 
 
 def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
     headers = {
         "X-Request-Id": exchange.request_id,
+        REQUEST_ID_HEADER: exchange.request_id,
         "X-Session-Id": exchange.session,
         "X-Gateway-Provider": answer.target.provider,
         "X-Gateway-Attempts": str(len(answer.attempts)),
@@ -528,7 +588,8 @@ async def _stream(
             # a half-finished turn is never recorded: its reasoning block may be cut short
             exchange.outcome = "stream_error"
             # the provider's message may quote what it was sent: never echo a secret
-            await response.write(encoder.error(replace(error, message=state.redactor.text(error.message))))
+            exchange.error = state.redactor.text(error.message)
+            await response.write(encoder.error(replace(error, message=exchange.error)))
             return response
         assert turn is not None
         exchange.turn = turn

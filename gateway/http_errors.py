@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway.ingress.errors import ClientError, anthropic_error_body, openai_error_body
+from gateway.ingress.errors import ClientError, anthropic_error_body, echo, openai_error_body
 from gateway.ingress.gemini.errors import google_error_body
 
 ErrorBody = Callable[[ClientError], bytes]
 # the `ingress` label of a request whose path belongs to no dialect (404s, /v1/models, /metrics...)
 UNROUTED = "unrouted"
+COUNT_TOKENS_INGRESS = "anthropic_count_tokens"  # /v1/messages/count_tokens
 _MAX_ECHOED_PATH = 200  # a path quoted in a message is the client's input: bounded
 
 
@@ -35,6 +36,8 @@ class Dialect:
 
 DIALECTS: tuple[Dialect, ...] = (
     Dialect("/v1/chat/completions", "chat_completions", openai_error_body),
+    # before its parent: count_tokens requests are not Messages requests in the metrics
+    Dialect("/v1/messages/count_tokens", COUNT_TOKENS_INGRESS, anthropic_error_body),
     Dialect("/v1/messages", "anthropic_messages", anthropic_error_body),
     Dialect("/v1/responses", "responses", openai_error_body),
     Dialect("/v1beta", "gemini", google_error_body),
@@ -64,7 +67,7 @@ def error_response(path: str, exc: ClientError) -> web.Response:
 
 
 def echo_path(path: str) -> str:
-    return path if len(path) <= _MAX_ECHOED_PATH else path[:_MAX_ECHOED_PATH] + "..."
+    return echo(path, _MAX_ECHOED_PATH)
 
 
 def not_found(method: str, path: str, endpoints: Sequence[str] = ()) -> ClientError:

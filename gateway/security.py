@@ -1,8 +1,12 @@
 """Security defaults at the HTTP edges.
 
-- Client authentication: tokens from [auth] (`Authorization: Bearer` or `x-api-key`), checked in
-  constant time.
-- `/metrics` is served to loopback clients, and to others only with a valid token.
+- Client authentication: tokens from [auth] (`Authorization: Bearer`, `x-api-key`,
+  `x-goog-api-key` or `?key=`), checked in constant time. The token a request was admitted with is
+  its tenant (`Tenants`), decided here once for every dialect.
+- `/metrics` is served to loopback clients when no tokens are configured; with tokens it takes one
+  from every client (unless `[auth] metrics_from_loopback_without_token`).
+- Browsers: Host, Origin and the JSON media type are checked before anything else
+  (gateway/browser.py).
 - The request body limit: 413 from the Content-Length alone when it is too large, otherwise while
   reading (aiohttp counts the decompressed bytes, so a small gzip bomb is refused too); the body
   must arrive within a time limit (408), and one that does not decode is a 400.
@@ -16,6 +20,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import hmac
 import ipaddress
@@ -27,9 +33,18 @@ import aiohttp
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from gateway.http_errors import ingress_label
+from gateway.browser import (
+    CORS_ORIGIN,
+    BrowserPolicy,
+    check_host,
+    check_json_body,
+    check_origin,
+    cors_headers,
+    is_preflight,
+    preflight,
+)
 from gateway.ingress.errors import ClientError
-from gateway.ingress.gemini.codec import INGRESS as GEMINI_INGRESS
+from gateway.state import TENANT
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +55,8 @@ Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 # carry the token)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/ndjson.html"})
 METRICS_PATH = "/metrics"
+INSPECTOR_PATH = "/inspector"
+INSPECTOR_PREFIX = "/inspector/"
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
@@ -77,6 +94,13 @@ CLIENT_RESPONSE_HEADERS = frozenset(
         "www-authenticate",
         "x-session-id",
         "x-request-id",
+        # CORS, for the origins in [server] allowed_origins only (gateway/browser.py)
+        "access-control-allow-origin",
+        "access-control-allow-methods",
+        "access-control-allow-headers",
+        "access-control-expose-headers",
+        "access-control-max-age",
+        "vary",
     }
 )
 GATEWAY_HEADER_PREFIX = "x-gateway-"
@@ -142,14 +166,36 @@ def _unauthorized() -> ClientError:
     )
 
 
-def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
-    """Raise the ClientError a request gets when it may not reach its handler."""
+def presented_credentials(request: web.BaseRequest) -> tuple[str, ...]:
+    """Every token the client presented, wherever its SDK puts it: `Authorization: Bearer`
+    (OpenAI SDKs, ANTHROPIC_AUTH_TOKEN), `x-api-key` (Anthropic SDKs, Claude Code),
+    `x-goog-api-key` and the `key` query parameter (Gemini SDKs and CLI). None is ever forwarded."""
+    headers = request.headers
+    scheme, _, bearer = headers.get("Authorization", "").partition(" ")
+    candidates = (
+        bearer if scheme.lower() == "bearer" else "",
+        headers.get("x-api-key", ""),
+        headers.get("x-goog-api-key", ""),
+        request.query.get("key", ""),
+    )
+    return tuple(c for c in (c.strip() for c in candidates) if c)
+
+
+def check_access(
+    request: web.BaseRequest, tokens: BearerTokens, metrics_loopback_open: bool = False
+) -> str | None:
+    """The credential a request was admitted with (None when no tokens are configured or the path
+    is open), or the ClientError it gets when it may not reach its handler. `/metrics` takes a
+    token like every route when tokens are configured (a local browser page or process is not
+    trusted for being local), unless `metrics_loopback_open` serves it to loopback clients."""
     path = request.path
     if path in OPEN_PATHS:
-        return
+        return None
+    if path == INSPECTOR_PATH or path.startswith(INSPECTOR_PREFIX):
+        return _check_inspector_access(request, tokens)
     if path == METRICS_PATH:
-        if is_local_client(request):
-            return
+        if (not tokens or metrics_loopback_open) and is_local_client(request):
+            return None
         if not tokens:
             raise ClientError(
                 403,
@@ -159,22 +205,65 @@ def check_access(request: web.BaseRequest, tokens: BearerTokens) -> None:
                 code="forbidden",
             )
     elif not tokens:
-        return
+        return None
+    for credential in presented_credentials(request):
+        if tokens.accepts_key(credential):
+            return credential
+    raise _unauthorized()
+
+
+class Tenants:
+    """The tenant of a request is the credential it was admitted with, whichever header carried
+    it: an HMAC of it under a server secret, so that store keys and memo scopes name no token
+    (a bare hash of a token found in a store dump could be checked against guesses offline).
+    Without configured tokens every client is the one tenant ""."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, secret: bytes) -> None:
+        # domain-separated from the same secret's other use (sealing continuity blobs)
+        self._key = hmac.new(secret, b"gateway tenant key", hashlib.sha256).digest()
+
+    def of(self, credential: str | None) -> str:
+        if not credential:
+            return ""
+        return hmac.new(self._key, credential.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _check_inspector_access(request: web.BaseRequest, tokens: BearerTokens) -> str | None:
+    """The inspector shows what clients sent: without [auth] to loopback clients only, with it to
+    a client token (Bearer, x-api-key, or HTTP Basic's password, which a browser asks for once and
+    then sends on the page's own calls), which sees only its own requests: the token admitted is
+    the viewer's tenant, as for every other route."""
+    if not tokens:
+        if is_local_client(request):
+            return None
+        raise ClientError(
+            403,
+            "the inspector is served to loopback clients only; configure [auth] tokens to use it from"
+            " elsewhere",
+            type="permission_error",
+            code="forbidden",
+        )
     headers = request.headers
-    # Anthropic clients send the token in x-api-key (ANTHROPIC_API_KEY), or as a bearer token
-    # (ANTHROPIC_AUTH_TOKEN); neither header is ever forwarded
-    bearer_ok = tokens.accepts(headers.get("Authorization", ""))
-    if not (bearer_ok or tokens.accepts_key(headers.get("x-api-key", "")) or _google_key_ok(request, tokens)):
-        raise _unauthorized()
+    authorization = headers.get("Authorization", "")
+    scheme, _, value = authorization.partition(" ")
+    offered = (basic_password(value),) if scheme.lower() == "basic" else presented_credentials(request)
+    for credential in offered:
+        if tokens.accepts_key(credential):
+            return credential
+    error = _unauthorized()
+    error.headers["WWW-Authenticate"] = 'Basic realm="gateway inspector", charset="UTF-8"'
+    raise error
 
 
-def _google_key_ok(request: web.BaseRequest, tokens: BearerTokens) -> bool:
-    """Google's clients send their key in `x-goog-api-key`, or (REST samples) as `?key=` on the
-    Gemini API's paths; neither is forwarded, and request URLs are never logged with their query."""
-    if tokens.accepts_key(request.headers.get("x-goog-api-key", "")):
-        return True
-    key = request.query.get("key")
-    return key is not None and ingress_label(request.path) == GEMINI_INGRESS and tokens.accepts_key(key)
+def basic_password(value: str) -> str:
+    """The password of an HTTP Basic credential ("" when it does not decode)."""
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    return decoded.partition(":")[2]
 
 
 def body_too_large(limit: int) -> ClientError:
@@ -251,14 +340,28 @@ async def send_and_close(
     return response
 
 
-def request_guard(tokens: BearerTokens, limits: BodyLimits) -> Middleware:
-    """Access control, then the body limits, before any handler runs (so an unauthenticated
-    client cannot make the gateway read a large body). A refusal is a ClientError for the error
-    middleware to answer and account for."""
+def request_guard(
+    tokens: BearerTokens,
+    limits: BodyLimits,
+    browser: BrowserPolicy,
+    tenants: Tenants,
+    metrics_loopback_open: bool = False,
+) -> Middleware:
+    """Before any handler runs and before the body is read: the browser checks (Host, Origin, a
+    listed origin's preflight; gateway/browser.py), access control, the JSON media type, then the
+    body limits (so neither a web page nor an unauthenticated client can make the gateway read a
+    large body). A refusal is a ClientError for the error middleware to answer and account for."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        check_access(request, tokens)
+        host = check_host(request, browser)
+        origin = check_origin(request, browser, host)
+        if origin is not None:
+            if is_preflight(request):
+                return preflight(request, origin)
+            request[CORS_ORIGIN] = origin
+        request[TENANT] = tenants.of(check_access(request, tokens, metrics_loopback_open))
+        check_json_body(request)
         if request.body_exists:
             await read_body_within(request, limits)
         return await handler(request)
@@ -295,6 +398,9 @@ async def restrict_response_headers(request: web.BaseRequest, response: web.Stre
     for name in dict.fromkeys(n for n in headers if not _client_header_allowed(n.lower())):
         _drop(headers, name, "client response")
     headers["Server"] = SERVER_HEADER
+    origin = request.get(CORS_ORIGIN)
+    if origin is not None:
+        headers.update(cors_headers(origin))
 
 
 def _client_header_allowed(name: str) -> bool:

@@ -21,9 +21,12 @@ from aiohttp import web
 from gateway.access_log import configure_logging
 from gateway.app import IN_FLIGHT, create_app
 from gateway.config import GatewayConfig
+from gateway.handlers.inspector import worker_app
+from gateway.inspector.peers import clear_socket, serve_peer, socket_path
 from gateway.lifecycle import END_BOUND
 from gateway.redaction import secrets_redactor
 from gateway.server import ConnectionLimits, GatewayRunner, raise_open_file_limit
+from gateway.state import GatewayState
 
 if TYPE_CHECKING:
     from gateway.workers import Worker
@@ -62,8 +65,22 @@ async def start(app: web.Application, config: GatewayConfig, reuse_port: bool = 
     return runner
 
 
+async def serve_siblings(app: web.Application, worker: Worker) -> web.AppRunner:
+    """This worker's inspector socket for its siblings, and theirs to ask (gateway/inspector)."""
+    state: GatewayState = app[GatewayState.KEY]
+    paths = [socket_path(worker.inspector_dir, i) for i in range(worker.count)]
+    state.inspector.peers = tuple(p for i, p in enumerate(paths) if i != worker.index)
+    siblings = worker_app()
+    siblings[GatewayState.KEY] = state
+    clear_socket(paths[worker.index])
+    return await serve_peer(siblings, paths[worker.index])
+
+
 async def stop(runner: GatewayRunner, grace: float) -> None:
     """Stop accepting, drain for up to `grace` seconds, end the rest, release resources."""
+    state: GatewayState | None = runner.app.get(GatewayState.KEY)
+    if state is not None:
+        state.inspector.stopping.set()  # live inspector feeds end now, not at the grace period's end
     for site in list(runner.sites):
         await site.stop()
     server = runner.server
@@ -102,6 +119,7 @@ async def serve(
     else:
         app = create_app(config, env, worker.metrics(), continuity_key=worker.continuity_key)
     runner = await start(app, config, reuse_port=worker is not None)
+    siblings = await serve_siblings(app, worker) if worker is not None and worker.inspector_dir else None
     tune_garbage_collector()
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -123,6 +141,8 @@ async def serve(
                 flush=True,
             )
         await stop(runner, grace)
+        if siblings is not None:
+            await siblings.cleanup()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         log.info("gateway stopped")

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import resource
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod, ContentEncodingError, HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from gateway.exchange import REQUEST_ID_HEADER
 from gateway.http_errors import error_response
 from gateway.ingress.errors import ClientError
 from gateway.security import SERVER_HEADER
@@ -50,6 +53,7 @@ RESERVED_FILES = 64  # descriptors kept for the listening sockets, the store, lo
 # if over the cap): the listen backlog TCPSite asks for
 ACCEPT_BURST = 128
 ACCEPT_LOG_INTERVAL = 10.0
+_REQUEST_LINE = re.compile(rb"[A-Z]{3,7} (/[^ ?\r\n]{0,2048})")
 _ACCEPT_FAILURE = "socket.accept() out of system resource"
 
 
@@ -88,7 +92,7 @@ class GatewayRequestHandler(RequestHandler):
     """aiohttp's HTTP/1.1 protocol with the write stall timeout, the connection cap and
     enveloped parse errors (see the module docstring)."""
 
-    __slots__ = ("_server", "_stall_timer", "_refusal_timer", "_counted", "over_capacity")
+    __slots__ = ("_server", "_stall_timer", "_refusal_timer", "_counted", "over_capacity", "_head_path")
 
     def __init__(self, manager: GatewayServer, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -97,6 +101,7 @@ class GatewayRequestHandler(RequestHandler):
         self._refusal_timer: asyncio.TimerHandle | None = None
         self._counted = False
         self.over_capacity = False
+        self._head_path = "/"  # of the latest request line seen, for a head that does not parse
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -110,6 +115,15 @@ class GatewayRequestHandler(RequestHandler):
                 return
             self.over_capacity = True
             self._refusal_timer = self._loop.call_later(REFUSAL_WAIT, self.force_close)
+
+    def data_received(self, data: bytes) -> None:
+        # a head refused while parsing (431: a header too long) is answered in the envelope of its
+        # path's dialect: aiohttp hands over "/" for it, so the request line is read here (only
+        # when a chunk starts with one: the path chooses an envelope, nothing else)
+        match = _REQUEST_LINE.match(data)
+        if match is not None:
+            self._head_path = match.group(1).decode("latin-1")
+        super().data_received(data)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._counted:
@@ -161,15 +175,17 @@ class GatewayRequestHandler(RequestHandler):
             error = ClientError(status, "internal gateway error", type="server_error")
         if request.writer.output_size > 0:  # as aiohttp: an answer was already under way
             raise ConnectionError("response already started, cannot send an error response")
-        # the head did not parse: its path is unknown (aiohttp hands over "/"), so the default envelope
-        response = error_response(request.path, error)
+        # the head did not parse: aiohttp hands over "/", the request line read as it arrived says more
+        path = self._head_path if request.path == "/" else request.path
+        response = error_response(path, error)
         response.headers["Server"] = SERVER_HEADER
+        request_id = response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
         response.force_close()
         state: GatewayState | None = self._server.app.get(GatewayState.KEY)
         if state is not None:
             if type(response.body) is bytes:
                 response.body = state.redactor.data(response.body)
-            state.observe_refusal(request.path, error, started)
+            state.observe_refusal(path, error, started, request_id)
         return response
 
 

@@ -16,6 +16,7 @@ from gateway.cost import PriceBook
 from gateway.http_errors import ingress_label
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
+from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
 from gateway.metrics import NO_PROVIDER, Metrics, RequestRecord
@@ -26,6 +27,9 @@ from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 
 log = logging.getLogger("gateway")
+
+# the tenant the request guard admitted a request as (gateway/security.py `Tenants`)
+TENANT = web.RequestKey("gateway_tenant", str)
 
 
 @dataclass(slots=True)
@@ -44,6 +48,8 @@ class GatewayState:
     in_flight: InFlight = field(default_factory=InFlight)
     # transcript items decoded once per their bytes (gateway/ingress/memo.py)
     memo: DecodeMemo = field(default_factory=lambda: DecodeMemo(0))
+    # what the gateway did to each request, for /inspector (gateway/inspector)
+    inspector: Inspector = field(default_factory=lambda: Inspector(enabled=False))
     # what answers cost (gateway/cost.py); None: not priced (tests that build a bare state)
     prices: PriceBook | None = None
     # named client keys and their limits (gateway/limits.py); None: no keys configured
@@ -69,14 +75,14 @@ class GatewayState:
             log.exception("metrics update failed for request %s", record.request_id)
         log_access(record)
 
-    def observe_refusal(self, path: str, exc: ClientError, started: float) -> None:
+    def observe_refusal(self, path: str, exc: ClientError, started: float, request_id: str = "") -> None:
         """A request refused before any dialect handler took it (unknown path, wrong method,
         401, 413, unparsable...) still counts and gets its access-log line, under its path's
         ingress label: outcome `client_error`, or `refused` when the gateway turned it away (503)."""
         self.observe(
             RequestRecord(
                 ingress_label(path),
-                request_id=uuid.uuid4().hex,
+                request_id=request_id or uuid.uuid4().hex,
                 outcome="client_error" if exc.status < 500 else "refused",
                 status=exc.status,
                 duration=time.monotonic() - started,

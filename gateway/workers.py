@@ -10,7 +10,10 @@ over them. What must agree across workers is shared:
   the supervisor gives every worker);
 - metrics: prometheus-client's multi-process mode, so a scrape answered by any worker reports
   every worker's counts (`gateway_inflight_requests` is summed over the live workers,
-  `gateway_target_available` is 1 while any live worker sends the target traffic).
+  `gateway_target_available` is 1 while any live worker sends the target traffic);
+- the inspector's captures stay in the worker that served each request; every worker answers its
+  siblings on a Unix socket in a private directory (gateway/inspector/peers.py), so an inspector
+  call answered by any worker shows every worker's requests.
 
 Circuit breakers, retry budgets and round-robin positions stay per worker, by choice: sharing
 them would put a cross-process lock or a store round trip on every request, and each worker
@@ -59,6 +62,10 @@ class Worker:
     # the supervisor reads its end closing as the worker's exit
     ready_fd: int
     supervisor_pid: int
+    # the directory of the workers' inspector sockets (gateway/inspector/peers.py) and how many
+    # workers there are; "" when the inspector is off
+    inspector_dir: str = ""
+    count: int = 1
     _watcher: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     def metrics(self) -> Metrics:
@@ -105,10 +112,13 @@ def check_port_free(host: str, port: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, config: GatewayConfig, count: int, metrics_dir: str, key: bytes) -> None:
+    def __init__(
+        self, config: GatewayConfig, count: int, metrics_dir: str, key: bytes, inspector_dir: str = ""
+    ) -> None:
         self.config = config
         self.count = count
         self.metrics_dir = metrics_dir
+        self.inspector_dir = inspector_dir
         self.key = key
         self.processes: list[subprocess.Popen[bytes]] = []
         self.stopping = False
@@ -148,7 +158,9 @@ class Supervisor:
             if self.stopping:
                 return
             read_end, write_end = os.pipe()
-            worker = Worker(index, self.metrics_dir, self.key, write_end, os.getpid())
+            worker = Worker(
+                index, self.metrics_dir, self.key, write_end, os.getpid(), self.inspector_dir, self.count
+            )
             try:
                 process = subprocess.Popen(
                     [sys.executable, "-c", _WORKER_COMMAND], stdin=subprocess.PIPE, pass_fds=(write_end,)
@@ -193,4 +205,9 @@ def serve_workers(config: GatewayConfig, count: int) -> int:
     check_port_free(config.server.host, config.server.port)
     key = resolve_continuity_secret(config) or secrets.token_bytes(32)
     with tempfile.TemporaryDirectory(prefix="gateway-metrics-") as metrics_dir:
-        return Supervisor(config, count, metrics_dir, key).run()
+        inspector_dir = ""
+        if config.inspector.enabled:
+            # mkdtemp: mode 0700, so only the gateway's user reaches the sockets (they trust the
+            # tenant a caller names)
+            inspector_dir = tempfile.mkdtemp(prefix="inspector-", dir=metrics_dir)
+        return Supervisor(config, count, metrics_dir, key, inspector_dir).run()

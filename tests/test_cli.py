@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -147,3 +148,45 @@ def test_serve_help_explains_its_options():
     for option in ("--host HOST", "--port PORT", "--log-level", "--workers", "--config"):
         assert option in out.stdout
     assert "127.0.0.1" in out.stdout and "8787" in out.stdout
+
+
+async def test_inspect_lists_shows_and_previews_requests_of_a_running_gateway():
+    import asyncio
+
+    from gateway.simulators.base import SimulatorHub
+    from tests.inspector.loop import inspector_gateway, run_loop, script
+
+    async with SimulatorHub() as hub:
+        script(hub)
+        async with inspector_gateway(hub) as gw:
+            loop = await run_loop(gw.url)
+
+            async def inspect(*args: str) -> tuple[int, str, str]:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "gateway",
+                    "inspect",
+                    *args,
+                    cwd=ROOT,
+                    env=_env(GATEWAY_URL=gw.url),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                out, err = await asyncio.wait_for(proc.communicate(), 60)
+                return proc.returncode, out.decode(), err.decode()
+
+            code, listed, _ = await inspect()
+            assert code == 0
+            assert [line.split()[1] for line in listed.splitlines()] == loop.ids  # oldest first
+            code, shown, _ = await inspect(loop.ids[2])
+            assert code == 0
+            assert "  - #1 assistant reasoning: Claude considers the weather.   [dropped]" in shown
+            assert re.search(
+                r"  ~ #1 assistant tool_call get_weather call_\w{24}: .* => .* get_weather [A-Za-z0-9]{9}: ",
+                shown,
+            )
+            code, previewed, _ = await inspect(loop.ids[2], "--preview", "claude")
+            assert code == 0 and previewed.startswith("claude (anthropic, claude-sonnet-4-5) would receive")
+            code, _, err = await inspect("no-such-request")
+            assert code == 1 and "404" in err

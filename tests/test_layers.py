@@ -16,6 +16,7 @@ LAYERS = {
     "cli": 7,
     "serve": 7,
     "workers": 7,
+    "inspect_cli": 7,
     "eventloop": 7,
     "demo": 7,
     "app": 6,
@@ -23,6 +24,7 @@ LAYERS = {
     "handlers": 5,
     "lifecycle": 4,
     "exchange": 4,
+    "inspector": 4,
     "state": 4,
     "access_log": 4,
     "ingress": 3,
@@ -38,6 +40,7 @@ LAYERS = {
     "tracing": 2,
     "limits": 3,
     "security": 5,
+    "browser": 5,  # security's browser checks (Host, Origin, media type)
     # config validates model names against the providers' capability data
     "redaction": 2,
     "config": 2,

@@ -108,10 +108,6 @@ class IngressCodec(Protocol):
         """(status, body) of an error in the dialect's envelope."""
         ...
 
-    def credential(self, headers: Mapping[str, str]) -> str:
-        """The gateway token as the client sent it ("" when none)."""
-        ...
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         """The token a client of this dialect sends back, in its history, for a block of `kind`
         that carries `meta` (the NDJSON stream's `thinking_signature`): the provider's own where

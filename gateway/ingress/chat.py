@@ -50,17 +50,9 @@ class ChatCodec:
     def error_body(self, error: ClientError) -> tuple[int, bytes]:
         return error.status, error.to_json()
 
-    def credential(self, headers: Mapping[str, str]) -> str:
-        return bearer_token(headers)
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # Chat has no native field for any provider's token: reasoning_details carry sealed ones
         return sealer.seal(meta)
-
-
-def bearer_token(headers: Mapping[str, str]) -> str:
-    scheme, _, value = headers.get("Authorization", "").partition(" ")
-    return value.strip() if scheme.lower() == "bearer" else ""
 
 
 CODEC = ChatCodec()

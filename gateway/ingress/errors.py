@@ -139,6 +139,15 @@ def context_overflow_message(message: str) -> str:
     )
 
 
+MAX_ECHOED = 200  # characters of a client's value an error message quotes
+
+
+def echo(value: str, limit: int = MAX_ECHOED) -> str:
+    """A client's value as an error message quotes it: bounded, so a huge id or header is not
+    sent back (and logged) in full."""
+    return value if len(value) <= limit else value[:limit] + "..."
+
+
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ClientError:
     return ClientError(400, f"{param}: {message}" if param else message, param=param, code=code)
 

@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 
 from gateway.ingress.base import Inbound, Reply, StreamEncoder
-from gateway.ingress.chat import bearer_token
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
 from gateway.ingress.responses_decode import decode_request
@@ -108,9 +107,6 @@ class ResponsesCodec:
 
     def error_body(self, error: ClientError) -> tuple[int, bytes]:
         return error.status, error.to_json()
-
-    def credential(self, headers: Mapping[str, str]) -> str:
-        return bearer_token(headers)
 
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # a Responses client sends back OpenAI's own reasoning token as OpenAI issued it; every

@@ -49,6 +49,13 @@ class Attempt:
     provider: str
     outcome: str  # "ok" or an ErrorCategory value
     error: UpstreamError | None = None
+    # what the inspector shows of it (gateway/inspector): references the attempt already held
+    model: str = ""  # the upstream model
+    prepared: Prepared | None = None  # the transcript repair made for the target
+    sent: bytes = b""  # the body sent upstream (empty: nothing was sent)
+    url: str = ""
+    started: float = 0.0  # time.monotonic() when the attempt began
+    elapsed: float = 0.0  # seconds to its commit point or its failure
 
 
 class IdMapper:

@@ -17,6 +17,7 @@ from gateway.repair import prepare
 from gateway.routing.engine import Engine
 from gateway.routing.router import Plan
 from gateway.transcript.estimate import estimate_input_tokens
+from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.upstream import MAX_ERROR_BODY, Upstream, UpstreamFailure
 
@@ -24,10 +25,25 @@ log = logging.getLogger("gateway")
 
 PROVIDER = "provider"  # counted by the provider
 ESTIMATE = "estimate"  # estimated by the gateway
+# what a provider says about the request itself: the client's mistake, not an estimate's cue
+_REFUSALS = frozenset(
+    {ErrorCategory.INVALID_REQUEST, ErrorCategory.TOO_LARGE, ErrorCategory.CONTINUITY, ErrorCategory.PAIRING}
+)
+
+
+class CountRefused(Exception):
+    """The provider refused to count the request (it would refuse to answer it too)."""
+
+    def __init__(self, provider: str, error: UpstreamError) -> None:
+        super().__init__(error.message)
+        self.provider = provider
+        self.error = error
 
 
 async def count_input_tokens(engine: Engine, request: Request, plan: Plan) -> tuple[int, str, str]:
-    """(input tokens, PROVIDER or ESTIMATE, the provider entry that counted or was estimated for)."""
+    """(input tokens, PROVIDER or ESTIMATE, the provider entry that counted or was estimated for);
+    raises CountRefused when the provider judged the request invalid (an estimate would hide
+    what the real request will meet)."""
     target = plan.targets[0]
     adapter = get_adapter(target.kind)
     estimate = estimate_input_tokens(request)
@@ -52,6 +68,8 @@ async def count_input_tokens(engine: Engine, request: Request, plan: Plan) -> tu
     counted = answer(body) if status == 200 else None
     if counted is None:
         error = adapter.classify_error(status, {}, body)
+        if status != 200 and error.category in _REFUSALS:
+            raise CountRefused(target.provider, error)
         log.info("count_tokens for %s estimated: HTTP %d %s", target.provider, status, error.message)
         return estimate, ESTIMATE, target.provider
     return counted, PROVIDER, target.provider

@@ -24,7 +24,7 @@ import aiohttp
 
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
 from gateway.providers import get_adapter
-from gateway.providers.base import EncodeError, ProviderAdapter
+from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import Prepared, prepare
 from gateway.repair.report import Repair
 from gateway.routing.affinity import last_issuer, prefer_issuer
@@ -178,6 +178,22 @@ class Engine:
             return order, home, COOLDOWN
         return (home, *(t for t in order if t is not home)), home, None
 
+    def _order(
+        self, request: Request, plan: Plan, session: str | None
+    ) -> tuple[tuple[Target, ...], Target | None, str | None]:
+        order, home, moved = self._session_order(request, plan, session)
+        if plan.affinity:
+            order = prefer_issuer(order, request)
+        return order, home, moved
+
+    def first_target(self, request: Request, plan: Plan, session: str | None = None) -> Target:
+        """The target `open` would try first for this request now (the inspector's preview)."""
+        order = self._order(request, plan, session)[0]
+        return next((t for t in order if self.health.available(t)), order[0])
+
+    def adapter(self, kind: str) -> ProviderAdapter:
+        return self._adapters(kind)
+
     async def open(
         self, request: Request, plan: Plan, session: str | None = None, trace: RequestTrace | None = None
     ) -> Answer:
@@ -186,9 +202,7 @@ class Engine:
         (each attempt gets a span of its own)."""
         retry = plan.retry
         deadline = self._clock() + retry.deadline_seconds
-        order, home, moved = self._session_order(request, plan, session)
-        if plan.affinity:
-            order = prefer_issuer(order, request)
+        order, home, moved = self._order(request, plan, session)
         budget = self.budget(plan)
         budget.deposit()
         attempts: list[Attempt] = []
@@ -318,21 +332,29 @@ class Engine:
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
 
+        sent: list[HttpRequest | None] = [None]  # what the last attempt sent, for its record
+
+        async def attempt(prepared: Prepared) -> EventStream | UpstreamError:
+            result, sent[0] = await self._attempt(
+                adapter, target, prepared, request.stream, timeouts, first_token
+            )
+            return result
+
         def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
-            attempt = partial(self._attempt, adapter, target, prepared, request.stream, timeouts, first_token)
-            return self._traced(trace, target, prepared, attempt)
+            return self._traced(trace, target, prepared, partial(attempt, prepared))
 
         prepared = prepare(request, target, adapter.capabilities)
+        started = self._clock()
         result = await send(prepared)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
-            attempts.append(Attempt(target.provider, result.category.value, result))
+            attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
             strict = prepare(request, target, adapter.capabilities, strict=True)
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
+            started = self._clock()
             result = await send(prepared)
+        attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
         if isinstance(result, UpstreamError):
-            attempts.append(Attempt(target.provider, result.category.value, result))
             return result
-        attempts.append(Attempt(target.provider, "ok"))
         return result, prepared
 
     def _after_commit(self, target: Target, ticket: Ticket) -> Callable[[UpstreamError], None]:
@@ -370,8 +392,21 @@ class Engine:
         stream: bool,
         timeouts: Timeouts,
         first_token: float | None,
-    ) -> EventStream | UpstreamError:
-        """Encode for the target and send once."""
+    ) -> tuple[EventStream | UpstreamError, HttpRequest | None]:
+        """Encode for the target and send once; what was sent (None: nothing was)."""
+        http = self.encode(adapter, target, prepared)
+        if isinstance(http, UpstreamError):
+            return http, None
+        result = await run_attempt(
+            self.session, adapter, target, prepared, http, stream, timeouts, first_token
+        )
+        return result, http
+
+    def encode(
+        self, adapter: ProviderAdapter, target: Target, prepared: Prepared
+    ) -> HttpRequest | UpstreamError:
+        """The HTTP request `target` gets for `prepared` (the inspector's preview encodes through
+        here too, so it shows exactly what an attempt would send)."""
         if not prepared.request.messages:
             # e.g. only orphan tool results and empty text: no provider can answer nothing
             return UpstreamError(
@@ -385,7 +420,7 @@ class Engine:
         except MissingApiKey as exc:
             return UpstreamError(ErrorCategory.AUTH, str(exc), type="missing_api_key")
         try:
-            http = adapter.encode_request(prepared.request, target, api_key)
+            return adapter.encode_request(prepared.request, target, api_key)
         except EncodeError as exc:
             return UpstreamError(
                 ErrorCategory.INVALID_REQUEST,
@@ -399,4 +434,25 @@ class Engine:
                 f"cannot encode for {target.provider}: internal encoder error",
                 type="encode_error",
             )
-        return await run_attempt(self.session, adapter, target, prepared, http, stream, timeouts, first_token)
+
+
+def _attempt_record(
+    target: Target,
+    result: object,
+    prepared: Prepared,
+    sent: HttpRequest | None,
+    started: float,
+    ended: float,
+) -> Attempt:
+    error = result if isinstance(result, UpstreamError) else None
+    return Attempt(
+        target.provider,
+        "ok" if error is None else error.category.value,
+        error,
+        model=target.model,
+        prepared=prepared,
+        sent=sent.body if sent is not None else b"",
+        url=sent.url if sent is not None else "",
+        started=started,
+        elapsed=ended - started,
+    )

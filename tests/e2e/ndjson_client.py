@@ -15,7 +15,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.app import create_app
-from gateway.config import config_from_dict
+from gateway.config import GatewayConfig, config_from_dict
 from gateway.demo import DEMO_KEY_ENV
 from gateway.metrics import Metrics
 from gateway.simulators.base import SimulatorHub
@@ -45,7 +45,13 @@ async def ndjson_gateway(
     if token is not None:
         raw["auth"] = {"tokens_env": [TOKEN_ENV]}
         env[TOKEN_ENV] = token
-    config = config_from_dict(raw, source="<ndjson test>")
+    async with serving(config_from_dict(raw, source="<ndjson test>"), env) as running:
+        yield running
+
+
+@asynccontextmanager
+async def serving(config: GatewayConfig, env: dict[str, str]) -> AsyncIterator[Running]:
+    """The gateway of `config` on its loopback port until the block ends."""
     app = create_app(config, env, Metrics())
     runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
     await runner.setup()

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from gateway.simulators.base import Fault, Reply, SimulatorHub
+from tests.ops.conftest import JSON
 from tests.routing.sim_stack import Stack, eventually, gateway_stack, group
 
 USER = [{"role": "user", "content": "Tell me a long story."}]
@@ -39,7 +40,9 @@ async def baseline(stack: Stack) -> tuple[int, int]:
     """Open file descriptors and tasks once a complete request has come and gone."""
     async with aiohttp.ClientSession() as session:
         body = {"model": "solo", "messages": USER}
-        async with session.post(f"{stack.url}/v1/chat/completions", data=orjson.dumps(body)) as resp:
+        async with session.post(
+            f"{stack.url}/v1/chat/completions", data=orjson.dumps(body), headers=JSON
+        ) as resp:
             assert resp.status == 200
             await resp.read()
     await asyncio.sleep(0.05)
@@ -78,7 +81,7 @@ async def test_a_client_disconnect_cancels_the_upstream_request(stack, stream, f
     session = aiohttp.ClientSession()
     try:
         body = {"model": "solo", "messages": USER, "stream": stream}
-        request = session.post(f"{stack.url}/v1/chat/completions", data=orjson.dumps(body))
+        request = session.post(f"{stack.url}/v1/chat/completions", data=orjson.dumps(body), headers=JSON)
         if wait_for == "content":
             resp = await request
             first = await resp.content.readany()

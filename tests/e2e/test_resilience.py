@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from gateway.simulators.base import Fault, Reply, SimulatorHub
+from tests.ops.conftest import JSON
 from tests.routing.sim_stack import Stack, gateway_stack, group
 
 ANSWER = "The answer is 42, as every towel-carrying hitchhiker knows."
@@ -285,7 +286,9 @@ async def _fire(stack: Stack, model: str, n: int, concurrency: int = 16) -> tupl
             body = {"model": model, "messages": USER, "stream": i % 2 == 0}
             async with (
                 gate,
-                session.post(f"{stack.url}/v1/chat/completions", data=orjson.dumps(body)) as resp,
+                session.post(
+                    f"{stack.url}/v1/chat/completions", data=orjson.dumps(body), headers=JSON
+                ) as resp,
             ):
                 payload = await resp.read()
                 if resp.status != 200 or _text(payload, body["stream"]) != ANSWER:

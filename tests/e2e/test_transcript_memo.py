@@ -73,7 +73,9 @@ async def _twice(
         gateway.state.memo = current
         before = len(gateway.hub.states[kind].requests)
         async with http.post(
-            gateway.url + path, data=orjson.dumps(body), headers={"X-Session-Id": "memo-e2e"}
+            gateway.url + path,
+            data=orjson.dumps(body),
+            headers={"X-Session-Id": "memo-e2e", "Content-Type": "application/json"},
         ) as resp:
             answer = await resp.json()
             assert resp.status == 200, answer

@@ -25,6 +25,9 @@ from gateway.state import GatewayState
 PROVIDER_KEY = "sim-provider-key-0123456789"
 USER = [{"role": "user", "content": "What is six times seven?"}]
 
+# what every API route takes (gateway/browser.py): aiohttp marks bytes as octet-stream otherwise
+JSON = {"Content-Type": "application/json"}
+
 
 def base_config(hub: SimulatorHub) -> dict[str, Any]:
     """Every family as a provider and a one-target group of the same name, plus two failover
@@ -61,7 +64,8 @@ class Stack:
     async def chat(
         self, body: dict[str, Any], headers: dict[str, str] | None = None, path: str = "/v1/chat/completions"
     ) -> tuple[int, dict[str, str], bytes]:
-        async with self.http.post(self.url + path, data=orjson.dumps(body), headers=headers) as resp:
+        data = orjson.dumps(body)
+        async with self.http.post(self.url + path, data=data, headers={**JSON, **(headers or {})}) as resp:
             return resp.status, _headers(resp), await resp.read()
 
     async def get(
@@ -99,7 +103,7 @@ async def running_stack(
         await runner.setup()
         await web.TCPSite(runner, config.server.host, config.server.port).start()
         try:
-            async with aiohttp.ClientSession() as http:
+            async with aiohttp.ClientSession(headers=JSON) as http:
                 yield Stack(hub, config, env, metrics, http, app)
         finally:
             await runner.cleanup()

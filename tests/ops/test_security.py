@@ -106,9 +106,15 @@ def _request_from(peer: str, headers: dict[str, str] | None = None) -> web.Reque
 
 
 @pytest.mark.parametrize("peer", ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"])
-def test_metrics_are_open_to_loopback_peers(peer):
+def test_metrics_are_open_to_loopback_peers_only_without_tokens(peer):
     check_access(_request_from(peer), BearerTokens([]))
-    check_access(_request_from(peer), BearerTokens([TOKEN]))
+    # with tokens, a local process (or a browser page) is not trusted for being local...
+    with pytest.raises(ClientError) as refused:
+        check_access(_request_from(peer), BearerTokens([TOKEN]))
+    assert refused.value.status == 401
+    check_access(_request_from(peer, AUTH), BearerTokens([TOKEN]))
+    # ...unless [auth] metrics_from_loopback_without_token opens it to a local Prometheus
+    check_access(_request_from(peer), BearerTokens([TOKEN]), metrics_loopback_open=True)
 
 
 @pytest.mark.parametrize("peer", ["10.1.2.3", "192.0.2.7", "2001:db8::1", "::ffff:10.0.0.1"])
@@ -144,7 +150,9 @@ async def test_metrics_over_http_from_loopback_with_and_without_auth():
         assert status == 403
     async with running_stack(with_auth, env={"OPS_TOKEN": TOKEN}) as stack:
         status, _, _ = await stack.get("/metrics")
-        assert status == 200  # loopback scrapers need no token
+        assert status == 401  # with [auth], loopback scrapers need the token too
+        status, _, _ = await stack.get("/metrics", AUTH)
+        assert status == 200
         status, _, _ = await stack.get("/metrics", {"X-Forwarded-For": "198.51.100.4"})
         assert status == 401
         status, _, _ = await stack.get("/metrics", {"X-Forwarded-For": "198.51.100.4", **AUTH})
@@ -284,7 +292,7 @@ async def _raw_exchange(url: str, head: bytes, body: bytes = b"") -> bytes:
 async def test_an_oversized_content_length_is_refused_before_the_body_is_sent():
     async with running_stack(small_limit) as stack:
         head = (
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % (LIMIT + 1)
         )
         answer = await _raw_exchange(stack.url, head)  # not one byte of the body was written

@@ -17,7 +17,7 @@ import orjson
 
 from gateway.demo import FAMILIES
 from gateway.simulators.base import Fault, Reply, SimulatorHub, free_port
-from tests.ops.conftest import USER
+from tests.ops.conftest import JSON, USER
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "serve-test-provider-key-01234"
@@ -123,7 +123,7 @@ async def wait_until_refused(url: str) -> None:
 
 async def stream_text(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
     body = orjson.dumps({"model": "claude", "messages": USER, "stream": True})
-    async with http.post(url + "/v1/chat/completions", data=body) as resp:
+    async with http.post(url + "/v1/chat/completions", data=body, headers=JSON) as resp:
         text = []
         for frame in (await resp.read()).decode().split("\n\n"):
             data = frame.removeprefix("data: ")

@@ -22,7 +22,7 @@ import pytest
 from bench.rig import children
 from gateway.cli import main
 from gateway.simulators.base import Fault, Reply, SimulatorHub, free_port
-from tests.ops.conftest import USER
+from tests.ops.conftest import JSON, USER
 from tests.ops.test_metrics_contract import scrape, values
 from tests.ops.test_serve import HANG_GUARD, KEY, Gateway, gateway_process, wait_for_upstream_request
 
@@ -88,7 +88,7 @@ class Connection:
         # a known local port: the connection's row in /proc/net/tcp
         self.port = free_port()
         self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=1, local_addr=("127.0.0.1", self.port))
+            connector=aiohttp.TCPConnector(limit=1, local_addr=("127.0.0.1", self.port)), headers=JSON
         )
         self.worker = 0
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig, config_from_dict
@@ -18,8 +19,8 @@ from gateway.demo import DEMO_KEY_ENV
 from gateway.metrics import Metrics
 from gateway.serve import start, stop
 from gateway.server import GatewayRunner
-from gateway.simulators.base import Reply, SimulatorHub
-from tests.ops.conftest import base_config, restore_logging  # noqa: F401 - a fixture, shared
+from gateway.simulators.base import Reply, SimulatorHub, free_port
+from tests.ops.conftest import JSON, base_config, restore_logging  # noqa: F401 - a fixture, shared
 
 PROVIDER_KEY = "sec-provider-key-7Hq2Xv9LmR4tWz8K"
 USER = [{"role": "user", "content": "What is six times seven?"}]
@@ -53,7 +54,7 @@ class Gateway:
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         async with (
             aiohttp.ClientSession() as http,
-            http.post(self.url + path, data=data, headers=headers) as resp,
+            http.post(self.url + path, data=data, headers={**JSON, **(headers or {})}) as resp,
         ):
             return resp.status, {str(k): v for k, v in resp.headers.items()}, await resp.read()
 
@@ -74,6 +75,11 @@ class Gateway:
         )
         assert status == 200, body
         assert orjson.loads(body)["choices"][0]["message"]["content"] == "still here"
+
+    def requests(self, ingress: str, outcome: str, model: str, provider: str) -> float:
+        """gateway_requests_total for these labels."""
+        labels = {"ingress": ingress, "model": model, "provider": provider, "outcome": outcome}
+        return self.sample("gateway_requests_total", **labels)
 
     def sample(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, labels)
@@ -106,6 +112,19 @@ async def serving(
         finally:
             if not gateway.stopped:
                 await gateway.stop(grace)
+
+
+@asynccontextmanager
+async def loopback_site(app: web.Application) -> AsyncIterator[int]:
+    """Another web server on loopback (a fake provider, an attacker's site): its port."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield port
+    finally:
+        await runner.cleanup()
 
 
 async def eventually(condition: Callable[[], bool], within: float = HANG_GUARD) -> None:

@@ -14,7 +14,7 @@ import orjson
 
 from gateway.simulators.base import Reply, SimulatorHub
 from tests.ops import test_serve
-from tests.security.conftest import PROVIDER_KEY, USER
+from tests.security.conftest import JSON, PROVIDER_KEY, USER
 
 
 class GatewayProcess:
@@ -33,7 +33,7 @@ class GatewayProcess:
         body = orjson.dumps({"model": "claude", "messages": USER})
         async with (
             aiohttp.ClientSession() as http,
-            http.post(self.url + "/v1/chat/completions", data=body) as resp,
+            http.post(self.url + "/v1/chat/completions", data=body, headers=JSON) as resp,
         ):
             assert resp.status == 200, await resp.read()
             assert (await resp.json())["choices"][0]["message"]["content"] == "still here"

@@ -77,6 +77,7 @@ async def test_clients_uploading_at_full_speed_read_the_refusal():
         body = _oversized_body()
         for authenticated, expected in ((True, 413), (False, 401)):
             headers = {"Authorization": f"Bearer {TOKEN}"} if authenticated else {}
+            headers["Content-Type"] = "application/json"
             api_key = TOKEN if authenticated else "not-the-token-0000"
             seen: dict[str, list[int | str]] = {}
             for _ in range(ROUNDS):
@@ -115,7 +116,8 @@ async def test_an_unauthenticated_endless_body_is_not_read_past_the_linger_bound
 
         reading = asyncio.create_task(read_answer())
         writer.write(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Type: application/json\r\n\r\n"
         )
         chunk = b"%x\r\n" % 65536 + b"a" * 65536 + b"\r\n"
         sent = 0
@@ -144,7 +146,8 @@ async def test_a_body_that_stops_arriving_gets_a_408():
     async with serving(adjust) as gateway:
         reader, writer = await gateway.connect()
         writer.write(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Length: 1000\r\n\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n"
+            b"Content-Type: application/json\r\n\r\n"
             b'{"model": "claude", '
         )
         await writer.drain()  # ...and nothing more: the body never completes

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 
 import orjson
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from gateway.app import create_app
 from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV
-from gateway.http_errors import UNROUTED, ingress_label
+from gateway.http_errors import DIALECTS, UNROUTED, ingress_label
 from tests.ops.conftest import access_lines, base_config
 from tests.security.conftest import USER, read_until_closed, serving, split_response
 
@@ -48,8 +49,8 @@ def _routes() -> dict[str, set[str]]:
     routes: dict[str, set[str]] = {}
     for route in app.router.routes():
         info = route.resource.get_info() if route.resource is not None else {}
-        # a dynamic route (the Gemini API's `/v1beta/models/{name}`) is walked at a path it matches
-        path = info.get("path") or info["formatter"].replace("{name}", "gemini:generateContent")
+        # a dynamic resource (/inspector/api/requests/{id}) is walked with "x" for each variable
+        path = info.get("path") or re.sub(r"\{[^}]*\}", "x", info["formatter"])
         routes.setdefault(path, set()).add(route.method)
     return routes
 
@@ -64,7 +65,7 @@ def _error(path: str, body: bytes) -> tuple[str, str]:
     if ingress_label(path) == "gemini":  # Google's envelope: its status names the kind
         assert set(decoded["error"]) == {"code", "message", "status", "details"}
         return GOOGLE_KINDS[decoded["error"]["status"]], decoded["error"]["message"]
-    if ingress_label(path) == "anthropic_messages":
+    if ingress_label(path) in ("anthropic_messages", "anthropic_count_tokens"):
         assert decoded["type"] == "error" and set(decoded["error"]) == {"type", "message"}
         return decoded["error"]["type"], decoded["error"]["message"]
     assert set(decoded["error"]) == {"message", "type", "param", "code"}
@@ -113,7 +114,7 @@ async def test_every_wrong_method_is_a_405_with_allow_and_every_unknown_path_a_4
                 provider="none",
                 outcome="client_error",
             )
-            for ingress in ("chat_completions", "anthropic_messages", "responses", "gemini", UNROUTED)
+            for ingress in (*dict.fromkeys(d.ingress for d in DIALECTS), UNROUTED)
         )
         assert counted == asked
         assert gateway.sample(
@@ -122,7 +123,11 @@ async def test_every_wrong_method_is_a_405_with_allow_and_every_unknown_path_a_4
             model="unknown",
             provider="none",
             outcome="client_error",
-        ) == 2 * (len(METHODS) - 1) + len(METHODS)  # the POST-only Messages routes, the unknown batches path
+        ) == (len(METHODS) - 1) + len(METHODS)  # the POST-only Messages route, the unknown batches path
+        # count_tokens, POST-only too, is counted as its own ingress
+        assert (
+            gateway.requests("anthropic_count_tokens", "client_error", "unknown", "none") == len(METHODS) - 1
+        )
         lines = access_lines(caplog)
         assert len(lines) == asked and {line["status"] for line in lines} == {404, 405}
         await gateway.serves_normally()
@@ -170,7 +175,7 @@ async def test_json_scalar_bodies_and_bodies_that_do_not_decompress_are_400s(cap
     _no_errors_logged(caplog)
 
 
-RAW_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+RAW_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 BODY = orjson.dumps({"model": "claude", "messages": USER})
 
 
@@ -187,7 +192,7 @@ BODY = orjson.dumps({"model": "claude", "messages": USER})
             431,
             "header_too_large",
         ),
-        (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: gateway\r\n\r\n", 431, "header_too_large"),
+        (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 431, "header_too_large"),
         (RAW_HEAD + b"".join(b"X-H%d: 1\r\n" % i for i in range(200)) + b"\r\n", 400, "malformed_request"),
         (
             RAW_HEAD + b"Content-Encoding: br\r\nContent-Length: 4\r\n\r\nabcd",
@@ -233,16 +238,9 @@ async def test_requests_aiohttp_cannot_parse_are_answered_in_the_envelope(
         error = orjson.loads(body)["error"]
         assert error["code"] == code
         assert b"aaaaaaaaaa" not in body  # the offending bytes are not echoed back
-        assert (
-            gateway.sample(
-                "gateway_requests_total",
-                ingress=UNROUTED,
-                model="unknown",
-                provider="none",
-                outcome="client_error",
-            )
-            == 1
-        )
+        # counted under the dialect of the request line's path, when one arrived whole
+        ingress = "chat_completions" if request_bytes.startswith(RAW_HEAD) else UNROUTED
+        assert gateway.requests(ingress, "client_error", "unknown", "none") == 1
         assert [line["status"] for line in access_lines(caplog)] == [status]
         await gateway.serves_normally()
     _no_errors_logged(caplog)
@@ -266,7 +264,8 @@ async def test_the_gateways_own_401_message_is_not_mangled_by_redaction():
 
 def test_the_envelope_registry_matches_paths_not_prefixes_of_words():
     assert ingress_label("/v1/messages") == "anthropic_messages"
-    assert ingress_label("/v1/messages/count_tokens") == "anthropic_messages"
+    assert ingress_label("/v1/messages/count_tokens") == "anthropic_count_tokens"
+    assert ingress_label("/v1/messages/count_tokensx") == "anthropic_messages"
     assert ingress_label("/v1/messagesx") == UNROUTED
     assert ingress_label("/v1/chat/completions") == "chat_completions"
     assert ingress_label("/v1/responses/abc/cancel") == "responses"

@@ -12,12 +12,14 @@ import orjson
 
 from gateway.app import IN_FLIGHT
 from gateway.simulators.base import Fault, Reply
-from tests.security.conftest import HANG_GUARD, USER, Gateway, eventually, serving
+from tests.security.conftest import HANG_GUARD, JSON, USER, Gateway, eventually, serving
 
 
 async def _post(gateway: Gateway, body: dict) -> tuple[int, dict[str, str], bytes]:
     async with aiohttp.ClientSession() as http:
-        async with http.post(gateway.url + "/v1/chat/completions", data=orjson.dumps(body)) as resp:
+        async with http.post(
+            gateway.url + "/v1/chat/completions", data=orjson.dumps(body), headers=JSON
+        ) as resp:
             return resp.status, dict(resp.headers), await resp.read()  # raises if the body is cut
 
 

@@ -18,7 +18,7 @@ from gateway.server import AcceptErrorLog
 from gateway.simulators.base import Fault, Reply
 from tests.security.conftest import HANG_GUARD, USER, Gateway, eventually, read_until_closed, serving
 
-HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 
 
 def _server(**keys: object):
@@ -120,7 +120,7 @@ async def _request_on_new_connection(gateway: Gateway, path: str = "/v1/chat/com
     reader, writer = await gateway.connect()
     body = orjson.dumps({"model": "claude", "messages": USER})
     writer.write(
-        f"POST {path} HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
     await writer.drain()

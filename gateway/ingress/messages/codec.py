@@ -77,12 +77,5 @@ class MessagesCodec:
                 return token[1]
         return sealer.seal(meta)
 
-    def credential(self, headers: Mapping[str, str]) -> str:
-        key = headers.get("x-api-key", "").strip()
-        if key:
-            return key
-        scheme, _, value = headers.get("Authorization", "").partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else ""
-
 
 CODEC = MessagesCodec()

@@ -15,7 +15,8 @@ from gateway.ingress.chat_wire import CacheControlWire  # Anthropic's own format
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # strict, as chat and Responses are: `"stream": "yes"` or `"max_tokens": "100"` is a 400, not coerced
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class TextBlock(_Wire):

@@ -1,0 +1,195 @@
+"""Can one request stall the others? Two attacks on a `gateway serve` process (any source tree),
+in front of the simulators:
+
+- a ~31 MB body of tiny content blocks on every ingress route, while `/healthz` is asked every
+  few milliseconds on another connection: the slowest `/healthz` answer is how long the event
+  loop was held;
+- N streamed answers whose clients never read: the gateway process's RSS, before and with them.
+
+    python bench/stall.py                      # this tree
+    python bench/stall.py --tree ../main       # another checkout's gateway, for a before/after
+
+Not a test (it measures wall-clock time); tests/security/test_limits.py checks the behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gateway.simulators.base import Reply, SimulatorHub, free_port  # noqa: E402
+
+KEY = "stall-bench-provider-key-0123"
+JSON = {"Content-Type": "application/json"}
+BLOCK = {"type": "text", "text": "a"}
+
+
+def bodies(size: int) -> dict[str, bytes]:
+    """Per route, a valid request of about `size` bytes made of one-character blocks."""
+    n = size // len(orjson.dumps(BLOCK))
+    blocks = [BLOCK] * n
+    items = [{"type": "input_text", "text": "a"}] * (size // 37)
+    chat_parts = [{"type": "text", "text": "a"}] * n
+    return {
+        # the reference: as many bytes in one string (nothing to count or decode), refused too
+        "one string": orjson.dumps(
+            {"model": "claude", "max_tokens": "x", "messages": [{"role": "user", "content": "a" * size}]}
+        ),
+        "/v1/messages": orjson.dumps(
+            {"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": blocks}]}
+        ),
+        "/v1/messages/count_tokens": orjson.dumps(
+            {"model": "claude", "messages": [{"role": "user", "content": blocks}]}
+        ),
+        "/v1/responses": orjson.dumps({"model": "claude", "input": [{"role": "user", "content": items}]}),
+        "/v1/chat/completions": orjson.dumps(
+            {"model": "claude", "messages": [{"role": "user", "content": chat_parts}]}
+        ),
+    }
+
+
+def write_config(path: Path, hub: SimulatorHub, port: int) -> None:
+    path.write_text(
+        "\n".join(
+            [
+                "[server]",
+                'host = "127.0.0.1"',
+                f"port = {port}",
+                "workers = 1",
+                'log_level = "warning"',
+                "[providers.claude]",
+                'kind = "anthropic"',
+                f'base_url = "{hub.base_url("anthropic")}"',
+                'api_key_env = "STALL_BENCH_KEY"',
+                "[models.claude]",
+                'targets = [{ provider = "claude", model = "claude-sonnet-4-5" }]',
+            ]
+        )
+        + "\n"
+    )
+
+
+async def healthz_poller(url: str, stop: asyncio.Event, worst: list[float]) -> None:
+    async with aiohttp.ClientSession() as http:
+        while not stop.is_set():
+            started = time.perf_counter()
+            async with http.get(url + "/healthz") as resp:
+                await resp.read()
+            worst.append(time.perf_counter() - started)
+            await asyncio.sleep(0.005)
+
+
+async def attack(url: str, path: str, body: bytes) -> tuple[int, float, float]:
+    """(status, seconds to the answer, the slowest /healthz meanwhile)."""
+    stop = asyncio.Event()
+    latencies: list[float] = []
+    poller = asyncio.create_task(healthz_poller(url, stop, latencies))
+    await asyncio.sleep(0.2)
+    started = time.perf_counter()
+    async with aiohttp.ClientSession() as http, http.post(url + path, data=body, headers=JSON) as resp:
+        await resp.read()
+        status = resp.status
+    took = time.perf_counter() - started
+    await asyncio.sleep(0.1)
+    stop.set()
+    await poller
+    return status, took, max(latencies)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def stalled_readers(url: str, hub: SimulatorHub, pid: int, count: int) -> tuple[float, float]:
+    """RSS before and with `count` streamed answers nobody reads (each 1 MiB of text in deltas of
+    12 characters, as the simulator streams): once it stops growing, every stream stalled."""
+    for _ in range(count):
+        hub.states["anthropic"].push(Reply(text="x" * (1 << 20)))
+    before = rss_mib(pid)
+    body = orjson.dumps(
+        {"model": "claude", "max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    head = (
+        f"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    host, port = url.removeprefix("http://").split(":")
+    writers = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection(host, int(port), limit=1024)
+        writer.transport.set_write_buffer_limits(0)
+        writer.write(head + body)
+        writers.append((reader, writer))
+        reader._transport.pause_reading()  # type: ignore[attr-defined]  # never read the answer
+    with_them, grown = rss_mib(pid), True
+    while grown:  # every stream fills what it may buffer
+        await asyncio.sleep(3)
+        now = rss_mib(pid)
+        grown, with_them = now > with_them + 1, now
+    for _, writer in writers:
+        writer.transport.abort()
+    return before, with_them
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the gateway source tree to run")
+    parser.add_argument("--size-mb", type=float, default=31.0)
+    parser.add_argument("--streams", type=int, default=100)
+    args = parser.parse_args()
+    tree = args.tree.resolve()
+    async with SimulatorHub(api_key=KEY) as hub:
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            config = Path(tmp) / "gateway.toml"
+            write_config(config, hub, port)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+            env.update(STALL_BENCH_KEY=KEY, PYTHONPATH=str(tree))
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gateway", "serve", "--config", str(config),
+                cwd=tree, env=env, stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            try:
+                assert process.stdout is not None
+                await process.stdout.readline()
+                url = f"http://127.0.0.1:{port}"
+                print(f"gateway from {tree}")
+                stop = asyncio.Event()
+                idle: list[float] = []
+                poller = asyncio.create_task(healthz_poller(url, stop, idle))
+                await asyncio.sleep(1.0)
+                stop.set()
+                await poller
+                print(f"idle: slowest /healthz {max(idle) * 1000:.1f} ms")
+                for path, body in bodies(int(args.size_mb * 1e6)).items():
+                    route = "/v1/messages" if path == "one string" else path
+                    status, took, worst = await attack(url, route, body)
+                    print(
+                        f"{path}: {len(body) / 1e6:.1f} MB -> {status} in {took * 1000:.0f} ms;"
+                        f" slowest /healthz meanwhile {worst * 1000:.0f} ms"
+                    )
+                before, with_them = await stalled_readers(url, hub, process.pid, args.streams)
+                print(f"{args.streams} stalled readers: RSS {before:.0f} MiB -> {with_them:.0f} MiB")
+            finally:
+                process.kill()
+                await process.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

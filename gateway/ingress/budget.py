@@ -1,0 +1,68 @@
+"""What a request body may cost the gateway before it is decoded: the cheap bounds checked first,
+so that a body of a million tiny JSON values is refused before it is parsed (parsing alone holds
+the event loop for a second) and a transcript over the block limit before it is decoded.
+
+- `JsonValues`: counts the JSON values of a raw body (at least one per container opened or
+  comma, outside strings; what parsing costs is about linear in it), in steps, so the caller can
+  let other requests run between steps. A body with fewer of those bytes than the cap in all
+  (`value_bound`: C-speed counts, themselves a few ms per MiB) needs no such step.
+- `raw_parts`: an upper bound of the content blocks a parsed body decodes to, from list lengths
+  alone (every dialect keeps its transcript in top-level lists of items, whose parts are in a
+  `content` or `parts` list).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+# a JSON string (skipped whole, escapes included), or a container's opening or a separator
+_STRING_OR_VALUE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[{\[,]')
+
+
+class JsonValues:
+    """Sans-IO: `step(n)` reads up to `n` more strings and structural bytes; `count` is the values
+    seen so far (containers and separators), `done` whether the whole body has been read."""
+
+    __slots__ = ("_tokens", "count", "done")
+
+    def __init__(self, raw: bytes) -> None:
+        self._tokens: Iterator[re.Match[bytes]] = _STRING_OR_VALUE.finditer(raw)
+        self.count = 0
+        self.done = False
+
+    def step(self, tokens: int) -> None:
+        seen = 0
+        for match in islice(self._tokens, tokens):
+            seen += 1
+            if match.lastindex is None:
+                self.count += 1
+        if seen < tokens:
+            self.done = True
+
+
+def value_bound(raw: bytes, start: int, end: int) -> int:
+    """At least what `JsonValues` counts in `raw[start:end]` (these bytes in strings count too)."""
+    return raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
+
+
+def raw_parts(body: Any) -> int:
+    """Content blocks, tools and messages the body's top-level lists hold, counted without
+    decoding: an item with a `content` or `parts` list counts its length, any other item 1."""
+    if type(body) is not dict:
+        return 0
+    total = 0
+    for value in body.values():
+        if type(value) is not list:
+            continue
+        for item in value:
+            if type(item) is dict:
+                parts = item.get("content")
+                if type(parts) is not list:
+                    parts = item.get("parts")
+                total += len(parts) if type(parts) is list else 1
+            else:
+                total += 1
+    return total
