@@ -1,7 +1,8 @@
 """Each figure of the bench: how it is measured, against the interleaved direct baseline, and what
 it reports (milliseconds, requests per second, MiB). Results are keyed by path: "direct" (to the
 stub) and one entry per gateway variant (usually one, "gateway"); `added` is a gateway variant
-minus direct."""
+minus direct. With the floor measured (the default), `above_floor` is a gateway variant minus the
+floor: the gateway's own cost, without what any aiohttp relay in its place would cost."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bench.load import Path
 
 T = TypeVar("T")
 DIRECT = "direct"
+FLOOR = "floor"  # the bare relay (bench/relay.py): the least any aiohttp gateway can cost
 Pids = Callable[[], list[int]]
 
 
@@ -98,6 +100,7 @@ class Bench:
         settings: Settings,
         paths: dict[str, Path],
         gateways: dict[str, Pids],
+        floor: str | None,
         rig_parts: dict[str, Pids],
     ) -> None:
         self.s = settings
@@ -105,6 +108,8 @@ class Bench:
         self.names = list(paths)
         self.variants = [name for name in self.names if name != DIRECT]
         self.gateways = gateways  # variant -> its processes' pids (the workers can change)
+        self.floor = floor  # the variant that is the bare relay (None: not measured)
+        self.above = [name for name in self.variants if name != floor] if floor else []
         self.rig_parts = rig_parts  # "stub", "load" -> pids
         self.results: dict[str, Any] = {}
 
@@ -139,6 +144,9 @@ class Bench:
         extra = {
             "cpu": {name: cpu[name].shares() for name in self.names},
             "gateway_cpu_us_per_unit": per_unit,
+            "above_floor_cpu_us_per_unit": {
+                name: round(per_unit[name] - per_unit[self.floor], 1) for name in self.above
+            },
             "errors": {name: path.errors.count - errors_before[name] for name, path in self.paths.items()},
         }
         return out, extra
@@ -148,6 +156,17 @@ class Bench:
             name: {q: round(values[name][q] - values[DIRECT][q], 3) for q in values[DIRECT]}
             for name in self.variants
         }
+
+    def _above_floor(self, values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        """Each gateway variant minus the floor (its own cost); empty when the floor is not measured."""
+        return {
+            name: {q: round(values[name][q] - values[self.floor][q], 3) for q in values[name]}
+            for name in self.above
+        }
+
+    def _of_floor(self, values: dict[str, float]) -> dict[str, float]:
+        base = values[self.floor] if self.floor else 0
+        return {name: round(values[name] / base, 3) if base else math.nan for name in self.above}
 
     async def warm_up(self) -> None:
         """Untimed: every connection pool filled to the concurrency the figures use (a stream
@@ -170,6 +189,7 @@ class Bench:
             "requests": {name: len(values) for name, values in pooled.items()},
             "latency_ms": latency,
             "added_ms": self._added(latency),
+            "above_floor_ms": self._above_floor(latency),
             **extra,
         }
 
@@ -188,7 +208,7 @@ class Bench:
         ratio = {
             name: round(rps[name] / rps[DIRECT], 3) if rps[DIRECT] else math.nan for name in self.variants
         }
-        return {"rps": rps, "ratio": ratio, **extra}
+        return {"rps": rps, "ratio": ratio, "of_floor": self._of_floor(rps), **extra}
 
     async def c64_slow(self) -> dict[str, Any]:
         rps, extra = await self._rps(f"stub-d{self.s.slow_ms}", 64)
@@ -200,6 +220,7 @@ class Bench:
             "rps": rps,
             "bound_rps": round(bound, 1),
             "of_bound": {name: round(value / bound, 3) for name, value in rps.items()},
+            "of_floor": self._of_floor(rps),
             **extra,
         }
 
@@ -235,6 +256,8 @@ class Bench:
             "worst_gap_ms": {name: ms(t.worst_gap) for name, t in pooled.items()},
             "added_first_chunk_ms": self._added(first),
             "added_gap_ms": self._added(gaps),
+            "above_floor_first_chunk_ms": self._above_floor(first),
+            "above_floor_gap_ms": self._above_floor(gaps),
             **extra,
         }
 
@@ -244,6 +267,9 @@ class Bench:
             "streams": self.s.many_streams,
             "chunks": self.s.chunks,
             "worst_gap_ms": {name: ms(t.worst_gap) for name, t in pooled.items()},
+            "above_floor_worst_gap_ms": {
+                name: ms(pooled[name].worst_gap - pooled[self.floor].worst_gap) for name in self.above
+            },
             "first_chunk_p99_ms": {name: ms(percentile(t.first, 99)) for name, t in pooled.items()},
             "gap_p99_ms": {name: ms(percentile(t.gaps, 99)) for name, t in pooled.items()},
             **extra,
@@ -285,6 +311,7 @@ class Bench:
                     "p50_ms": p50,
                     "added_p50_ms": added,
                     "added_us_per_message": {n: round(a * 1000 / size, 2) for n, a in added.items()},
+                    "above_floor_p50_ms": {n: round(p50[n] - p50[self.floor], 3) for n in self.above},
                 }
             sizes[str(size)] = {**entry, **extra}
         out: dict[str, Any] = {"sizes": sizes}

@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `gatewa
 import orjson  # noqa: E402
 
 from bench import load, report, rig  # noqa: E402
-from bench.figures import DIRECT, Bench, Settings  # noqa: E402
+from bench.figures import DIRECT, FLOOR, Bench, Settings  # noqa: E402
 from gateway import eventloop  # noqa: E402
 from gateway.simulators.base import free_port  # noqa: E402
 
@@ -51,7 +51,9 @@ def gateway_config(
     redis_url: str = "",
     inspector: bool | None = None,
 ) -> str:
-    lines = ["[server]", 'host = "127.0.0.1"', f"port = {gw_port}", 'log_level = "warning"']
+    # the default log level (info): every request's access-log line is part of what is measured,
+    # as it is part of what a gateway in use does (the lines go to a file in the bench's tmp dir)
+    lines = ["[server]", 'host = "127.0.0.1"', f"port = {gw_port}"]
     if loop is not None:
         lines.append(f'event_loop = "{loop}"')
     if inspector is not None:
@@ -100,6 +102,7 @@ class Variant:
     loop: str | None = None  # [server] event_loop; None: not written (the gateway's default)
     store: str | None = None  # memory | sqlite | redis; None: memory, sqlite with several workers
     tree: str | None = None  # run the gateway of another checkout (e.g. the main branch)
+    relay: bool = False  # the floor: bench/relay.py, a bare aiohttp relay, instead of a gateway
     inspector: bool | None = None  # [inspector] enabled; None: not written (the gateway's default)
 
     @classmethod
@@ -113,8 +116,10 @@ class Variant:
             if key == "inspector" and value not in ("on", "off"):
                 raise argparse.ArgumentTypeError(f"{spec}: inspector is on or off")
             values[key] = int(value) if key == "workers" else value == "on" if key == "inspector" else value
-        if not name or name == DIRECT:
-            raise argparse.ArgumentTypeError(f"{spec}: a variant needs a name other than {DIRECT!r}")
+        if not name or name in (DIRECT, FLOOR):
+            raise argparse.ArgumentTypeError(
+                f"{spec}: a variant needs a name other than {DIRECT!r} or {FLOOR!r}"
+            )
         return cls(name, **values)
 
     @property
@@ -123,6 +128,8 @@ class Variant:
 
     def processes(self) -> int:
         """Worker processes it will run (what decides whether it can be pinned to one CPU)."""
+        if self.relay:
+            return 1
         if self.workers is not None:
             return self.workers
         return 1 if self.backend == "memory" else len(rig.available_cpus())
@@ -163,11 +170,16 @@ class Gateway:
         )
         self.home = home
         self.env = env
+        self.stub_port = stub_port
         self.cpus: frozenset[int] | None = None
         self.child: rig.Child | None = None
 
     def start(self) -> None:
-        args = ["-m", "gateway", "serve", "--config", str(self.config)]
+        if self.variant.relay:
+            upstream = f"http://127.0.0.1:{self.stub_port}"
+            args = ["bench/relay.py", "--port", str(self.port), "--upstream", upstream, "--key-env", KEY_ENV]
+        else:
+            args = ["-m", "gateway", "serve", "--config", str(self.config)]
         if self.variant.workers is not None:
             args += ["--workers", str(self.variant.workers)]
         cwd = Path(self.variant.tree).resolve() if self.variant.tree else rig.ROOT
@@ -188,6 +200,7 @@ class Gateway:
             "event_loop": v.loop or "default",
             "pinning": rig.describe_cpus(self.cpus),
             "tree": v.tree,
+            "relay": v.relay,
             "inspector": {None: "default", True: "on", False: "off"}[v.inspector],
         }
 
@@ -200,6 +213,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         settings = Settings(**{**settings.__dict__, "sweep": tuple(args.sweep)})
     wanted = args.only or list(FIGURES)
     variants = args.variant or [Variant("gateway", args.workers, args.event_loop, args.store)]
+    if not args.no_floor:  # the floor is measured in the same run as the gateways it is the floor of
+        variants = [Variant(FLOOR, relay=True), *variants]
     if len({v.name for v in variants}) != len(variants):
         raise SystemExit("bench: every --variant needs a name of its own")
     cpus = rig.available_cpus()
@@ -252,6 +267,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 settings,
                 paths,
                 {gw.variant.name: gw.pids for gw in gateways},
+                None if args.no_floor else FLOOR,
                 {"stub": lambda: [stub.pid], "load": lambda: [os.getpid()]},
             )
             await bench.warm_up()
@@ -311,6 +327,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--soak", type=int, help="requests in the RSS soak (default 100000, --quick 1500)")
     parser.add_argument("--sweep", type=int, nargs="+", help="transcript sizes (default 10 100 1000 5000)")
     parser.add_argument("--only", nargs="+", choices=FIGURES, help="measure only these figures")
+    parser.add_argument(
+        "--no-floor", action="store_true", help="do not measure the floor (bench/relay.py, a bare relay)"
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the gateway and the rig to CPUs")
     parser.add_argument("--json", default="bench/last-run.json", help="where to write the results")
     return parser

@@ -7,7 +7,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -24,18 +24,16 @@ from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook, preload
 from gateway.exchange import REQUEST_ID_HEADER
 from gateway.handlers import gemini
-from gateway.handlers.count_tokens import count_tokens
+from gateway.handlers.count_tokens import count_tokens_handler
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
 from gateway.handlers.inspector import add_routes as add_inspector_routes
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
 from gateway.http_errors import echo_path, error_response, method_not_allowed, not_found
-from gateway.ingress import chat, responses
-from gateway.ingress.base import IngressCodec
+from gateway.ingress.base import ModelsList
+from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
-from gateway.ingress.messages import codec as messages
-from gateway.ingress.messages.models import anthropic_model_list
 from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
@@ -64,15 +62,6 @@ log = logging.getLogger("gateway")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 USER_AGENT = f"llm-transcript-gateway/{__version__}"
 IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
-
-# The client-facing API: path -> the codec of its dialect (every route runs the one exchange)
-INGRESS_ROUTES: dict[str, IngressCodec] = {
-    "/v1/chat/completions": chat.CODEC,
-    "/v1/messages": messages.CODEC,
-    "/v1/responses": responses.CODEC,
-    "/v1/responses/compact": responses.COMPACT_CODEC,
-}
-COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
 def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
@@ -133,6 +122,21 @@ def _client_error(request: web.Request, exc: web.HTTPException) -> ClientError:
     return ClientError(exc.status, exc.reason, type=kind)
 
 
+def models_handler(lists: Sequence[ModelsList]) -> Handler:
+    """`GET` of a models-list path: the shape of the first dialect whose `selects` takes the
+    request's headers, else the path's default shape."""
+    selective = [m for m in lists if m.selects is not None]
+    default = next((m for m in lists if m.selects is None), lists[0])
+
+    async def list_models(request: web.Request) -> web.Response:
+        state: GatewayState = request.app[GatewayState.KEY]
+        headers, query = request.headers, request.query
+        shape = next((m for m in selective if m.selects is not None and m.selects(headers, query)), default)
+        return web.json_response(shape.render(list(state.config.models)))
+
+    return list_models
+
+
 def _endpoints(app: web.Application) -> list[str]:
     """The API routes this gateway serves, as `METHOD /path` (the pages and probes left out)."""
     return sorted(
@@ -144,18 +148,6 @@ def _endpoints(app: web.Application) -> list[str]:
             and route.resource.canonical.startswith("/v1")
         }
     )
-
-
-async def list_models(request: web.Request) -> web.Response:
-    state: GatewayState = request.app[GatewayState.KEY]
-    if gemini.is_google_client(request):  # the google-genai SDKs' models.list() on api_version v1
-        return await gemini.list_models(request)
-    if "anthropic-version" in request.headers:  # the Anthropic SDKs' models.list()
-        return web.json_response(anthropic_model_list(list(state.config.models)))
-    data = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "gateway"} for name in state.config.models
-    ]
-    return web.json_response({"object": "list", "data": data})
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -262,11 +254,17 @@ def create_app(
             await session.close()
 
     app.cleanup_ctx.append(resources)
-    for path, codec in INGRESS_ROUTES.items():
-        app.router.add_post(path, ingress_handler(codec))
-    app.router.add_post(COUNT_TOKENS_PATH, count_tokens)
-    app.router.add_get("/v1/models", list_models)
-    gemini.add_routes(app)
+    models: dict[str, list[ModelsList]] = {}
+    for dialect in DIALECTS:  # every route of every dialect runs the one exchange
+        for route in dialect.routes:
+            app.router.add_post(route.path, ingress_handler(dialect, route.codec))
+        if dialect.count is not None:
+            app.router.add_post(dialect.count.path, count_tokens_handler(dialect, dialect.count))
+        if dialect.models is not None:
+            models.setdefault(dialect.models.path, []).append(dialect.models)
+    for path, lists in models.items():
+        app.router.add_get(path, models_handler(lists))
+    gemini.add_routes(app)  # after the records' routes: what the Gemini records have no place for
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)

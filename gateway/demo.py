@@ -17,19 +17,26 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import config_from_dict
-from gateway.simulators.base import BASE_PATHS, Reply, SimulatorHub, ToolCallSpec
+from gateway.providers import FAMILIES as REGISTRY
+from gateway.providers import KINDS
+from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
 
 DEMO_KEY_ENV = "GATEWAY_DEMO_KEY"
 
-# (provider entry, kind, upstream model, target options)
-FAMILIES: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
-    ("claude", "anthropic", "claude-sonnet-4-5", {"thinking_budget": 2048}),
-    ("openai", "openai_responses", "gpt-5.1", {"reasoning_effort": "medium"}),
-    ("gemini", "gemini", "gemini-3-pro-preview", {"reasoning_effort": "low"}),
-    ("openai-chat", "openai_chat", "gpt-4.1", {}),
-    ("mistral", "mistral", "magistral-medium-latest", {}),
-    ("kimi", "kimi", "kimi-k2-thinking", {}),
-    ("deepseek", "deepseek", "deepseek-reasoner", {}),
+# kind -> (provider entry, upstream model, target options): the demo's target of each family
+_TARGETS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "anthropic": ("claude", "claude-sonnet-4-5", {"thinking_budget": 2048}),
+    "openai_responses": ("openai", "gpt-5.1", {"reasoning_effort": "medium"}),
+    "gemini": ("gemini", "gemini-3-pro-preview", {"reasoning_effort": "low"}),
+    "openai_chat": ("openai-chat", "gpt-4.1", {}),
+    "mistral": ("mistral", "magistral-medium-latest", {}),
+    "kimi": ("kimi", "kimi-k2-thinking", {}),
+    "deepseek": ("deepseek", "deepseek-reasoner", {}),
+}
+# (provider entry, kind, upstream model, target options), one per registered family in the order
+# above: a family without a demo target fails here, at import, not silently missing from the demo
+FAMILIES: tuple[tuple[str, str, str, dict[str, Any]], ...] = tuple(
+    (_TARGETS[kind][0], kind, *_TARGETS[kind][1:]) for kind in sorted(KINDS, key=list(_TARGETS).index)
 )
 
 TOOLS = [
@@ -355,7 +362,7 @@ async def run_demo(verbose: bool = True) -> int:
         site = web.TCPSite(runner, config.server.host, config.server.port)
         await site.start()
         gateway_url = f"http://{config.server.host}:{config.server.port}"
-        hub_url = hub.base_url("anthropic").removesuffix(BASE_PATHS["anthropic"])
+        hub_url = hub.base_url("anthropic").removesuffix(REGISTRY["anthropic"].simulator_path)
         say(f"simulators on {hub_url}, gateway on {gateway_url}")
         results: list[FamilyResult] = []
         try:

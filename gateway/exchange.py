@@ -5,8 +5,9 @@
     observe (metrics, access log)
 
 Every ingress dialect and both the streamed and the whole answer run this one pipeline; a dialect
-is only an `IngressCodec` (gateway/ingress/base.py). `Exchange` holds what one request learned on
-its way; the request's metrics/access-log record is built from it once, when it ends.
+is its record and codecs (gateway/ingress/base.py). `Exchange` carries one request's working state
+from step to step, and what it learned on its way: the request's metrics/access-log record is
+built from it once, when it ends.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import asyncio
 import logging
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -25,16 +25,15 @@ from aiohttp import web
 
 from gateway.access_log import session_hash
 from gateway.config import ServerConfig
-from gateway.continuity.codec import decode_transcript, encode_transcript
-from gateway.continuity.keys import history_key
+from gateway.continuity import chain
 from gateway.continuity.restore import answer_position, message_keys, restore
-from gateway.ingress.base import HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
+from gateway.ingress.base import Dialect, HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
-from gateway.ingress.errors import ClientError, echo, invalid, overflow_figures, parse_json_body
+from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
-from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -44,13 +43,12 @@ from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
     CONTEXT_OVERFLOW,
-    BlockDelta,
-    BlockKind,
-    BlockStart,
     ErrorCategory,
+    Event,
     StreamError,
     UpstreamError,
     UsageUpdate,
+    is_first_content,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
@@ -69,22 +67,35 @@ _FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
 
 @dataclass(slots=True)
 class Exchange:
-    """What one request learned on its way through the pipeline."""
+    """One request on its way through the pipeline: what it carries (the HTTP request, its
+    dialect and codec), its working state as each step fills it in (inbound, plan, answer, reply,
+    headers), and what it learned for the request's metrics/access-log record."""
 
+    state: GatewayState
+    dialect: Dialect
     codec: IngressCodec
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    http: web.Request
+    request_id: str = field(default_factory=new_request_id)
     started: float = field(default_factory=time.monotonic)
+    # -- working state, in pipeline order --
+    inbound: Inbound | None = None
+    request: Request | None = None  # the canonical request as routed (history, restored continuity)
+    plan: Plan | None = None
+    answer: Answer | None = None
+    reply: Reply | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # the gateway's own response headers
+    # -- what the request's record says --
     model: str = UNKNOWN_MODEL  # label-safe: a config name
     session: str = ""
     tenant: str = ""
     ignored_tokens: int = 0
     restored: tuple[Repair, ...] = ()
-    answer: Answer | None = None
     attempts: tuple[Attempt, ...] = ()  # when no target committed
     outcome: str = "ok"
     status: int = 0
     ttft: float | None = None
     usage: Usage | None = None
+    kept: chain.Kept | None = None  # the kept conversation this request continues
     turn: AssistantTurn | None = None  # the answer, once it completed
     key: str = ""  # the named client key (gateway/limits.py)
     key_refusal: str = ""
@@ -96,8 +107,10 @@ class Exchange:
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
 
-    def first_content(self) -> None:
-        if self.ttft is None:
+    def saw(self, event: Event) -> None:
+        """An event on its way to the client: the first content (`is_first_content`) sets the
+        time to first token."""
+        if self.ttft is None and is_first_content(event):
             self.ttft = time.monotonic() - self.started
 
     def record(self) -> RequestRecord:
@@ -106,7 +119,7 @@ class Exchange:
         provider = answer.target.provider if answer is not None else None
         repairs = [*self.restored, *answer.repairs] if answer is not None else list(self.restored)
         record = RequestRecord(
-            self.codec.ingress,
+            self.dialect.ingress,
             request_id=self.request_id,
             session=self.session,
             model=self.model,
@@ -129,17 +142,19 @@ class Exchange:
         return record
 
 
-async def run_exchange(state: GatewayState, codec: IngressCodec, http: web.Request) -> web.StreamResponse:
-    exchange = Exchange(codec)
+async def run_exchange(
+    state: GatewayState, dialect: Dialect, codec: IngressCodec, http: web.Request
+) -> web.StreamResponse:
+    exchange = Exchange(state, dialect, codec, http)
     if state.tracing is not None:
-        exchange.trace = state.tracing.request(codec.ingress, http.method, http.path, http.headers)
+        exchange.trace = state.tracing.request(dialect.ingress, http.method, http.path, http.headers)
     state.metrics.inflight.inc()
     try:
-        return await _run(state, exchange, http)
+        return await _run(exchange)
     except ClientError as exc:
         if exchange.outcome == "ok":  # an upstream failure already said what it was
             exchange.outcome = "client_error" if exc.status < 500 else "upstream_error"
-        status, body = codec.error_body(exc)
+        status, body = dialect.error(exc)
         exchange.status = status
         exchange.error = exc.message
         headers = {**exc.headers, REQUEST_ID_HEADER: exchange.request_id}
@@ -177,31 +192,35 @@ def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord
         log.exception("ending the trace of request %s failed", exchange.request_id)
 
 
-async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> web.StreamResponse:
-    codec = exchange.codec
+async def _run(exchange: Exchange) -> web.StreamResponse:
+    state, http = exchange.state, exchange.http
     exchange.tenant = http.get(TENANT, "")  # decided by the guard (gateway/security.py)
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
-    body, items = await _parse(state, exchange, raw)
-    inbound = codec.decode(body, http.headers, state.sealer, items)
+    body, items = await _parse(exchange, raw)
+    inbound = exchange.codec.decode(
+        body, http.headers, state.sealer, items, params=http.match_info, query=http.query
+    )
+    exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
     if inbound.history is not None:
-        request = await _continue(state, exchange, inbound.history, request)
+        request = await _continue(exchange, inbound.history, request)
     check_size(request, state.config.server)
-    plan = _plan(state, exchange, request.model)
+    exchange.plan = plan_for(state, request.model)
+    exchange.model = exchange.plan.model
     if exchange.key:
-        await _admit(state, exchange)
+        await _admit(exchange)
     exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
         # as the access log writes it: a client-chosen X-Session-Id may name a person
         exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
     exchange.received = request
-    exchange.routed = request = await _restore(state, exchange, request)
+    request = exchange.request = exchange.routed = await _restore(exchange, request)
 
     try:
-        answer = await state.engine.open(request, plan, _affinity_key(exchange), exchange.trace)
+        answer = await state.engine.open(request, exchange.plan, _affinity_key(exchange), exchange.trace)
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -216,33 +235,35 @@ async def _run(state: GatewayState, exchange: Exchange, http: web.Request) -> we
                 answer.target.provider,
                 repair.detail,
             )
-    reply = Reply(codec.answer_id(exchange.request_id), request.model, int(time.time()))
-    headers = _headers(exchange, answer)
+    exchange.reply = Reply(exchange.codec.answer_id(exchange.request_id), request.model, int(time.time()))
+    exchange.headers = _headers(exchange, answer)
     if request.stream:
-        return await _stream(state, exchange, inbound, request, answer, reply, headers, http)
-    return await _whole(state, exchange, inbound, request, answer, reply, headers)
+        return await _stream(exchange, inbound, request, answer)
+    return await _whole(exchange, inbound, request, answer)
 
 
-async def _admit(state: GatewayState, exchange: Exchange) -> None:
+async def _admit(exchange: Exchange) -> None:
     """A named key's model allow-list and limits: 403 or 429 before anything is routed."""
-    refusal = await state.limits.admit(exchange.key, exchange.model)
+    limits = exchange.state.limits
+    assert limits is not None
+    refusal = await limits.admit(exchange.key, exchange.model)
     if refusal is not None:
         exchange.key_refusal = refusal.reason
         raise refusal.error()
 
 
-async def _parse(state: GatewayState, exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
+async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
-    codec = exchange.codec
-    field = codec.transcript_field
+    state = exchange.state
+    field = exchange.codec.transcript_field
     limit = state.config.server.max_json_depth
     body = await parse_within_budget(raw, state.config.server, field)
     items = None
     if field is not None and type(body) is dict:
         values = body.get(field)
         if type(values) is list:
-            items = state.memo.items(f"{codec.ingress}\0{exchange.tenant}", values, limit)
+            items = state.memo.items(f"{exchange.dialect.ingress}\0{exchange.tenant}", values, limit)
     return body, items
 
 
@@ -419,12 +440,6 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(listed[:_MAX_NAMED]) + more if listed else "none"
 
 
-def _plan(state: GatewayState, exchange: Exchange, model: str) -> Plan:
-    plan = plan_for(state, model)
-    exchange.model = plan.model
-    return plan
-
-
 def _affinity_key(exchange: Exchange) -> str:
     """The session as the engine's affinity knows it: a client-chosen X-Session-Id is scoped by
     tenant, so another tenant naming it cannot move this conversation to another target."""
@@ -440,35 +455,14 @@ def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     return hint.value
 
 
-async def _continue(
-    state: GatewayState, exchange: Exchange, history: HistoryRef, request: Request
-) -> Request:
-    """The kept transcript of the answer `history` names, then the request's own messages."""
-    key = history_key(history.id, exchange.tenant)
-    raw = state.recorder.pending([key]).get(key)
-    if raw is None:
-        raw = (await state.store.get_many([key]))[0]
-    messages = decode_transcript(raw) if raw is not None else None
-    if messages is None:
-        raise ClientError(
-            400,
-            f"{history.source}: no answer {echo(history.id)!r} is kept here (unknown, or older than the "
-            "store's ttl_seconds)",
-            param=history.source,
-            code=history.not_found_code,
-        )
-    return replace(request, messages=messages + request.messages)
+async def _continue(exchange: Exchange, history: HistoryRef, request: Request) -> Request:
+    """The kept conversation of the answer `history` names, then the request's own messages."""
+    exchange.kept = await exchange.state.history.resolve(history, exchange.tenant)
+    return replace(request, messages=exchange.kept.messages + request.messages)
 
 
-def _keep(
-    state: GatewayState, exchange: Exchange, reply: Reply, request: Request, turn: AssistantTurn
-) -> None:
-    transcript = (*request.messages, turn.message())
-    state.recorder.put([history_key(reply.id, exchange.tenant)], encode_transcript(transcript))
-
-
-async def _restore(state: GatewayState, exchange: Exchange, request: Request) -> Request:
-    request, repairs = await restore_recorded(state, request, exchange.session, exchange.tenant)
+async def _restore(exchange: Exchange, request: Request) -> Request:
+    request, repairs = await restore_recorded(exchange.state, request, exchange.session, exchange.tenant)
     exchange.restored = repairs
     return request
 
@@ -508,24 +502,25 @@ def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
     return headers
 
 
-def _record_turn(state: GatewayState, exchange: Exchange, request: Request, turn: AssistantTurn) -> None:
-    state.recorder.record(turn.blocks, exchange.session, answer_position(request), exchange.tenant)
+async def _record_turn(exchange: Exchange, inbound: Inbound, request: Request, turn: AssistantTurn) -> None:
+    """Record the answered turn before the client sees its end (a client may send its next turn
+    the moment it has the last byte, on another connection)."""
+    state, tenant = exchange.state, exchange.tenant
+    state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
+    if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
+        assert exchange.reply is not None
+        await state.history.keep(
+            exchange.reply.id, tenant, exchange.kept, (*request.messages, turn.message())
+        )
 
 
-async def _whole(
-    state: GatewayState,
-    exchange: Exchange,
-    inbound: Inbound,
-    request: Request,
-    answer: Answer,
-    reply: Reply,
-    headers: dict[str, str],
-) -> web.Response:
+async def _whole(exchange: Exchange, inbound: Inbound, request: Request, answer: Answer) -> web.Response:
     assembler = Assembler()
+    hide = None if answer.prepared.decision.shown else ReasoningFilter()
     try:
         async for event in answer.events():
-            if type(event) is BlockDelta and event.text:
-                exchange.first_content()
+            if hide is None or hide.passes(event):  # the first content is what the client sees
+                exchange.saw(event)
             assembler.add(event)
         turn = assembler.finish()
     except _FORMAT_ERRORS as exc:
@@ -539,30 +534,22 @@ async def _whole(
     exchange.usage = turn.usage
     exchange.turn = turn
     if assembler.error is None:
-        _record_turn(state, exchange, request, turn)
-        if inbound.keep:
-            _keep(state, exchange, reply, request, turn)
+        await _record_turn(exchange, inbound, request, turn)
     exchange.status = 200
     if not answer.prepared.decision.shown:  # kept whole above; the client asked for no reasoning
         turn = replace(turn, blocks=visible_blocks(turn.blocks, False))
-    body = exchange.codec.answer(inbound, reply, turn, state.sealer)
-    return web.Response(body=body, headers=headers, content_type="application/json")
+    assert exchange.reply is not None
+    body = exchange.codec.answer(inbound, exchange.reply, turn, exchange.state.sealer)
+    return web.Response(body=body, headers=exchange.headers, content_type="application/json")
 
 
 async def _stream(
-    state: GatewayState,
-    exchange: Exchange,
-    inbound: Inbound,
-    request: Request,
-    answer: Answer,
-    reply: Reply,
-    headers: dict[str, str],
-    http: web.Request,
+    exchange: Exchange, inbound: Inbound, request: Request, answer: Answer
 ) -> web.StreamResponse:
-    encoder = _stream_encoder(state, exchange.codec, inbound, reply, http)
-    response = web.StreamResponse(
-        status=200, headers={**headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
-    )
+    state, http = exchange.state, exchange.http
+    encoder = _stream_encoder(exchange, inbound)
+    headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
+    response = web.StreamResponse(status=200, headers=headers)
     assembler = Assembler()  # the turn as it streams, to record once it completed
     keepalive: asyncio.Task[None] | None = None
     try:
@@ -593,11 +580,9 @@ async def _stream(
             return response
         assert turn is not None
         exchange.turn = turn
+        await _record_turn(exchange, inbound, request, turn)
         await response.write(encoder.finish())
         await response.write_eof()
-        _record_turn(state, exchange, request, turn)
-        if inbound.keep:
-            _keep(state, exchange, reply, request, turn)
         return response
     finally:
         if keepalive is not None:
@@ -605,15 +590,14 @@ async def _stream(
         await answer.aclose()
 
 
-def _stream_encoder(
-    state: GatewayState, codec: IngressCodec, inbound: Inbound, reply: Reply, http: web.Request
-) -> StreamEncoder:
+def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
-    if accepts_ndjson(http.headers.get("Accept", "")):
-        sealer = state.sealer
+    codec, sealer = exchange.codec, exchange.state.sealer
+    if accepts_ndjson(exchange.http.headers.get("Accept", "")):
         return ServerToolsAsText(NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer)))
-    return codec.stream_encoder(inbound, reply, state.sealer)
+    assert exchange.reply is not None
+    return codec.stream_encoder(inbound, exchange.reply, sealer)
 
 
 class _Relay:
@@ -649,20 +633,18 @@ class _Relay:
                     if out:
                         await response.write(bytes(out))
                     return event.error
-                if exchange.ttft is None and (
-                    (t is BlockDelta and event.text)
-                    or (t is BlockStart and event.kind is BlockKind.TOOL_CALL)
-                ):
-                    exchange.first_content()
-                elif t is UsageUpdate:
+                if t is UsageUpdate:
                     exchange.usage = event.usage
                 try:
                     assembler.add(event)
-                    chunk = encoder.event(event) if hide is None or hide.passes(event) else None
+                    shown = hide is None or hide.passes(event)
+                    chunk = encoder.event(event) if shown else None
                 except _FORMAT_ERRORS:
                     if out:  # what came before the broken event still reaches the client
                         await response.write(bytes(out))
                     raise
+                if shown:  # the first content is what the client sees
+                    exchange.saw(event)
                 if chunk is not None:
                     out += chunk
             if out:

@@ -80,12 +80,6 @@ class InFlight:
         if entry is not None:
             entry.response, entry.error_event = response, error_event
 
-    def unregister_stream(self, request: web.BaseRequest) -> None:
-        """The stream has ended by itself (optional: the end of the request does it too)."""
-        entry = self._open.get(id(request))
-        if entry is not None:
-            entry.response = entry.error_event = None
-
     def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
         @web.middleware
         async def in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -28,6 +28,15 @@ NO_PROVIDER = "none"
 TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
 
 
+def new_request_id() -> str:
+    """A random (version 4) UUID as 32 hex digits, as `uuid.uuid4().hex` writes it, without
+    building a UUID object: it runs for every request."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return raw.hex()
+
+
 @dataclass(slots=True)
 class AttemptOutcome:
     provider: str
@@ -129,6 +138,10 @@ class Metrics:
             registry=r,
         )
         self._store_children: dict[tuple[str, str, str], Any] = {}
+        # `--workers`: counted by the supervisor (gateway/workers.py); 0 in a single process
+        self.worker_restarts = Counter(
+            "gateway_worker_restarts_total", "Worker processes restarted after they died", registry=r
+        )
         # with several workers: the sum over the live workers
         self.inflight = Gauge(
             "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"

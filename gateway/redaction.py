@@ -31,7 +31,7 @@ MASKED_EDGE = 3
 QUAD = 4
 STRIDE = 5
 
-_PATTERNS = (
+_PATTERNS = (  # each with the literal it cannot match without (see Redactor.text)
     # key=... / api_key=... / api-key=... in a URL or a form body
     re.compile(r"(?i)((?:^|[?&;\s\"'])(?:api[_-]?)?key=)[^&\s\"'#]+"),
     # a bearer credential wherever it is printed: at least 8 token characters, one of them a digit
@@ -44,6 +44,13 @@ _PATTERNS = (
 # (matched from the start of a token only: trying every position inside a long word would make
 # this quadratic in the word's length)
 _MASKED = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z0-9_-]*)(?:\*{3,}|\u2022{3,}|\.{3,}|\u2026)([A-Za-z0-9_-]*)")
+# What every match of _MASKED contains, and what every match of each of _PATTERNS contains
+# lowercased. Every log line passes through Redactor.text and almost none holds any of these:
+# a substring test skips a regex scan of the whole line. (The lowercase test is exact only for
+# ASCII text: IGNORECASE also matches a few non-ASCII letters, and the dotless "\u0131" matches "i"
+# without lowercasing to it.)
+_MASKS = ("***", "\u2022\u2022\u2022", "...", "\u2026")
+_NEEDS = ("key=", "bearer", "api-key")
 
 
 def _is_word(gram: str) -> bool:
@@ -70,10 +77,13 @@ class Redactor:
 
     def text(self, value: str) -> str:
         if self._seeds:
-            value = _MASKED.sub(self._masked, value)
+            if any(mask in value for mask in _MASKS):
+                value = _MASKED.sub(self._masked, value)
             value = self._fragments(value)
-        for pattern in _PATTERNS:
-            value = pattern.sub(rf"\1{REDACTED}", value)
+        lowered = value.lower() if value.isascii() else None
+        for pattern, needs in zip(_PATTERNS, _NEEDS, strict=True):
+            if lowered is None or needs in lowered:
+                value = pattern.sub(rf"\1{REDACTED}", value)
         return value
 
     def data(self, value: bytes) -> bytes:
@@ -135,7 +145,7 @@ class Redactor:
 
 
 def secrets_redactor(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Redactor:
-    """A redactor for every secret this config names (config.py reads them from the environment):
+    """A redactor for every secret this config names (gateway/config/ reads them from the environment):
     each provider's key as set when the gateway starts, every client token, the continuity secret
     and the password of a redis store URL."""
     return Redactor(secret_values(config, env))

@@ -44,6 +44,7 @@ from gateway.browser import (
     preflight,
 )
 from gateway.ingress.errors import ClientError
+from gateway.providers import FAMILIES
 from gateway.state import TENANT
 
 log = logging.getLogger(__name__)
@@ -60,22 +61,11 @@ INSPECTOR_PREFIX = "/inspector/"
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
-# What a provider call may carry. Credentials here are the gateway's own provider keys, set by the
-# provider adapters; the rest is HTTP framing aiohttp adds.
-UPSTREAM_REQUEST_HEADERS = frozenset(
-    {
-        "host",
-        "content-type",
-        "content-length",
-        "accept",
-        "accept-encoding",
-        "user-agent",
-        "authorization",  # Bearer <provider key>: OpenAI, Mistral, Kimi, DeepSeek
-        "x-api-key",  # Anthropic
-        "anthropic-version",
-        "anthropic-beta",
-        "x-goog-api-key",  # Gemini
-    }
+# What a provider call may carry: HTTP framing aiohttp adds, and the headers each provider family
+# sets (its record names them: the gateway's own provider key, its API version...)
+_UPSTREAM_FRAMING = ("host", "content-length", "accept", "accept-encoding", "user-agent")
+UPSTREAM_REQUEST_HEADERS = frozenset(_UPSTREAM_FRAMING).union(
+    *(family.upstream_headers() for family in FAMILIES.values())
 )
 # What a client response may carry: framing, the gateway's own headers, nothing from upstream.
 CLIENT_RESPONSE_HEADERS = frozenset(
@@ -292,6 +282,8 @@ async def read_body_within(request: web.Request, limits: BodyLimits) -> bytes:
     if length is not None and length > limits.max_bytes:
         raise body_too_large(limits.max_bytes)
     try:
+        if request.content.is_eof():  # the whole body is in already (most requests): no wait to bound
+            return await request.read()
         async with asyncio.timeout(limits.timeout):
             return await request.read()  # bounded by the app's client_max_size, which is the limit
     except web.HTTPRequestEntityTooLarge:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from gateway.access_log import log_access
 from gateway.config import GatewayConfig
+from gateway.continuity.chain import History
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook
 from gateway.http_errors import ingress_label
@@ -19,7 +19,7 @@ from gateway.ingress.memo import DecodeMemo
 from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
-from gateway.metrics import NO_PROVIDER, Metrics, RequestRecord
+from gateway.metrics import NO_PROVIDER, Metrics, RequestRecord, new_request_id
 from gateway.redaction import Redactor
 from gateway.routing.engine import Engine
 from gateway.store.failopen import FailOpenStore
@@ -56,6 +56,14 @@ class GatewayState:
     limits: KeyLimits | None = None
     # OpenTelemetry traces (gateway/tracing.py); None: tracing is off
     tracing: Tracing | None = None
+    # answers kept for previous_response_id (gateway/continuity/chain.py)
+    history: History = field(init=False)
+
+    def __post_init__(self) -> None:
+        store = self.config.store
+        self.history = History(
+            self.store, self.recorder, ttl_seconds=store.ttl_seconds, max_depth=store.max_chain_depth
+        )
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 
@@ -82,7 +90,7 @@ class GatewayState:
         self.observe(
             RequestRecord(
                 ingress_label(path),
-                request_id=request_id or uuid.uuid4().hex,
+                request_id=request_id or new_request_id(),
                 outcome="client_error" if exc.status < 500 else "refused",
                 status=exc.status,
                 duration=time.monotonic() - started,

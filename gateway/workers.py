@@ -22,8 +22,14 @@ to N times `consecutive_failures` failed requests before every worker has opened
 
 The supervisor prints `gateway listening on http://H:P` once every worker accepts connections.
 On SIGTERM or SIGINT it passes SIGTERM to every worker, each drains its in-flight requests as a
-single-process gateway does, and the supervisor exits 0 once all have. A worker that dies on its
-own stops the others too (exit 1): the process manager restarts the whole gateway."""
+single-process gateway does, and the supervisor exits 0 once all have.
+
+A worker that dies on its own (a crash, the OOM killer, `kill -9`) after it served is started again,
+after a back-off that doubles while restarts keep failing (0.5 s up to 30 s; a worker that stayed up
+a minute starts the count over), and counted in `gateway_worker_restarts_total`; the other workers
+serve meanwhile. Only the dead worker's own connections are cut (its streams end without their
+terminal event: a killed process writes nothing more). A worker that dies before the gateway was
+first ready means it cannot start at all (a config or port problem): the gateway stops (exit 1)."""
 
 from __future__ import annotations
 
@@ -37,7 +43,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
+
+from prometheus_client import Counter
+from prometheus_client.multiprocess import mark_process_dead
 
 from gateway.config import ConfigError, GatewayConfig, resolve_continuity_secret
 from gateway.eventloop import run
@@ -49,6 +59,11 @@ PARENT_CHECK_SECONDS = 1.0
 # A worker is started as a fresh interpreter (no event loop, lock or socket inherited) that
 # reads its config and Worker from stdin.
 _WORKER_COMMAND = "from gateway.workers import worker_main; worker_main()"
+# restart back-off: the first wait, its ceiling, and how long a worker must have lived for its
+# next death to start the doubling over
+RESTART_FIRST_SECONDS = 0.5
+RESTART_MAX_SECONDS = 30.0
+RESTART_RESET_SECONDS = 60.0
 
 
 @dataclass
@@ -123,6 +138,11 @@ class Supervisor:
         self.processes: list[subprocess.Popen[bytes]] = []
         self.stopping = False
         self.failed = False
+        self.restarts = 0
+        self._started_at: list[float] = []  # per worker: when its current process started
+        self._delays: list[float] = []  # per worker: its next restart's back-off
+        self._due: dict[int, float] = {}  # worker index -> monotonic time of its restart
+        self._restart_counter: Counter | None = None
 
     def _stop(self, signum: int | None = None, frame: object = None) -> None:
         if signum is not None and not self.stopping:
@@ -133,6 +153,7 @@ class Supervisor:
                 flush=True,
             )
         self.stopping = True
+        self._due.clear()
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -141,7 +162,10 @@ class Supervisor:
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             with selectors.DefaultSelector() as selector:
-                self._start(selector)
+                for index in range(self.count):
+                    if self.stopping:
+                        break
+                    self._spawn(selector, index)
                 self._watch(selector)
         finally:
             self._stop()
@@ -153,51 +177,91 @@ class Supervisor:
             return 1
         return 0
 
-    def _start(self, selector: selectors.BaseSelector) -> None:
-        for index in range(self.count):
-            if self.stopping:
-                return
-            read_end, write_end = os.pipe()
-            worker = Worker(
-                index, self.metrics_dir, self.key, write_end, os.getpid(), self.inspector_dir, self.count
+    def _spawn(self, selector: selectors.BaseSelector, index: int) -> None:
+        read_end, write_end = os.pipe()
+        worker = Worker(
+            index, self.metrics_dir, self.key, write_end, os.getpid(), self.inspector_dir, self.count
+        )
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_COMMAND], stdin=subprocess.PIPE, pass_fds=(write_end,)
             )
-            try:
-                process = subprocess.Popen(
-                    [sys.executable, "-c", _WORKER_COMMAND], stdin=subprocess.PIPE, pass_fds=(write_end,)
-                )
-            finally:
-                os.close(write_end)
+        finally:
+            os.close(write_end)
+        if index < len(self.processes):
+            self.processes[index] = process
+            self._started_at[index] = time.monotonic()
+        else:
             self.processes.append(process)
-            selector.register(read_end, selectors.EVENT_READ, index)
-            assert process.stdin is not None
-            with process.stdin:
-                pickle.dump((self.config, worker), process.stdin)
+            self._started_at.append(time.monotonic())
+            self._delays.append(RESTART_FIRST_SECONDS)
+        selector.register(read_end, selectors.EVENT_READ, index)
+        assert process.stdin is not None
+        with process.stdin:
+            pickle.dump((self.config, worker), process.stdin)
 
     def _watch(self, selector: selectors.BaseSelector) -> None:
-        """Until every worker has exited: announce once all are ready, stop all when one exits on
-        its own."""
+        """Until every worker has exited: announce once all are ready; restart a worker that
+        died after the gateway was ready, stop all when one dies before."""
         ready: set[int] = set()
-        while selector.get_map():
-            for key, _ in selector.select():
+        announced = False
+        while selector.get_map() or self._due:
+            timeout = None
+            if self._due:
+                timeout = max(0.0, min(self._due.values()) - time.monotonic())
+            for key, _ in selector.select(timeout):
                 index = key.data
                 if os.read(key.fd, 16):
                     ready.add(index)
-                    if len(ready) == self.count and not self.stopping:
+                    if len(ready) == self.count and not announced and not self.stopping:
+                        announced = True
                         host, port = self.config.server.host, self.config.server.port
                         print(f"gateway listening on http://{host}:{port}", flush=True)
                     continue
                 selector.unregister(key.fd)  # the worker exited
                 os.close(key.fd)
+                ready.discard(index)
                 if not self.stopping:
-                    process = self.processes[index]
-                    print(
-                        f"gateway: worker {index} (pid {process.pid}) exited with code {process.wait()};"
-                        " stopping the other workers",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    self.failed = True
-                    self._stop()
+                    self._died(index, restart=announced)
+            now = time.monotonic()
+            for index, due in list(self._due.items()):
+                if due <= now and not self.stopping:
+                    del self._due[index]
+                    self._spawn(selector, index)
+
+    def _died(self, index: int, restart: bool) -> None:
+        process = self.processes[index]
+        code = process.wait()
+        mark_process_dead(process.pid, self.metrics_dir)  # its live gauges no longer count
+        if not restart:
+            print(
+                f"gateway: worker {index} (pid {process.pid}) exited with code {code} before the"
+                " gateway was ready; stopping the other workers",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.failed = True
+            self._stop()
+            return
+        if time.monotonic() - self._started_at[index] >= RESTART_RESET_SECONDS:
+            self._delays[index] = RESTART_FIRST_SECONDS
+        delay = self._delays[index]
+        self._delays[index] = min(RESTART_MAX_SECONDS, delay * 2)
+        self._due[index] = time.monotonic() + delay
+        self.restarts += 1
+        self._count_restart()
+        print(
+            f"gateway: worker {index} (pid {process.pid}) exited with code {code}; restarting it in"
+            f" {delay:g}s (the other workers go on serving)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _count_restart(self) -> None:
+        if self._restart_counter is None:
+            # the supervisor's own count in the workers' metrics directory: every scrape sums it
+            self._restart_counter = Metrics(multiprocess_dir=self.metrics_dir).worker_restarts
+        self._restart_counter.inc()
 
 
 def serve_workers(config: GatewayConfig, count: int) -> int:
@@ -210,4 +274,5 @@ def serve_workers(config: GatewayConfig, count: int) -> int:
             # mkdtemp: mode 0700, so only the gateway's user reaches the sockets (they trust the
             # tenant a caller names)
             inspector_dir = tempfile.mkdtemp(prefix="inspector-", dir=metrics_dir)
+        enable_multiprocess(metrics_dir)  # the supervisor counts worker restarts there
         return Supervisor(config, count, metrics_dir, key, inspector_dir).run()

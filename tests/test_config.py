@@ -887,7 +887,7 @@ def test_workers_flag_is_layered_and_named(tmp_path: Path) -> None:
 def test_worker_count_defaults_to_the_cpus_unless_the_store_is_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("gateway.config.os.sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr("gateway.config.schema.os.sched_getaffinity", lambda pid: {0, 1, 2})
     assert worker_count(config_from_dict(minimal())) == 1
     assert worker_count(config_from_dict(minimal(store={"backend": "redis"}))) == 3
     assert worker_count(config_from_dict(minimal(server={"workers": 2}, store={"backend": "redis"}))) == 2
@@ -895,7 +895,7 @@ def test_worker_count_defaults_to_the_cpus_unless_the_store_is_memory(
 
 def test_uvloop_event_loop_needs_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config_from_dict(minimal()).server.event_loop == "auto"  # uvloop when installed
-    monkeypatch.setattr("gateway.config.importlib.util.find_spec", lambda name: None)
+    monkeypatch.setattr("gateway.config.schema.importlib.util.find_spec", lambda name: None)
     assert error_lines(minimal(server={"event_loop": "uvloop"})) == [
         "cfg.toml: server.event_loop: uvloop is not installed (pip install 'llm-transcript-gateway[uvloop]')"
     ]

@@ -1,9 +1,10 @@
 """Serialize canonical blocks (with their continuity meta) for the store: an assistant turn (the
-record restore puts back), or a whole transcript (an answer kept under its id, which a later
-request continues by naming it)."""
+record restore puts back), or one link of a kept conversation (an answer kept under its id, which a
+later request continues by naming it: see gateway/continuity/chain.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -26,6 +27,7 @@ from gateway.transcript.model import (
 )
 
 _VERSION = 1
+_LINK_VERSION = 2
 _ASSISTANT_KINDS = (Text, Reasoning, ToolCall, ServerToolCall, ServerToolResult)
 
 
@@ -131,8 +133,12 @@ def decode_turn(raw: bytes) -> tuple[Block, ...] | None:
     return blocks
 
 
+def _messages(messages: tuple[Message, ...] | list[Message]) -> list[Any]:
+    return [[m.role.value, [_block(b) for b in m.blocks]] for m in messages]
+
+
 def encode_transcript(messages: tuple[Message, ...]) -> bytes:
-    return orjson.dumps([_VERSION, [[m.role.value, [_block(b) for b in m.blocks]] for m in messages]])
+    return orjson.dumps([_VERSION, _messages(messages)])
 
 
 def decode_transcript(raw: bytes) -> tuple[Message, ...] | None:
@@ -143,4 +149,44 @@ def decode_transcript(raw: bytes) -> tuple[Message, ...] | None:
             return None
         return tuple(Message(Role(role), tuple(_unblock(b) for b in blocks)) for role, blocks in messages)
     except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One kept answer: the messages its request added (what it sent after the history it
+    continued, and the answer), its place in the chain and the ids of its nearest ancestors."""
+
+    depth: int  # how many kept answers come before it (0: it continued none)
+    written: float  # wall-clock seconds when the record was (re)written: the chain refreshes old links
+    ancestors: tuple[str, ...]  # answer ids, parent first, at most chain.ANCESTORS of them
+    messages: tuple[Message, ...]
+
+
+def encode_link(link: Link) -> bytes:
+    return orjson.dumps(
+        [_LINK_VERSION, link.depth, link.written, list(link.ancestors), _messages(link.messages)]
+    )
+
+
+def decode_link(raw: bytes) -> Link | None:
+    """A kept answer, or None for a record this version cannot read. A whole-transcript record of
+    the previous format reads as a link that continued nothing."""
+    try:
+        record = orjson.loads(raw)
+        if record[0] == _VERSION:
+            messages = decode_transcript(raw)
+            return None if messages is None else Link(0, 0.0, (), messages)
+        version, depth, written, ancestors, messages = record
+        if version != _LINK_VERSION or type(depth) is not int or depth < 0:
+            return None
+        if not all(type(a) is str for a in ancestors) or (depth > 0) != bool(ancestors):
+            return None
+        return Link(
+            depth,
+            float(written),
+            tuple(ancestors),
+            tuple(Message(Role(role), tuple(_unblock(b) for b in blocks)) for role, blocks in messages),
+        )
+    except (orjson.JSONDecodeError, ValueError, TypeError, IndexError, KeyError):
         return None

@@ -18,7 +18,7 @@ import asyncio
 
 from gateway.continuity.codec import encode_turn
 from gateway.continuity.keys import turn_keys
-from gateway.store.base import ContinuityStore
+from gateway.store.failopen import FailOpenStore
 from gateway.transcript.model import Block, Reasoning
 
 
@@ -29,7 +29,7 @@ def carries_continuity(blocks: list[Block]) -> bool:
 
 
 class Recorder:
-    def __init__(self, store: ContinuityStore) -> None:
+    def __init__(self, store: FailOpenStore) -> None:
         self._store = store
         self._pending: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, bytes] = {}  # key -> record, until its write finished
@@ -40,15 +40,22 @@ class Recorder:
         keys = turn_keys(blocks, session, position, tenant)
         if not keys:
             return
-        self.put(keys, encode_turn(blocks))
+        self.put(keys, encode_turn(blocks), tenant)
 
-    def put(self, keys: list[str], value: bytes) -> None:
+    def put(self, keys: list[str], value: bytes, tenant: str = "") -> asyncio.Task[None]:
         """Write `value` under `keys` in the background (readable through `pending` meanwhile)."""
         for key in keys:
             self._in_flight[key] = value
-        task = asyncio.get_running_loop().create_task(self._store.put(keys, value))
+        task = asyncio.get_running_loop().create_task(self._store.put(keys, value, tenant=tenant))
         self._pending.add(task)
         task.add_done_callback(lambda done: self._landed(done, keys, value))
+        return task
+
+    def write(self, keys: list[str], value: bytes, tenant: str = "") -> asyncio.Future[None]:
+        """Write `value` under `keys`; awaiting the result waits until the store has it (or failed
+        open: the store then keeps it for a retry). A caller cancelled meanwhile does not cancel
+        the write."""
+        return asyncio.shield(self.put(keys, value, tenant))
 
     def _landed(self, task: asyncio.Task[None], keys: list[str], value: bytes) -> None:
         self._pending.discard(task)

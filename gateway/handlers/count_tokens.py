@@ -1,47 +1,55 @@
-"""`POST /v1/messages/count_tokens`: a Messages request's input tokens, counted by the routed
-provider where its family can count (else estimated), without generating anything."""
+"""A dialect's token-counting route (`Dialect.count`, e.g. `POST /v1/messages/count_tokens`): the
+request's input tokens, counted by the routed provider where its family can count (else
+estimated), without generating anything. Accounted for like every request: metrics and an
+access-log line under the route's own `ingress` label value (`CountRoute.ingress`)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from gateway.exchange import check_size, parse_within_budget, plan_for
-from gateway.http_errors import COUNT_TOKENS_INGRESS
+from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.errors import ClientError
-from gateway.ingress.messages.codec import CODEC
 from gateway.metrics import AttemptOutcome, RequestRecord
 from gateway.routing.count import PROVIDER, CountRefused, count_input_tokens
 from gateway.state import TENANT, GatewayState
 from gateway.transcript.events import ErrorCategory
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # response header: whether the figure is the provider's count or the gateway's estimate
 SOURCE_HEADER = "X-Gateway-Token-Count"
 
 
-async def count_tokens(request: web.Request) -> web.Response:
-    """Accounted for like every request: metrics and an access-log line under its own `ingress`
-    label value."""
-    state: GatewayState = request.app[GatewayState.KEY]
-    record = RequestRecord(COUNT_TOKENS_INGRESS, request_id=uuid.uuid4().hex)
-    started = time.monotonic()
-    try:
-        response = await _count(state, request, record)
-    except BaseException:
-        record.outcome, record.status = "cancelled", 0
-        raise
-    finally:
-        record.duration = time.monotonic() - started
-        state.observe(record)
-    return response
+def count_tokens_handler(dialect: Dialect, count: CountRoute) -> Handler:
+    async def count_tokens(request: web.Request) -> web.Response:
+        state: GatewayState = request.app[GatewayState.KEY]
+        record = RequestRecord(count.ingress, request_id=uuid.uuid4().hex)
+        started = time.monotonic()
+        try:
+            response = await _count(state, dialect, count, request, record)
+        except BaseException:
+            record.outcome, record.status = "cancelled", 0
+            raise
+        finally:
+            record.duration = time.monotonic() - started
+            state.observe(record)
+        return response
+
+    return count_tokens
 
 
-async def _count(state: GatewayState, request: web.Request, record: RequestRecord) -> web.Response:
+async def _count(
+    state: GatewayState, dialect: Dialect, count: CountRoute, request: web.Request, record: RequestRecord
+) -> web.Response:
     try:
         body = await parse_within_budget(await request.read(), state.config.server)
-        inbound = CODEC.decode_count(body, request.headers, state.sealer)
+        inbound = count.decode(
+            body, request.headers, state.sealer, params=request.match_info, query=request.query
+        )
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
         record.model = plan.model
@@ -61,7 +69,7 @@ async def _count(state: GatewayState, request: web.Request, record: RequestRecor
                 headers={"X-Gateway-Provider": refused.provider},
             ) from None  # fmt: skip
     except ClientError as exc:
-        status, payload = CODEC.error_body(exc)
+        status, payload = dialect.error(exc)
         record.outcome, record.status = "client_error", status
         return web.Response(status=status, body=payload, headers=exc.headers, content_type="application/json")
     if source == PROVIDER:
@@ -69,4 +77,4 @@ async def _count(state: GatewayState, request: web.Request, record: RequestRecor
         record.attempts = [AttemptOutcome(provider, "ok")]
     record.status = 200
     headers = {SOURCE_HEADER: source, "X-Gateway-Provider": provider, "X-Request-Id": record.request_id}
-    return web.json_response({"input_tokens": tokens}, headers=headers)
+    return web.json_response(count.render(tokens), headers=headers)

@@ -1,14 +1,18 @@
 """The contract every ingress dialect implements: a codec between one client wire format and the
-canonical transcript. A codec knows nothing of routing, the store or providers; the exchange
-(gateway/exchange.py) runs every dialect's requests through one pipeline.
+canonical transcript, and the dialect's record (`Dialect`: its routes, `ingress` label, error
+envelope and models-list shape; client credentials are read for every dialect alike, in
+gateway/security.py). A codec knows nothing of routing, the store or
+providers; the exchange (gateway/exchange.py) runs every dialect's requests through one pipeline.
 
-Adding a dialect is a module with an `IngressCodec` and one route line in app.py.
+Adding a dialect is a package with its codec and its `Dialect` record, and one line in
+gateway/ingress/dialects.py (README "Architecture").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from gateway.ingress.errors import ClientError
@@ -82,18 +86,28 @@ class StreamEncoder(Protocol):
     def keepalive(self) -> bytes: ...
 
 
+NO_PARAMS: Mapping[str, str] = MappingProxyType({})
+
+
 class IngressCodec(Protocol):
-    ingress: str  # the `ingress` label of the metrics
     # the top-level field holding the transcript's items, when the codec decodes each through
     # `Items` (gateway/ingress/memo.py: decoded once per their bytes); None: the body is decoded
     # whole every time
     transcript_field: str | None
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         """Raise ClientError (400, with the JSON path) for anything invalid. `items`: what the
-        memo found of `body[transcript_field]` (None: decode every item)."""
+        memo found of `body[transcript_field]` (None: decode every item). `params`: the route's
+        path parameters (`{model}` in its pattern); `query`: the URL's query parameters."""
         ...
 
     def answer_id(self, request_id: str) -> str: ...
@@ -104,12 +118,72 @@ class IngressCodec(Protocol):
         """The non-streamed answer: a fold of the same events the stream encoder takes."""
         ...
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        """(status, body) of an error in the dialect's envelope."""
-        ...
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         """The token a client of this dialect sends back, in its history, for a block of `kind`
         that carries `meta` (the NDJSON stream's `thinking_signature`): the provider's own where
         the dialect carries that issuer's token natively, the gateway's sealed token otherwise."""
         ...
+
+
+# (status, body) of an error in a dialect's envelope
+ErrorEnvelope = Callable[[ClientError], tuple[int, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A POST route of a dialect: an aiohttp path pattern (`{name}` segments are the `params` its
+    codec's `decode` receives, e.g. "/v1beta/models/{model}:streamGenerateContent") and the codec
+    answering it."""
+
+    path: str
+    codec: IngressCodec
+
+
+@dataclass(frozen=True, slots=True)
+class ModelsList:
+    """`GET <path>`: the model groups in the dialect's list shape. Dialects listing on one path
+    are told apart by `selects` (the request's headers and query); the one without it is that path's
+    default."""
+
+    path: str
+    render: Callable[[Sequence[str]], Any]  # model group names -> the JSON body
+    # (headers, query) -> whether the request is this dialect's client
+    selects: Callable[[Mapping[str, str], Mapping[str, str]], bool] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CountRoute:
+    """`POST <path>` (a pattern, as a Route's): the request's input tokens, counted by the routed
+    provider where its family can count (else estimated), without generating anything."""
+
+    path: str
+    # (body, headers, sealer, *, params, query) -> Inbound: the dialect's counting request decoded
+    decode: Callable[..., Inbound]
+    render: Callable[[int], Any]  # the count -> the JSON body
+    ingress: str  # its own `ingress` label: counting requests are not the dialect's requests
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """One client dialect, everything the gateway knows of it. The registry
+    (gateway/ingress/dialects.py) lists the records; the app's routes, the errors answered outside
+    a handler (gateway/http_errors.py), the client authentication (gateway/security.py) and the
+    exchange take them from there."""
+
+    ingress: str  # the `ingress` label of the metrics and the access log
+    routes: tuple[Route, ...]
+    # the paths whose errors (404, 401, 413...) are answered in this envelope: each path itself and
+    # every path under it ("/v1/messages" covers "/v1/messages/count_tokens"); one ending in "/"
+    # covers only the paths under it ("/v1/models/" is Gemini's, "/v1/models" itself is not)
+    prefixes: tuple[str, ...]
+    error: ErrorEnvelope
+    models: ModelsList | None = None
+    count: CountRoute | None = None
+
+    def owns(self, path: str) -> bool:
+        for prefix in self.prefixes:
+            if path.startswith(prefix) and (
+                len(path) == len(prefix) or prefix[-1] == "/" or path[len(prefix)] == "/"
+            ):
+                return True
+        return False

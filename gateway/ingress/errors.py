@@ -89,11 +89,6 @@ def anthropic_error(exc: ClientError) -> tuple[int, bytes]:
     return status, orjson.dumps({"type": "error", "error": error})
 
 
-def anthropic_error_body(exc: ClientError) -> bytes:
-    """The envelope alone, for errors answered outside the Messages handler (their status stays)."""
-    return anthropic_error(exc)[1]
-
-
 def prompt_too_long(message: str) -> str:
     """The wording Claude Code acts on, with the provider's own figures when it gave two (used,
     then the limit, in every provider's phrasing but OpenAI's, which names the limit first)."""

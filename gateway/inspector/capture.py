@@ -85,7 +85,7 @@ def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
     return Capture(
         id=exchange.request_id,
         time=time.time(),
-        ingress=exchange.codec.ingress,
+        ingress=exchange.dialect.ingress,
         tenant=exchange.tenant,
         session=exchange.session,
         model=exchange.model,

@@ -94,6 +94,36 @@ class Adapter:
         return self.classify(status, headers, body)
 
 
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One provider family: everything the gateway knows of it, in one record. The registry
+    (gateway/providers/__init__.py) lists the records; config validation, the engine, the upstream
+    header allow-list, the demo and the tests all take the list of kinds from there."""
+
+    adapter: ProviderAdapter  # encoding, decoding, error classification; its capabilities (the
+    # family's quirks as data, its model-name rule among them)
+    # where the provider key travels: "authorization" (as "Bearer <key>") or the family's own header
+    credential_header: str
+    # the hub path of its simulator (gateway/simulators): `[server] simulators_url` + this is the
+    # family's base_url. The simulators keep their own table (they are independent judges); a test
+    # holds the two equal
+    simulator_path: str
+    # every other request header its adapter may set (beyond content-type and accept)
+    headers: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.adapter.kind
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.adapter.capabilities
+
+    def upstream_headers(self) -> frozenset[str]:
+        """The request headers of this family's calls, lowercased (content type and accept included)."""
+        return frozenset(h.lower() for h in ("content-type", "accept", self.credential_header, *self.headers))
+
+
 def document_text(document: Document) -> str | None:
     """A plain-text document as text a model reads (for APIs without document inputs), None for
     any other document."""

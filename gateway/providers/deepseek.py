@@ -3,7 +3,8 @@ back on every assistant turn that made tool calls."""
 
 from __future__ import annotations
 
-from gateway.providers.openai_compat import (
+from gateway.providers.base import Family
+from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
     ChatAdapter,
@@ -73,3 +74,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/deepseek/v1")

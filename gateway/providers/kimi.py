@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from gateway.providers.openai_compat import (
+from gateway.providers.base import Family
+from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
     ChatAdapter,
@@ -80,3 +81,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/kimi/v1")

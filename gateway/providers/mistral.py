@@ -3,7 +3,13 @@ reasoning as `thinking` chunks inside a content array."""
 
 from __future__ import annotations
 
-from gateway.providers.openai_compat import OPENAI_ERROR_TYPES, ChatAdapter, ChatDialect, ReasoningReplay
+from gateway.providers.base import Family
+from gateway.providers.openai_compat.adapter import (
+    OPENAI_ERROR_TYPES,
+    ChatAdapter,
+    ChatDialect,
+    ReasoningReplay,
+)
 from gateway.transcript.events import ErrorCategory
 from gateway.transcript.target import (
     Capabilities,
@@ -67,3 +73,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/mistral/v1")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from gateway.providers.openai_compat import (
+from gateway.providers.base import Family
+from gateway.providers.openai_compat.adapter import (
     OPENAI_ERROR_MESSAGES,
     OPENAI_ERROR_TYPES,
     ChatAdapter,
     ChatDialect,
     ReasoningReplay,
 )
-from gateway.providers.openai_responses import OPENAI_MODEL_NAMES, OPENAI_THINKING, OPENAI_VISION_MODELS
+from gateway.providers.openai_responses.adapter import (
+    OPENAI_MODEL_NAMES,
+    OPENAI_THINKING,
+    OPENAI_VISION_MODELS,
+)
 from gateway.transcript.target import Capabilities, MediaPlacement, MediaRule, ToolIdRule
 
 CAPABILITIES = Capabilities(
@@ -45,3 +50,4 @@ DIALECT = ChatDialect(
 )
 
 ADAPTER = ChatAdapter(DIALECT)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/openai_chat/v1")

@@ -56,7 +56,8 @@ _MAX_ROUNDS = 64
 class Prepared:
     request: Request  # repaired and projected for the target
     repairs: tuple[Repair, ...]
-    provider_ids: dict[str, str]  # provider tool id -> canonical id, for mapping answers back
+    # provider tool id -> canonical id: the inspector's diff pairs the two transcripts' calls by it
+    provider_ids: dict[str, str]
     # custom tools sent in function form: their calls in the answer map back to custom calls
     custom_tools: frozenset[str] = frozenset()
 

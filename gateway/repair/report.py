@@ -34,6 +34,8 @@ REPAIR_KINDS = (
     "tool_result_media_moved",
     "server_tool_as_text",
     "citations_as_text",
+    # added with the family and dialect records (issue 18): inserted messages, apart from results
+    "synthetic_message",
 )
 
 

@@ -20,9 +20,8 @@ assistant message with calls is already followed by its results).
 - `last_message_user_or_tool` (Mistral: "Expected last role User or Tool"): a user message closes
   a conversation that ends with an assistant message.
 
-The inserted messages hold fixed text. They are counted as `synthetic_tool_result`: of the
-repair kinds (a fixed contract), it is the one meaning "the gateway inserted content the client
-never sent", so an operator watching it sees every synthetic insertion; the detail says which.
+The inserted messages hold fixed text and are counted as `synthetic_message` (the detail says
+which); a result inserted for a call without one is `synthetic_tool_result` (tool pairing).
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ def fix_role_order(
             and message.role is Role.USER
         ):
             runs.append([Message(Role.ASSISTANT, (Text(AFTER_TOOLS_ASSISTANT_TEXT),))])
-            repairs.append(Repair("synthetic_tool_result", "assistant message between tool results and user"))
+            repairs.append(Repair("synthetic_message", "assistant message between tool results and user"))
             changed = True
         runs.append([message])
     out = (
@@ -81,11 +80,11 @@ def fix_role_order(
         and (caps.first_message_user or (caps.calls_follow_user_turn and _has_calls(out[0])))
     ):
         out.insert(0, Message(Role.USER, (Text(OPENING_USER_TEXT),)))
-        repairs.append(Repair("synthetic_tool_result", "user message opening the conversation"))
+        repairs.append(Repair("synthetic_message", "user message opening the conversation"))
         changed = True
     if caps.last_message_user_or_tool and out and out[-1].role is Role.ASSISTANT:
         out.append(Message(Role.USER, (Text(CLOSING_USER_TEXT),)))
-        repairs.append(Repair("synthetic_tool_result", "user message after a final assistant message"))
+        repairs.append(Repair("synthetic_message", "user message after a final assistant message"))
         changed = True
     return (tuple(out) if changed else messages), repairs
 

@@ -4,7 +4,8 @@ The canonical shape every provider accepts: right after the assistant message ho
 calls, the results of exactly those calls, one per call. Concretely:
 - a result whose call is not in an earlier message is an orphan: dropped;
 - a second result for a call is a duplicate: dropped, the first REAL one kept (a synthetic result
-  an earlier repair inserted never wins over a real one that arrived later);
+  an earlier repair inserted, tagged `ToolResult.synthetic`, never wins over a real one that
+  arrived later; a client's result is never taken for one, whatever its text);
 - a call without a result gets a synthetic error result stating it was cancelled;
 - a result anywhere else (after a user message, after a later turn, inside a user message) is
   moved to the calling message; user messages that sat between fall in place after the results.
@@ -26,11 +27,7 @@ SYNTHETIC_RESULT_TEXT = "The tool call was cancelled before it produced a result
 
 
 def synthetic_result(call_id: str) -> ToolResult:
-    return ToolResult(call_id, SYNTHETIC_RESULT_TEXT, is_error=True)
-
-
-def is_synthetic(result: ToolResult) -> bool:
-    return result.is_error and result.content == SYNTHETIC_RESULT_TEXT and not result.images
+    return ToolResult(call_id, SYNTHETIC_RESULT_TEXT, is_error=True, synthetic=True)
 
 
 # -- duplicate call ids --------------------------------------------------------------------------
@@ -121,7 +118,7 @@ def pair_in_general(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...],
                 chosen[block.call_id] = (i, j)
                 continue
             fi, fj = first
-            if is_synthetic(messages[fi].blocks[fj]) and not is_synthetic(block):
+            if messages[fi].blocks[fj].synthetic and not block.synthetic:
                 chosen[block.call_id] = (i, j)
                 dropped.add(first)
             else:

@@ -34,7 +34,7 @@ from gateway.transcript.target import Target
 from gateway.upstream import Upstream, UpstreamFailure
 
 if TYPE_CHECKING:
-    from gateway.routing.router import Plan
+    pass
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -227,7 +227,6 @@ class Answer:
     target: Target
     prepared: Prepared
     attempts: tuple[Attempt, ...]
-    plan: Plan | None
     stream: EventStream
     # why the session left the target that served its previous turn (routing.sessions), if it did
     affinity_break: str | None = None

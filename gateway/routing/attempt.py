@@ -12,14 +12,12 @@ from gateway.providers.base import HttpRequest, ProviderAdapter
 from gateway.repair import Prepared
 from gateway.routing.answer import CustomCallMapper, EventStream, IdMapper
 from gateway.transcript.events import (
-    BlockDelta,
-    BlockKind,
-    BlockStart,
     ErrorCategory,
     Event,
     Finish,
     StreamError,
     UpstreamError,
+    is_first_content,
 )
 from gateway.transcript.model import StopReason
 from gateway.transcript.target import Target
@@ -29,10 +27,7 @@ from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
 def commits(event: Event) -> bool:
     """The commit point: the first text/reasoning/argument delta, a tool call, or the end of an
     (empty) answer. Before it a failure can still move to another target unseen."""
-    t = type(event)
-    if t is BlockDelta:
-        return bool(event.text)
-    return (t is BlockStart and event.kind is BlockKind.TOOL_CALL) or t is Finish
+    return is_first_content(event) or type(event) is Finish
 
 
 async def run_attempt(

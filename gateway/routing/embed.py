@@ -8,10 +8,9 @@ from typing import Any
 
 from gateway.config import MissingApiKey, resolve_api_key
 from gateway.ingress.errors import ClientError
-from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError
-from gateway.providers.gemini import KIND
-from gateway.providers.gemini_request import encode_embed
+from gateway.providers.gemini import FAMILY
+from gateway.providers.gemini.request import encode_embed
 from gateway.routing.engine import Engine
 from gateway.routing.router import Plan
 from gateway.upstream import MAX_RESPONSE_BODY, Upstream, UpstreamFailure
@@ -19,7 +18,7 @@ from gateway.upstream import MAX_RESPONSE_BODY, Upstream, UpstreamFailure
 
 async def embed(engine: Engine, plan: Plan, method: str, body: Any) -> tuple[int, bytes, str]:
     """(status, Google's JSON body, the provider entry that served it)."""
-    target = next((t for t in plan.targets if t.kind == KIND), None)
+    target = next((t for t in plan.targets if t.kind == FAMILY.kind), None)
     if target is None:
         raise ClientError(
             400,
@@ -43,7 +42,7 @@ async def embed(engine: Engine, plan: Plan, method: str, body: Any) -> tuple[int
     except UpstreamFailure as failure:
         raise ClientError(502, failure.error.message, type="upstream_error", code="upstream") from None
     if status != 200:
-        error = get_adapter(KIND).classify_error(status, {}, payload)
+        error = FAMILY.adapter.classify_error(status, {}, payload)
         # the client's request refused: its 400; rate limits as they are; the gateway's own key or
         # the provider failing: a 502
         client_status = 429 if status == 429 else 400 if status in (400, 404, 413) else 502

@@ -97,9 +97,8 @@ def _break_reason(home: Target, attempts: list[Attempt]) -> str | None:
 
 
 class AllTargetsFailed(Exception):
-    def __init__(self, plan: Plan, attempts: list[Attempt], final: UpstreamError) -> None:
+    def __init__(self, attempts: list[Attempt], final: UpstreamError) -> None:
         super().__init__(final.message)
-        self.plan = plan
         self.attempts = attempts
         self.final = final
 
@@ -234,7 +233,7 @@ class Engine:
                             moved = _break_reason(home, attempts)
                         self.sessions.served(plan.model, session, target)
                     reason = moved if home is not None and target is not home else None
-                    return Answer(target, prepared, tuple(attempts), plan, stream, reason)
+                    return Answer(target, prepared, tuple(attempts), stream, reason)
                 self.health.record(target, ticket, result)
                 final = result
                 kind = failure_class(result)
@@ -267,7 +266,7 @@ class Engine:
             if isinstance(result, Answer):
                 return result
             final = result or final
-        raise AllTargetsFailed(plan, attempts, final)
+        raise AllTargetsFailed(attempts, final)
 
     async def _overflow(
         self, request: Request, plan: Plan, target: Target, attempts: list[Attempt], deadline: float
@@ -288,7 +287,7 @@ class Engine:
         self.health.record(target, ticket, None)
         stream, prepared = result
         stream.after_commit(self._after_commit(target, ticket))
-        return Answer(target, prepared, tuple(attempts), plan, stream, None)
+        return Answer(target, prepared, tuple(attempts), stream, None)
 
     def _acquire_next(self, order: tuple[Target, ...], pending: list[int]) -> tuple[int, Ticket] | None:
         """The first target of this pass that can take traffic now (claiming a half-open probe if

@@ -24,7 +24,6 @@ from gateway.transcript.target import Target
 UNHEALTHY = "unhealthy"  # the session's target failed this request; another one served it
 COOLDOWN = "cooldown"  # the session's target was cooling down, so it was not tried
 CAPABILITY = "capability"  # the session's target cannot serve this request (encode error)
-BREAK_REASONS = (UNHEALTHY, COOLDOWN, CAPABILITY)
 
 DEFAULT_MAX_SESSIONS = 100_000
 DEFAULT_TTL_SECONDS = 24 * 3600.0

@@ -34,11 +34,16 @@ def open_store(config: StoreConfig, on_op: OnOp | None = None) -> FailOpenStore:
     inner: ContinuityStore
     match config.backend:
         case "memory":
-            inner = MemoryStore(config.ttl_seconds, config.max_entries, config.max_bytes)
+            inner = MemoryStore(
+                config.ttl_seconds,
+                config.max_entries,
+                config.max_bytes,
+                tenant_max_bytes=config.tenant_max_bytes,
+            )
         case "sqlite":
             inner = SqliteStore(config.path, config.ttl_seconds)
         case "redis":
-            inner = RedisStore(config.url, config.ttl_seconds)
+            inner = RedisStore(config.url, config.ttl_seconds, tenant_max_bytes=config.tenant_max_bytes)
         case other:
             raise ValueError(f"unknown continuity store backend {other!r}")
     return FailOpenStore(inner, on_op, backoff_seconds=BACKOFF_SECONDS[config.backend])

@@ -21,6 +21,20 @@ class StoreFault(Exception):
     (for example SQLite files that are unsafe to use): counted as an error, not logged again."""
 
 
+class StoreUnavailable(Exception):
+    """A lookup that must not fail open (continuing a kept answer by its id: a miss would tell the
+    client the answer does not exist) could not be answered: the client gets a retryable 503."""
+
+
+class StoreRefused(ValueError):
+    """A write the backend will never take (for example one record larger than the whole store):
+    counted as an error, and not retried."""
+
+
+class RecordTooLarge(StoreRefused):
+    """One record is larger than the store (or a tenant's share of it) may hold: it is not kept."""
+
+
 class ContinuityStore(Protocol):
     backend: str  # "memory" | "sqlite" | "redis": the `backend` label of store metrics
 
@@ -28,8 +42,10 @@ class ContinuityStore(Protocol):
         """Values for `keys`, in order; None for a miss or an expired entry."""
         ...
 
-    async def put(self, keys: Sequence[str], value: bytes) -> None:
-        """Store `value` under every key, each expiring after the configured TTL."""
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
+        """Store `value` under every key, each expiring after the configured TTL. `tenant`: whose
+        record it is (the keys are already scoped by it); a backend that bounds its size bounds
+        each tenant's share, so one tenant's traffic never evicts another's continuity."""
         ...
 
     async def ping(self) -> bool:

@@ -7,6 +7,10 @@ from collections.abc import Callable, Sequence
 
 from cachetools import TTLCache
 
+from gateway.store.base import RecordTooLarge
+
+__all__ = ["ENTRY_OVERHEAD_BYTES", "MemoryStore", "RecordTooLarge", "entry_size"]
+
 # What one entry costs beyond its value's bytes: the key (at most ~200 characters: a session id
 # is at most 128), the str and bytes object headers, the cache's dict slot and its TTL/LRU links
 # (measured at ~270 bytes with a 62-character key). A value shared by several keys is counted once
@@ -18,14 +22,15 @@ def entry_size(value: bytes) -> int:
     return len(value) + ENTRY_OVERHEAD_BYTES
 
 
-class RecordTooLarge(ValueError):
-    """One record is larger than the whole store may hold: it is not kept (a counted put error)."""
-
-
 class MemoryStore:
     """Keys expire `ttl_seconds` after they were written; beyond `max_bytes` (values plus a fixed
-    per-entry overhead) or `max_entries`, the least recently used entries are evicted first, so
-    memory stays bounded whatever the traffic and however long the answers."""
+    per-entry overhead) or `max_entries`, entries are evicted, so memory stays bounded whatever the
+    traffic and however long the answers.
+
+    Each tenant's entries are a partition of their own: eviction takes the least recently used
+    entries of the tenant holding the most (bytes, or entries for the entry bound), so a tenant
+    filling the store evicts its own records, never another's smaller share; `tenant_max_bytes`
+    caps one tenant's share outright."""
 
     backend = "memory"
 
@@ -35,43 +40,87 @@ class MemoryStore:
         max_entries: int,
         max_bytes: int = 128 * 1024 * 1024,
         *,
+        tenant_max_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ttl_seconds <= 0 or max_entries <= 0 or max_bytes <= 0:
             raise ValueError("ttl_seconds, max_entries and max_bytes must be positive")
+        if tenant_max_bytes is not None and tenant_max_bytes <= 0:
+            raise ValueError("tenant_max_bytes must be positive")
+        self._ttl = ttl_seconds
+        self._clock = clock
         self._max_entries = max_entries
-        self._cache: TTLCache[str, bytes] = TTLCache(
-            maxsize=max_bytes, ttl=ttl_seconds, timer=clock, getsizeof=entry_size
-        )
+        self._max_bytes = max_bytes
+        self._tenant_max_bytes = min(max_bytes, tenant_max_bytes or max_bytes)
+        self._tenants: dict[str, TTLCache[str, bytes]] = {}
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return sum(len(cache) for cache in self._tenants.values())
 
     @property
     def size_bytes(self) -> int:
         """What the entries held now count against `max_bytes`."""
-        return int(self._cache.currsize)
+        return sum(int(cache.currsize) for cache in self._tenants.values())
+
+    def tenant_bytes(self, tenant: str) -> int:
+        cache = self._tenants.get(tenant)
+        return int(cache.currsize) if cache is not None else 0
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        cache = self._cache
-        return [cache.get(key) for key in keys]
+        tenants = self._tenants
+        if len(tenants) == 1:
+            (cache,) = tenants.values()
+            return [cache.get(key) for key in keys]
+        # keys are scoped by tenant already: the partition holding a key is the only one that can
+        values: list[bytes | None] = []
+        for key in keys:
+            found = None
+            for cache in tenants.values():
+                found = cache.get(key)
+                if found is not None:
+                    break
+            values.append(found)
+        return values
 
-    async def put(self, keys: Sequence[str], value: bytes) -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
         # a copy of exactly the value's size: a caller reusing its buffer cannot change the entry, and
         # orjson's output (every record) holds up to ten times its length in allocated memory, which
         # kept for the TTL would make the byte bound a fraction of what the entries really use
         value = bytes(memoryview(value))
-        cache = self._cache
-        if entry_size(value) > cache.maxsize:
+        if entry_size(value) > self._tenant_max_bytes:
             raise RecordTooLarge(f"a {len(value)}-byte record is larger than the store's max_bytes")
-        limit = self._max_entries
+        cache = self._tenants.get(tenant)
+        if cache is None:
+            cache = self._tenants[tenant] = TTLCache(
+                maxsize=self._tenant_max_bytes, ttl=self._ttl, timer=self._clock, getsizeof=entry_size
+            )
         for key in keys:
-            cache[key] = value  # evicts least recently used entries past max_bytes
-            while len(cache) > limit:
-                cache.popitem()
+            cache[key] = value  # evicts this tenant's least recently used past its share
+            self._bound()
+
+    def _bound(self) -> None:
+        tenants = self._tenants
+        entries = sum(len(c) for c in tenants.values())
+        size = sum(int(c.currsize) for c in tenants.values())
+        if entries <= self._max_entries and size <= self._max_bytes:
+            return
+        for cache in tenants.values():  # what is due anyway goes first
+            cache.expire()
+        while True:
+            entries = sum(len(c) for c in tenants.values())
+            size = sum(int(c.currsize) for c in tenants.values())
+            if entries > self._max_entries:
+                largest = max(tenants.values(), key=len)
+            elif size > self._max_bytes:
+                largest = max(tenants.values(), key=lambda c: c.currsize)
+            else:
+                break
+            largest.popitem()  # its least recently used
+        for tenant in [t for t, c in tenants.items() if not c]:
+            del tenants[tenant]
 
     async def ping(self) -> bool:
         return True
 
     async def close(self) -> None:
-        self._cache.clear()
+        self._tenants.clear()

@@ -336,7 +336,7 @@ class SqliteStore:
             ]
         return values
 
-    async def put(self, keys: Sequence[str], value: bytes) -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
         if not keys:
             return
         now = self._monotonic()

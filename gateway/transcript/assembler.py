@@ -100,9 +100,6 @@ class Assembler:
         else:  # pragma: no cover - Event is a closed union
             raise AssemblyError(f"unknown event {event!r}")
 
-    def open_blocks(self) -> list[int]:
-        return [i for i, b in self._blocks.items() if not b.closed]
-
     def finish(self) -> AssistantTurn:
         """The assembled turn. Blocks still open are closed as they are (a truncated stream
         has already produced a StreamError the caller acts on)."""

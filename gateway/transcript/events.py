@@ -65,6 +65,16 @@ class Finish:
     stop_reason: StopReason
 
 
+def is_first_content(event: Event) -> bool:
+    """Content the client sees: a text, reasoning or argument delta with text, or the start of a
+    tool call (its name). The time to first token is taken at the first one; the commit point
+    (routing/attempt.py) is this or the end of an empty answer."""
+    t = type(event)
+    if t is BlockDelta:
+        return bool(event.text)
+    return t is BlockStart and event.kind is BlockKind.TOOL_CALL
+
+
 class ErrorCategory(str, enum.Enum):
     INVALID_REQUEST = "invalid_request"
     CONTINUITY = "continuity"  # rejected signature / missing thought signature / reasoning_content

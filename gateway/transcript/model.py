@@ -134,6 +134,8 @@ class ToolResult:
     # files the tool returned (a PDF the Read tool opened); where they may go is each family's
     # MediaRule (gateway/transcript/target.py)
     documents: tuple[Document, ...] = ()
+    # inserted by repair for a call that had none (never a result a client sent, whatever its text)
+    synthetic: bool = False
 
 
 @dataclass(frozen=True, slots=True)

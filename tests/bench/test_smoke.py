@@ -7,16 +7,18 @@ the bench times is real work."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import orjson
 
-from bench import workloads
+from bench import rig, workloads
 from bench.figures import Settings
 from bench.run import FIGURES
-from gateway.simulators.base import Reply, ToolCallSpec
+from gateway.simulators.base import Reply, ToolCallSpec, free_port
 from tests.ops.conftest import running_stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +51,7 @@ def test_quick_run_produces_every_figure(tmp_path):
     results, table = run_bench(tmp_path, "--soak", "400")
     figures = results["figures"]
     assert list(figures) == list(FIGURES)
-    paths = {"direct": 0, "gateway": 0}
+    paths = {"direct": 0, "floor": 0, "gateway": 0}
     quick = Settings.quick()
     assert set(figures["sweep"]["sizes"]) == {str(n) for n in quick.sweep}
     for name, figure in figures.items():
@@ -59,20 +61,30 @@ def test_quick_run_produces_every_figure(tmp_path):
         assert figures[name]["errors"] == paths, name
         assert figures[name]["cpu"]["gateway"]["gateway"] > 0, name  # the gateway did the work
         assert figures[name]["gateway_cpu_us_per_unit"]["gateway"] > 0, name
+        # the relay's CPU over a quick round can be under one clock tick: measured, maybe 0
+        assert figures[name]["gateway_cpu_us_per_unit"]["floor"] >= 0, name
+        assert set(figures[name]["above_floor_cpu_us_per_unit"]) == {"gateway"}, name
+    assert set(figures["c1_latency"]["above_floor_ms"]["gateway"]) == {"p50", "p99"}
+    assert set(figures["c32_instant"]["of_floor"]) == set(figures["c64_slow"]["of_floor"]) == {"gateway"}
+    assert set(figures["streams"]["above_floor_first_chunk_ms"]) == {"gateway"}
     for entry in figures["sweep"]["sizes"].values():
         assert entry["errors"] == paths
         assert set(entry["cold"]["p50_ms"]) == set(entry["warm"]["p50_ms"]) == set(paths)
+        assert set(entry["warm"]["above_floor_p50_ms"]) == {"gateway"}
     memory = figures["memory"]["gateway"]
     assert memory["errors"] == 0 and memory["idle_mib"] > 0 and memory["soak_requests"] == 400
     assert figures["c1_latency"]["requests"] == {name: 2 * quick.c1_requests for name in paths}
     assert figures["streams"]["streams"] == quick.streams
     meta = results["meta"]
     assert meta["warm_up_errors"] == paths and meta["quick"] is True
-    (variant,) = meta["variants"]
+    floor, variant = meta["variants"]
+    assert floor["name"] == "floor" and floor["relay"] is True and floor["processes"] == 1
     assert variant["name"] == "gateway" and variant["processes"] == 1 and variant["store"] == "memory"
+    assert not variant["relay"]
     for label in ("c=1 latency", "c=32 instant upstream", "20 ms upstream", "first chunk", "worst stall"):
         assert label in table
     assert "transcript 100 msgs, warm" in table and "soak" in table
+    assert "above floor" in table and "c1_latency [floor]" in table
     assert "FAILED REQUESTS" not in table
 
 
@@ -85,6 +97,7 @@ def test_variants_are_measured_side_by_side(tmp_path):
         "--only",
         "c1_latency",
         "memory",
+        "--no-floor",
         "--variant",
         "one",
         "--variant",
@@ -98,6 +111,7 @@ def test_variants_are_measured_side_by_side(tmp_path):
     assert set(c1["added_ms"]) == {"one", "two"} and c1["errors"] == {"direct": 0, "one": 0, "two": 0}
     assert set(results["figures"]["memory"]) == {"one", "two"}
     assert "c1_latency [two]" in table
+    assert "above floor" not in table and c1["above_floor_ms"] == {}
 
 
 def test_workloads_have_the_shape_they_claim():
@@ -130,3 +144,46 @@ async def test_agent_transcripts_pass_through_the_gateway_to_the_strict_simulato
         assert state.rejections == [] and len(state.requests) == 2
         forwarded = state.requests[1].body["messages"]
         assert sum(m["role"] == "tool" for m in forwarded) == sum(m["role"] == "tool" for m in turn)
+
+
+def _start(name: str, args: list[str], tmp_path: Path, marker: str) -> rig.Child:
+    child = rig.Child(
+        name, rig.python(*args), {**os.environ, "RELAY_KEY": "k"}, None, tmp_path / f"{name}.log"
+    )
+    child.wait_ready(marker)
+    return child
+
+
+async def test_the_floor_relays_bytes_both_ways_untouched(tmp_path):
+    """bench/relay.py (the floor): the stub's answer arrives byte for byte, whole and streamed."""
+    stub_port, relay_port = free_port(), free_port()
+    stub = _start("stub", ["bench/stub.py", "--port", str(stub_port)], tmp_path, "stub listening")
+    try:
+        relay = _start(
+            "relay",
+            [
+                "bench/relay.py",
+                "--port",
+                str(relay_port),
+                "--upstream",
+                f"http://127.0.0.1:{stub_port}",
+                "--key-env",
+                "RELAY_KEY",
+            ],
+            tmp_path,
+            "gateway listening",
+        )
+        try:
+            async with aiohttp.ClientSession() as http:
+                for body in (workloads.small_body("stub"), workloads.small_body("stub-n5", stream=True)):
+                    answers = []
+                    for port in (stub_port, relay_port):
+                        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                        async with http.post(url, data=body, headers={"Authorization": "Bearer client"}) as r:
+                            answers.append((r.status, r.headers["Content-Type"], await r.read()))
+                    assert answers[0] == answers[1]
+                    assert answers[1][0] == 200 and answers[1][2]
+        finally:
+            assert relay.stop() == 0, relay.stderr_text()
+    finally:
+        stub.stop()

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import anthropic
 import openai
 import pytest
+import redis
 from aiohttp import web
 
 from gateway.app import create_app
@@ -15,6 +16,7 @@ from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV, demo_config
 from gateway.metrics import Metrics
 from gateway.simulators.base import SimulatorHub
+from tests.redis_server import start_redis
 
 
 class Stack:
@@ -52,3 +54,26 @@ async def stack() -> AsyncIterator[Stack]:
             yield Stack(hub, f"http://{config.server.host}:{config.server.port}", metrics)
         finally:
             await runner.cleanup()
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    """A real redis-server for the module's tests."""
+    server = start_redis()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store(request, tmp_path) -> dict:
+    """The [store] table of each backend (redis: emptied, so no test sees another's records)."""
+    if request.param == "sqlite":
+        return {"backend": "sqlite", "path": str(tmp_path / "continuity.db")}
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        with redis.Redis.from_url(url) as client:
+            client.flushdb()
+        return {"backend": "redis", "url": url}
+    return {"backend": "memory"}

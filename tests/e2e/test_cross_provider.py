@@ -6,11 +6,9 @@ scenario runs with each continuity store backend (redis: a real redis-server fro
 from __future__ import annotations
 
 import pytest
-import redis
 
 from gateway.simulators.base import Fault, SimulatorHub
 from tests.e2e.scenarios import KIND, NAMES, SIGNING, answer_calls, calls_reply, running, text_reply, turn
-from tests.redis_server import start_redis
 
 PAIRS = [pytest.param(a, b, id=f"{KIND[a]}-{KIND[b]}") for a in NAMES for b in NAMES if a != b]
 START = [
@@ -23,27 +21,6 @@ START = [
 async def hub():
     async with SimulatorHub() as hub:
         yield hub
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    server = start_redis()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def store(request, tmp_path) -> dict:
-    if request.param == "sqlite":
-        return {"backend": "sqlite", "path": str(tmp_path / "continuity.db")}
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_url")
-        with redis.Redis.from_url(url) as client:  # no scenario sees another's records
-            client.flushdb()
-        return {"backend": "redis", "url": url}
-    return {"backend": "memory"}
 
 
 def no_rejections(hub: SimulatorHub) -> None:

@@ -15,7 +15,7 @@ from gateway.continuity.codec import decode_turn
 from gateway.continuity.recorder import carries_continuity
 from gateway.continuity.restore import message_keys
 from gateway.demo import TOOLS
-from gateway.ingress.chat import CODEC
+from gateway.ingress.chat.codec import CODEC
 from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec
 from gateway.transcript.model import Block, ToolCall
 from tests.e2e.ndjson_client import Running, chat_history, first_seen, fold, ndjson_gateway, post_ndjson

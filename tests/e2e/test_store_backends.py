@@ -11,18 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.simulators.base import SimulatorHub
 from tests.e2e.scenarios import KIND, NAMES, answer_calls, calls_reply, running, text_reply, turn
 from tests.e2e.test_cross_provider import START, no_rejections
-from tests.redis_server import free_port, start_redis
+from tests.redis_server import free_port
 
 SIGNING_NAMES = [n for n in NAMES if KIND[n] in ("anthropic", "openai_responses", "gemini")]
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    server = start_redis()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import orjson
 
+from gateway.exchange import Exchange
+from gateway.ingress.chat import codec as chat
 from gateway.simulators.base import Reply, ToolCallSpec
+from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, MessageStart, is_first_content
 from tests.ops.conftest import USER, running_stack
 
 TOOLS = [
@@ -83,3 +86,21 @@ async def test_one_tenants_continuity_never_reaches_another_tenants_request():
         assert secret not in orjson.dumps(deepseek.requests[-1].body).decode()
         assert replayed_b.get("reasoning_content") == "", "B gets the empty stub DeepSeek requires"
         assert headers_a["X-Session-Id"] != headers_b["X-Session-Id"], "derived sessions are per tenant"
+
+
+def test_the_first_content_is_text_or_a_tool_calls_start_streamed_or_whole():
+    """One definition (events.is_first_content) for the commit point and the time to first token
+    of both paths: an answer that opens with a tool call has its first content at the call."""
+    call = BlockStart(0, BlockKind.TOOL_CALL, "call_1", "lookup")
+    assert is_first_content(call) and is_first_content(BlockDelta(0, "x"))
+    assert not any(
+        is_first_content(e) for e in (MessageStart(), BlockStart(0, BlockKind.TEXT), BlockDelta(0, ""))
+    )
+    exchange = Exchange(None, chat.DIALECT, chat.CODEC, None)  # type: ignore[arg-type]
+    exchange.saw(MessageStart())
+    assert exchange.ttft is None
+    exchange.saw(call)
+    first = exchange.ttft
+    assert first is not None
+    exchange.saw(BlockDelta(0, "{}"))
+    assert exchange.ttft == first

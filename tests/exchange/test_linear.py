@@ -12,7 +12,7 @@ import pytest
 from gateway.continuity.codec import encode_turn
 from gateway.continuity.keys import call_key
 from gateway.continuity.restore import message_keys, restore
-from gateway.ingress.chat_decode import decode_request
+from gateway.ingress.chat.decode import decode_request
 from gateway.ingress.errors import parse_json_body
 from gateway.providers import KINDS, get_adapter
 from gateway.repair import prepare

@@ -1,13 +1,14 @@
-"""An error raised outside a handler (404, 405, 401, 413...) and one a codec renders for the same
-path come in the same envelope: the path registry of gateway/http_errors.py and the ingress
-routes' codecs must not drift apart."""
+"""An error raised outside a handler (404, 405, 401, 413...) comes in the envelope of the dialect
+that owns its path, as one its handler raises would: both are the dialect record's `error`, so the
+registry's routes, prefixes and envelopes cannot drift apart."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from gateway.app import INGRESS_ROUTES
-from gateway.http_errors import dialect_for
+from gateway.http_errors import dialect_for, error_response
+from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.errors import ClientError
 
 ERRORS = [
@@ -16,13 +17,34 @@ ERRORS = [
     ClientError(404, "none", type="not_found_error", code="unknown_url"),
     ClientError(413, "big", code="body_too_large"),
 ]
+ROUTES = [(dialect, route.path) for dialect in DIALECTS for route in dialect.routes]
 
 
-@pytest.mark.parametrize("path", sorted(INGRESS_ROUTES))
-def test_every_ingress_route_has_its_codecs_envelope_outside_the_handler_too(path):
-    codec = INGRESS_ROUTES[path]
-    dialect = dialect_for(path)
-    assert dialect is not None, f"{path} is missing from http_errors.DIALECTS"
-    assert dialect.ingress == codec.ingress
+@pytest.mark.parametrize(("dialect", "path"), ROUTES, ids=[path for _, path in ROUTES])
+def test_every_ingress_route_has_its_dialects_envelope_outside_the_handler_too(dialect, path):
+    assert dialect_for(path) is dialect, f"{path} is outside its own dialect's prefixes"
     for error in ERRORS:
-        assert dialect.error_body(error) == codec.error_body(error)[1]
+        response = error_response(path, error)
+        assert response.status == error.status
+        assert response.body == dialect.error(error)[1]
+
+
+def test_a_path_no_dialect_owns_answers_in_the_openai_envelope():
+    response = error_response("/nowhere", ERRORS[2])
+    assert dialect_for("/nowhere") is None
+    assert orjson.loads(response.body) == ERRORS[2].body()
+
+
+def test_no_two_dialects_claim_one_path_or_label():
+    # one dialect served under two bases is two records (the Gemini API's /v1beta and /v1, each
+    # with its own counting route and models list): the same label, the same envelope and codecs
+    envelopes: dict[str, set[object]] = {}
+    for dialect in DIALECTS:
+        envelopes.setdefault(dialect.ingress, set()).add(dialect.error)
+        for prefix in dialect.prefixes:
+            below = prefix.rstrip("/") + "/x"
+            assert dialect_for(below) is dialect, f"{below} is claimed by an earlier record"
+    assert all(len(errors) == 1 for errors in envelopes.values()), envelopes
+    assert len({d.ingress for d in DIALECTS}) == len({(d.ingress, d.error) for d in DIALECTS})
+    paths = [route.path for _, route in ((d, r) for d in DIALECTS for r in d.routes)]
+    assert len(set(paths)) == len(paths)

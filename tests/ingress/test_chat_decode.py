@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
+from gateway.ingress.chat.decode import DecodeStats, decode_request, include_usage
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.transcript.model import Image, Reasoning, Role, Text, ToolCall, ToolChoiceMode, ToolResult
 from gateway.transcript.seal import Sealer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.ingress.chat_decode import DecodeStats, decode_request
+from gateway.ingress.chat.decode import DecodeStats, decode_request
 from gateway.providers import get_adapter
 from gateway.repair import prepare
 from gateway.transcript.model import ANY_ISSUER, Reasoning, ToolCall

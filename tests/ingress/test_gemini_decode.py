@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from gateway.ingress.errors import ClientError
-from gateway.ingress.gemini.codec import GeminiCodec, credential
+from gateway.ingress.gemini.codec import GeminiCodec
 from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.transcript.model import (
     ANY_ISSUER,
@@ -237,22 +237,6 @@ def test_errors_name_the_json_path(body, path):
     assert exc.value.param == path
 
 
-def test_credentials():
-    assert credential({"x-goog-api-key": " k1 "}) == "k1"
-    assert credential({}, {"key": "k2"}) == "k2"
-    assert credential({"Authorization": "Bearer k3"}) == "k3"
-    assert credential({}) == ""
-    assert credential({"x-goog-api-key": "k1"}, {"key": "k2"}) == "k1"
-    inbound = GeminiCodec(stream=True).decode(
-        {"contents": [user({"text": "x"})]},
-        {},
-        SEALER,
-        params={"model": "models/gemini-2.5-pro"},
-        query={"alt": "sse"},
-    )
-    assert inbound.request.model == "gemini-2.5-pro" and inbound.request.stream and inbound.context.sse
-
-
 def test_snake_case_field_names_like_googles_parser():
     request, out = decode(
         {
@@ -274,3 +258,14 @@ def test_snake_case_field_names_like_googles_parser():
     assert request.messages[2].blocks == (ToolResult("c1", '{"the_output":"x"}'),)
     assert [t.name for t in request.tools] == ["f"] and request.hosted_tools[0].type == "googleSearch"
     assert request.thinking_budget == 100 and out.include_thoughts
+
+
+def test_the_model_from_the_path_and_the_framing_from_the_query():
+    inbound = GeminiCodec(stream=True).decode(
+        {"contents": [user({"text": "x"})]},
+        {},
+        SEALER,
+        params={"model": "models/gemini-2.5-pro"},
+        query={"alt": "sse"},
+    )
+    assert inbound.request.model == "gemini-2.5-pro" and inbound.request.stream and inbound.context.sse

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.ingress.chat import CODEC as CHAT
+from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.messages.codec import CODEC as MESSAGES
@@ -128,7 +128,7 @@ def _decode(codec: Any, body: dict[str, Any], memo: DecodeMemo | None) -> Any:
         parsed = parse_json_body(raw, DEPTH)
     else:
         parsed = parse_json_body(raw, DEPTH, codec.transcript_field)
-        items = memo.items(f"{codec.ingress}\0", parsed["messages"], DEPTH)
+        items = memo.items(f"{id(codec)}\0", parsed["messages"], DEPTH)
     try:
         inbound = codec.decode(parsed, {}, SEALER, items)
     except ClientError as exc:
@@ -180,9 +180,10 @@ def test_messages_reuse_sends_the_same_bytes_to_every_provider(messages, cuts):
     _check_session(MESSAGES, _turns(messages, cuts), {"max_tokens": 256})
 
 
-def test_a_turn_decodes_only_its_new_messages():
-    memo = DecodeMemo(1 << 20)
+def _agent_turns(memo: DecodeMemo) -> list[tuple[int, int]]:
+    """(hits, misses) of each turn of a 5-turn agent loop decoded through `memo`."""
     history = [{"role": "user", "content": "Task."}]
+    seen = []
     for step in range(5):
         history = [
             *history,
@@ -201,11 +202,84 @@ def test_a_turn_decodes_only_its_new_messages():
         ]
         hits, misses = memo.hits, memo.misses
         assert not isinstance(_decode(CHAT, {"model": "m", "messages": history}, memo), tuple)
-        assert (memo.hits - hits, memo.misses - misses) == ((len(history) - 2, 2) if step else (0, 3))
+        seen.append((memo.hits - hits, memo.misses - misses))
+    return seen
+
+
+def test_a_message_is_decoded_when_new_and_once_more_when_it_comes_back_then_never():
+    # turn 1 sees turn 0's messages again (they are admitted now); from turn 2 on only the two
+    # messages of the turn before and the two new ones are decoded
+    assert _agent_turns(DecodeMemo(1 << 20)) == [(0, 3), (0, 5), (3, 4), (5, 4), (7, 4)]
+
+
+def test_admitting_at_once_decodes_only_the_new_messages():
+    assert _agent_turns(DecodeMemo(1 << 20, admit_after=1)) == [(0, 3), (3, 2), (5, 2), (7, 2), (9, 2)]
+
+
+def test_traffic_that_never_repeats_keeps_nothing_and_stays_in_budget():
+    memo = DecodeMemo(64 << 10)
+    for n in range(5000):
+        items = memo.items("s", [{"role": "user", "content": f"one-off {n}"}], DEPTH)
+        assert items.decode(0, lambda: "decoded") == "decoded"
+        assert memo.size <= memo.max_bytes
+    assert len(memo) == 0 and memo.hits == 0
+    message = {"role": "user", "content": "twice"}
+    memo.items("s", [message], DEPTH).decode(0, lambda: "first")
+    memo.items("s", [message], DEPTH).decode(0, lambda: "second")  # evidence of reuse: kept
+    assert memo.items("s", [message], DEPTH).found == ["second"]
+
+
+def test_the_accounting_matches_what_tracemalloc_measures():
+    """The entries' accounted size, without the allocator factor, is what their objects hold."""
+    import gc
+    import tracemalloc
+
+    from gateway.ingress import memo as memo_module
+
+    memo = DecodeMemo(64 << 20, admit_after=1)
+    bodies = [
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": f"question {n}: " + "words " * (n % 40)},
+                {
+                    "role": "assistant",
+                    "content": f"answer {n}",
+                    "tool_calls": [
+                        {
+                            "id": f"call_{n}",
+                            "type": "function",
+                            "function": {"name": "tool_0", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"call_{n}", "content": "x" * (n % 300)},
+            ],
+        }
+        for n in range(3000)
+    ]
+    raws = [orjson.dumps(b) for b in bodies]
+    for n in range(20):  # the interpreter's own first-use allocations are not the memo's
+        _decode(CHAT, {"model": "m", "messages": [{"role": "user", "content": f"warm {n}"}]}, DecodeMemo(0))
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for raw in raws:
+            parsed = parse_json_body(raw, DEPTH, "messages")
+            CHAT.decode(parsed, {}, SEALER, memo.items("chat\0", parsed["messages"], DEPTH))
+        del parsed
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    accounted = memo.size / memo_module._RSS_FACTOR
+    assert len(memo) == 9000
+    assert 0.8 * held <= accounted <= 1.25 * held, (accounted, held)
 
 
 def test_tenants_and_dialects_do_not_share_entries():
-    memo = DecodeMemo(1 << 20)
+    memo = DecodeMemo(1 << 20, admit_after=1)
     message = {"role": "user", "content": "same bytes"}
     memo.items("chat\0alice", [message], DEPTH).decode(0, lambda: "decoded for alice")
     assert memo.items("chat\0alice", [message], DEPTH).found == ["decoded for alice"]
@@ -214,7 +288,7 @@ def test_tenants_and_dialects_do_not_share_entries():
 
 
 def test_memory_is_bounded_and_least_recently_used_goes_first():
-    memo = DecodeMemo(4096)
+    memo = DecodeMemo(4096, admit_after=1)
     items = [{"role": "user", "content": f"{i:04d}" + "x" * 500} for i in range(10)]
     for i, item in enumerate(items):
         memo.items("s", [item], DEPTH).decode(0, lambda i=i: i)
@@ -236,7 +310,7 @@ def test_zero_bytes_keeps_nothing():
 
 
 def test_a_failed_decode_keeps_nothing():
-    memo = DecodeMemo(1 << 20)
+    memo = DecodeMemo(1 << 20, admit_after=1)
     message = {"role": "user", "content": "hi"}
 
     def fails() -> str:
@@ -276,7 +350,7 @@ def test_a_kept_item_costs_its_length_not_the_encoders_buffer():
     import gc
     import tracemalloc
 
-    memo = DecodeMemo(1 << 20)
+    memo = DecodeMemo(1 << 20, admit_after=1)
     message = {"role": "tool", "tool_call_id": "call_a", "content": "x" * 5000}
     tracemalloc.start()
     try:

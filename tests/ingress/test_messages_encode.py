@@ -348,7 +348,7 @@ def test_anthropic_server_tools_and_citations_reach_a_messages_client_as_anthrop
 
 
 def test_server_tools_reach_a_chat_client_as_text():
-    from gateway.ingress.chat_encode import ChatStreamEncoder
+    from gateway.ingress.chat.encode import ChatStreamEncoder
     from gateway.ingress.textual import ServerToolsAsText
 
     encoder = ServerToolsAsText(ChatStreamEncoder("c", "smart", False, SEALER, 0))

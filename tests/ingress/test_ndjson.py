@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.app import INGRESS_ROUTES
-from gateway.ingress.chat import CODEC
+from gateway.ingress.chat.codec import CODEC
+from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.ndjson import NdjsonEncoder, ToolArgumentsError, accepts_ndjson
 from gateway.transcript.events import (
     BlockDelta,
@@ -186,7 +186,7 @@ def test_the_chat_dialect_sends_back_the_sealed_token():
 
 def test_every_ingress_dialect_names_the_token_its_clients_send_back():
     sealer = Sealer(b"k" * 32)
-    for path, codec in INGRESS_ROUTES.items():
+    for route in (route for dialect in DIALECTS for route in dialect.routes):
         for kind in BlockKind:
-            token = codec.continuity_token(kind, META, sealer)
-            assert isinstance(token, str) and token, path
+            token = route.codec.continuity_token(kind, META, sealer)
+            assert isinstance(token, str) and token, route.path

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.ingress.errors import ClientError
-from gateway.ingress.responses import CODEC, COMPACT_CODEC
-from gateway.ingress.responses_decode import COMPACTION_PROMPT
+from gateway.ingress.responses.codec import CODEC, COMPACT_CODEC
+from gateway.ingress.responses.decode import COMPACTION_PROMPT
 from gateway.transcript.model import (
     Document,
     HostedTool,

@@ -12,10 +12,10 @@ import orjson
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
-from gateway.ingress.responses import CODEC
-from gateway.ingress.responses_output import Answering
-from gateway.ingress.responses_stream import ResponsesStreamEncoder
-from gateway.ingress.responses_tools import ToolNames
+from gateway.ingress.responses.codec import CODEC
+from gateway.ingress.responses.output import Answering
+from gateway.ingress.responses.stream import ResponsesStreamEncoder
+from gateway.ingress.responses.tools import ToolNames
 from gateway.transcript.assembler import fold
 from gateway.transcript.events import (
     BlockDelta,

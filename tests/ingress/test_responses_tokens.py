@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.ingress.responses import CODEC
-from gateway.ingress.responses_output import Answering, output_items
-from gateway.ingress.responses_tokens import apply_carrier, carrier_token, compaction_token
-from gateway.ingress.responses_tools import ToolNames
+from gateway.ingress.responses.codec import CODEC
+from gateway.ingress.responses.output import Answering, output_items
+from gateway.ingress.responses.tokens import apply_carrier, carrier_token, compaction_token
+from gateway.ingress.responses.tools import ToolNames
 from gateway.providers import get_adapter
 from gateway.repair import prepare
 from gateway.transcript.model import Continuity, Message, Reasoning, Role, Text, ToolCall

@@ -91,6 +91,11 @@ def test_compose_runs_replicas_of_the_shipped_config_on_one_redis():
     assert workers <= gateway["cpus"]
 
 
+def test_compose_restarts_every_service_that_exits():
+    for name, service in compose()["services"].items():
+        assert service.get("restart") in ("unless-stopped", "always"), name
+
+
 def test_compose_gives_the_gateway_every_variable_its_config_names():
     gateway, config = compose_gateway_config()
     env = gateway["environment"]
@@ -203,6 +208,7 @@ def test_k8s_deployment_mounts_the_config_probes_and_drains():
     assert port["containerPort"] == config.server.port
     assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
     assert gateway["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    assert gateway["livenessProbe"]["failureThreshold"] * gateway["livenessProbe"]["periodSeconds"] >= 30
     assert {"/readyz", "/healthz"} <= OPEN_PATHS  # the kubelet's probes carry no token
     pause = float(gateway["lifecycle"]["preStop"]["exec"]["command"][-1])
     assert pod["terminationGracePeriodSeconds"] > pause + config.server.shutdown_grace_seconds

@@ -5,11 +5,12 @@ parser and holds every contract metric with exactly its label keys and the expec
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import defaultdict
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.metrics import LATENCY_BUCKETS, TTFT_BUCKETS, Metrics, RequestRecord
+from gateway.metrics import LATENCY_BUCKETS, TTFT_BUCKETS, Metrics, RequestRecord, new_request_id
 from gateway.simulators.base import Fault, Reply, ToolCallSpec
 from tests.ops.conftest import USER
 
@@ -23,6 +24,7 @@ CONTRACT = {
     "gateway_repairs_total": ("counter", {"provider", "kind"}),
     "gateway_tokens_total": ("counter", {"provider", "model", "type"}),
     "gateway_store_operations_total": ("counter", {"backend", "op", "outcome"}),
+    "gateway_worker_restarts_total": ("counter", set()),
     "gateway_inflight_requests": ("gauge", set()),
     "gateway_target_available": ("gauge", {"model", "provider"}),
     "gateway_cost_usd_total": ("counter", {"provider", "model"}),
@@ -274,3 +276,11 @@ async def test_a_target_taken_out_of_service_shows_as_unavailable(stack):
     assert available[(("model", "smart"), ("provider", "claude"))] == 0
     assert available[(("model", "smart"), ("provider", "gemini"))] == 1
     assert available[(("model", "claude"), ("provider", "claude"))] == 0  # the same target in another group
+
+
+def test_request_ids_are_random_version_4_uuids():
+    ids = [new_request_id() for _ in range(200)]
+    assert len(set(ids)) == len(ids)
+    for value in ids:
+        parsed = uuid.UUID(hex=value)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122) and parsed.hex == value

@@ -256,3 +256,91 @@ def test_workers_refuse_a_port_another_process_listens_on(tmp_path, capsys):
         port = other.getsockname()[1]
         assert main(["serve", "--config", str(config), "--workers", "2", "--port", str(port)]) == 1
     assert "Address already in use" in capsys.readouterr().err
+
+
+def _alive(pid: int) -> bool:
+    """Not yet reaped by the supervisor (a zombie leader's threads may still hold its sockets)."""
+    return Path(f"/proc/{pid}").exists()
+
+
+async def _wait_until_dead(pid: int) -> None:
+    for _ in range(HANG_GUARD * 100):
+        if not _alive(pid):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"worker {pid} did not die")
+
+
+async def _wait_for_workers(supervisor: int, count: int, exclude: int = 0) -> list[int]:
+    for _ in range(HANG_GUARD * 100):
+        found = [pid for pid in children(supervisor) if pid != exclude]
+        if len(found) == count:
+            return found
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the supervisor did not get back to {count} workers")
+
+
+async def test_a_killed_worker_is_restarted_counted_and_the_gateway_keeps_serving(tmp_path):
+    async with SimulatorHub(api_key=KEY) as hub, workers(tmp_path, hub) as gateway:
+        a, b = await one_connection_per_worker(gateway, 2)
+        killed = a.worker
+        await a.close()
+        try:
+            os.kill(killed, signal.SIGKILL)
+            # until it is gone, a connection the kernel put in its backlog is reset (SO_REUSEPORT)
+            await _wait_until_dead(killed)
+            for _ in range(20):  # served by the survivor meanwhile, on fresh connections
+                async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+                    async with http.post(
+                        gateway.url + "/v1/chat/completions",
+                        data=orjson.dumps({"model": "claude", "messages": USER}),
+                        headers={"Content-Type": "application/json"},
+                    ) as resp:
+                        assert resp.status == 200
+            assert gateway.process.returncode is None
+            await _wait_for_workers(gateway.process.pid, 2, exclude=killed)
+            c, d = await one_connection_per_worker(gateway, 2)  # the restarted worker serves too
+            try:
+                status, body = await c.request("GET", "/metrics")
+                assert status == 200
+                restarts = values(
+                    scrape(body.decode())["gateway_worker_restarts_total"][1], "gateway_worker_restarts_total"
+                )
+                assert dict(restarts) == {(): 1}
+            finally:
+                await c.close()
+                await d.close()
+        finally:
+            await b.close()
+        gateway.process.send_signal(signal.SIGTERM)
+        assert await gateway.finish() == 0
+    stderr = gateway.stderr.decode()
+    assert f"worker 0 (pid {killed})" in stderr or f"worker 1 (pid {killed})" in stderr
+    assert "restarting it in 0.5s" in stderr
+
+
+async def test_a_continuation_sent_at_once_finds_its_answer_on_any_worker(tmp_path):
+    async with SimulatorHub(api_key=KEY) as hub, workers(tmp_path, hub) as gateway:
+        previous = None
+        for n in range(40):  # each turn on a new connection: the kernel picks its worker
+            body = {"model": "claude", "input": f"turn {n}", "stream": n % 2 == 1}
+            if previous:
+                body["previous_response_id"] = previous
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+                async with http.post(
+                    gateway.url + "/v1/responses",
+                    data=orjson.dumps(body),
+                    headers={"Content-Type": "application/json"},
+                ) as resp:
+                    raw = await resp.read()
+                    assert resp.status == 200, raw
+            if n % 2:
+                done = [line for line in raw.decode().splitlines() if '"response.completed"' in line]
+                previous = orjson.loads(done[0].removeprefix("data: "))["response"]["id"]
+            else:
+                previous = orjson.loads(raw)["id"]
+        assert all(
+            f"turn {n}" in orjson.dumps(hub.states["anthropic"].requests[-1].body).decode() for n in range(40)
+        )
+        gateway.process.send_signal(signal.SIGTERM)
+        assert await gateway.finish() == 0

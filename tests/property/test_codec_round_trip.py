@@ -17,14 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.ingress import chat, responses
 from gateway.ingress.base import Inbound, Reply
-from gateway.ingress.chat_encode import completion_json
+from gateway.ingress.chat import codec as chat
+from gateway.ingress.chat.encode import completion_json
 from gateway.ingress.echo_formats import anthropic_thinking, anthropic_token
 from gateway.ingress.messages import codec as messages
-from gateway.ingress.responses_output import Answering, output_items
-from gateway.ingress.responses_tokens import echoed_native
-from gateway.ingress.responses_tools import ToolNames
+from gateway.ingress.responses import codec as responses
+from gateway.ingress.responses.output import Answering, output_items
+from gateway.ingress.responses.tokens import echoed_native
+from gateway.ingress.responses.tools import ToolNames
 from gateway.transcript.model import (
     NATIVE_ID,
     AssistantTurn,

@@ -18,9 +18,9 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from gateway.providers import get_adapter
-from gateway.providers.gemini_request import SIGNATURE
-from gateway.repair.tool_pairing import SYNTHETIC_RESULT_TEXT
+from gateway.providers import KINDS, get_adapter  # KINDS: every registered family
+from gateway.providers.gemini.request import SIGNATURE
+from gateway.repair.tool_pairing import synthetic_result
 from gateway.simulators.anthropic_rules import redacted_data, thinking_signature
 from gateway.simulators.base import SimulatorState
 from gateway.simulators.gemini_render import call_covers, text_covers
@@ -45,7 +45,6 @@ from gateway.transcript.model import (
 )
 from gateway.transcript.target import Target
 
-KINDS = ("anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek")
 MODELS = {
     "anthropic": "claude-sonnet-4-5",
     "openai_responses": "gpt-5",
@@ -228,7 +227,8 @@ class Builder:
         if issuer == "other_scope":
             return Continuity(OTHER_PROVIDER, OTHER_PROVIDER, t.kind, t.model, data(t.model))
         if issuer == "foreign_kind":
-            kind = KINDS[(KINDS.index(t.kind) + 1 + self.serial % 6) % 7]
+            others = len(KINDS) - 1  # a kind other than the target's, in turn
+            kind = KINDS[(KINDS.index(t.kind) + 1 + self.serial % others) % len(KINDS)]
             garbage = {
                 "signature": "forged",
                 SIGNATURE: "Zm9yZ2Vk",
@@ -355,7 +355,7 @@ class Builder:
         for n, pick in enumerate(picks):
             call_id = self.call_ids[pick % len(self.call_ids)]
             if layout == "synthetic":
-                results.append(ToolResult(call_id, SYNTHETIC_RESULT_TEXT, is_error=True))
+                results.append(synthetic_result(call_id))
             else:
                 results.append(ToolResult(call_id, content, is_error=error and n == 0, images=images))
         if layout == "split":

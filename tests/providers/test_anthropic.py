@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.providers import anthropic
-from gateway.providers.anthropic import ADAPTER
+from gateway.providers.anthropic import adapter as anthropic
+from gateway.providers.anthropic.adapter import ADAPTER
 from gateway.providers.base import EncodeError
 from gateway.transcript.assembler import fold
 from gateway.transcript.events import (

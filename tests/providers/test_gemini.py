@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.providers import gemini
 from gateway.providers.base import EncodeError
-from gateway.providers.gemini_request import gemini_schema
+from gateway.providers.gemini import adapter as gemini
+from gateway.providers.gemini.request import gemini_schema
 from gateway.transcript.assembler import fold
 from gateway.transcript.events import ErrorCategory, Event, Finish, MessageStart, StreamError, UsageUpdate
 from gateway.transcript.model import (

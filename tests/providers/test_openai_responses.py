@@ -8,9 +8,9 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from gateway.providers import openai_responses
 from gateway.providers.base import EncodeError
-from gateway.providers.openai_responses import ADAPTER
+from gateway.providers.openai_responses import adapter as openai_responses
+from gateway.providers.openai_responses.adapter import ADAPTER
 from gateway.transcript.assembler import fold
 from gateway.transcript.events import BlockStart, BlockStop, ErrorCategory, Finish, MessageStart, UsageUpdate
 from gateway.transcript.model import (

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from gateway.providers import get_adapter
-from gateway.providers.anthropic_schema import anthropic_output_schema
+from gateway.providers.anthropic.schema import anthropic_output_schema
 from gateway.providers.base import EncodeError
 from gateway.providers.structured import output_tool_name
 from gateway.transcript.assembler import fold

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gateway.providers.deepseek import CAPABILITIES as DEEPSEEK
-from gateway.providers.gemini import CAPABILITIES as GEMINI
+from gateway.providers.gemini.adapter import CAPABILITIES as GEMINI
 from gateway.providers.kimi import CAPABILITIES as KIMI
 from gateway.providers.openai_chat import CAPABILITIES as OPENAI_CHAT
 from gateway.repair.continuity_fill import current_turn_start, fill_reasoning_content, fill_thought_signatures

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
-from gateway.providers.gemini import CAPABILITIES as GEMINI
+from gateway.providers.anthropic.adapter import CAPABILITIES as ANTHROPIC
+from gateway.providers.gemini.adapter import CAPABILITIES as GEMINI
 from gateway.repair.empty_text import drop_empty_text
 from gateway.transcript.model import Continuity, Text
 from tests.repair.helpers import assistant, call, user

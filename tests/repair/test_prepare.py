@@ -99,7 +99,8 @@ def test_seed_002_sequence_is_valid_for_every_provider(kind, issuer, point):
     assert rejection is None, rejection.message
     counts = Counter(r.kind for r in prepared.repairs)
     assert counts["synthetic_tool_result"] == 4
-    canonical = {pid: cid for pid, cid in prepared.provider_ids.items()}
+    # calls keep their order through repair: projected id -> the client's id
+    canonical = dict(zip(_call_ids(prepared.request), _call_ids(request), strict=True))
     results = next(m.blocks for m in prepared.request.messages if m.role is Role.TOOL and len(m.blocks) == 5)
     assert [canonical[r.call_id] for r in results] == [f"hist_tool_{n}" for n in range(2, 7)]
     assert [r.content for r in results if type(r) is ToolResult and not r.is_error] == ["rain"]
@@ -162,17 +163,20 @@ def test_a_valid_request_comes_back_as_the_same_object_with_no_repairs():
     # the same transcript, carrying the decision made for the target
     assert prepared.request.messages is request.messages and prepared.repairs == ()
     assert replace(prepared.request, decision=None) == request and prepared.decision.reasoning.default
-    assert prepared.provider_ids == {"call_1": "call_1"}
 
 
-def test_provider_ids_map_projected_ids_back_to_canonical_ones():
+def _call_ids(request: Request) -> list[str]:
+    return [call.id for message in request.messages for call in message.tool_calls()]
+
+
+def test_projected_ids_are_in_the_targets_format_and_results_follow_their_calls():
     target = target_for("mistral")
     request = Request(
         "group", (user("q"), assistant(call("call_canonical_1")), tool(result("call_canonical_1")))
     )
     prepared = prepare(request, target, get_adapter("mistral").capabilities)
     (projected,) = prepared.request.messages[1].tool_calls()
-    assert len(projected.id) == 9 and prepared.provider_ids == {projected.id: "call_canonical_1"}
+    assert len(projected.id) == 9 and projected.id != "call_canonical_1"
     assert prepared.request.messages[2].blocks[0].call_id == projected.id
 
 

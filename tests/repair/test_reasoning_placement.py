@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
+from gateway.providers.anthropic.adapter import CAPABILITIES as ANTHROPIC
 from gateway.providers.openai_chat import CAPABILITIES as OPENAI_CHAT
-from gateway.providers.openai_responses import CAPABILITIES as RESPONSES
+from gateway.providers.openai_responses.adapter import CAPABILITIES as RESPONSES
 from gateway.repair.reasoning_placement import place_reasoning
 from gateway.transcript.model import Reasoning, Text
 from gateway.transcript.target import Target

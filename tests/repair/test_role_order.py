@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
-from gateway.providers.gemini import CAPABILITIES as GEMINI
+from gateway.providers.anthropic.adapter import CAPABILITIES as ANTHROPIC
+from gateway.providers.gemini.adapter import CAPABILITIES as GEMINI
 from gateway.providers.mistral import CAPABILITIES as MISTRAL
 from gateway.providers.openai_chat import CAPABILITIES as OPENAI_CHAT
 from gateway.repair.role_order import (
@@ -21,7 +21,7 @@ def test_anthropic_merges_assistant_runs_and_opens_with_a_user_message():
     messages = (assistant("hello"), assistant(THINKING, call("a")), tool(result("a")))
     out, repairs = fix_role_order(messages, ANTHROPIC)
     assert out == (user(OPENING_USER_TEXT), assistant("hello", THINKING, call("a")), tool(result("a")))
-    assert kinds(repairs) == ["synthetic_tool_result"]
+    assert kinds(repairs) == ["synthetic_message"]
 
 
 def test_gemini_merges_only_a_call_turn_into_the_model_turn_before_it():
@@ -36,7 +36,7 @@ def test_gemini_merges_only_a_call_turn_into_the_model_turn_before_it():
 def test_gemini_call_turn_at_the_start_gets_a_user_turn_before_it_but_a_text_turn_does_not():
     out, repairs = fix_role_order((assistant(call("a")), tool(result("a"))), GEMINI)
     assert out[0] == user(OPENING_USER_TEXT)
-    assert kinds(repairs) == ["synthetic_tool_result"]
+    assert kinds(repairs) == ["synthetic_message"]
     greeting = (assistant("How can I help?"), user("hi"))
     assert fix_role_order(greeting, GEMINI)[0] is greeting
 
@@ -66,7 +66,7 @@ def test_mistral_gets_an_assistant_message_between_tool_results_and_user_and_a_c
         assistant("done"),
         user(CLOSING_USER_TEXT),
     )
-    assert kinds(repairs) == ["synthetic_tool_result", "synthetic_tool_result"]
+    assert kinds(repairs) == ["synthetic_message", "synthetic_message"]
     assert fix_role_order(out, MISTRAL) == (out, [])
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.providers.anthropic import CAPABILITIES as ANTHROPIC
-from gateway.providers.openai_responses import CAPABILITIES as RESPONSES
+from gateway.providers.anthropic.adapter import CAPABILITIES as ANTHROPIC
+from gateway.providers.openai_responses.adapter import CAPABILITIES as RESPONSES
 from gateway.repair.thinking import loop_opener, switch_thinking
 from gateway.transcript.model import Reasoning, Request, Text, ToolChoice, ToolChoiceMode, ToolSpec
 from gateway.transcript.reasoning import decide

@@ -5,7 +5,6 @@ from hypothesis import HealthCheck, given, settings
 from gateway.repair.tool_pairing import (
     SYNTHETIC_RESULT_TEXT,
     already_paired,
-    is_synthetic,
     pair_in_general,
     pair_tool_results,
     synthetic_result,
@@ -67,7 +66,7 @@ def test_missing_results_are_synthesized_as_cancelled_errors_in_call_order():
     )
     assert kinds(repairs) == ["synthetic_tool_result", "synthetic_tool_result"]
     synthetic = out[2].blocks[0]
-    assert synthetic.is_error and "cancelled" in synthetic.content and is_synthetic(synthetic)
+    assert synthetic.is_error and "cancelled" in synthetic.content and synthetic.synthetic
 
 
 def test_a_call_at_the_end_of_the_transcript_is_closed():
@@ -192,7 +191,14 @@ def test_pairing_is_idempotent_and_does_not_mutate():
     assert again is out and repairs == []
 
 
-def test_a_synthetic_result_is_recognised_only_by_its_exact_shape():
-    assert is_synthetic(ToolResult("a", SYNTHETIC_RESULT_TEXT, is_error=True))
-    assert not is_synthetic(ToolResult("a", SYNTHETIC_RESULT_TEXT, is_error=False))
-    assert not is_synthetic(ToolResult("a", "failed", is_error=True))
+def test_a_synthetic_result_is_known_by_its_tag_never_by_its_text():
+    assert synthetic_result("a").synthetic
+    # a client's own result with the very same words is the client's: it wins over a synthetic
+    # one and a later duplicate of it is dropped
+    theirs = ToolResult("a", SYNTHETIC_RESULT_TEXT, is_error=True)
+    later = ToolResult("a", "the real answer")
+    out, repairs = pair_tool_results((user("go"), assistant(call("a")), tool(theirs), tool(later)))
+    assert out == (user("go"), assistant(call("a")), tool(theirs))
+    assert kinds(repairs) == ["duplicate_tool_result_dropped"]
+    out, _ = pair_tool_results((user("go"), assistant(call("a")), tool(synthetic_result("a")), tool(later)))
+    assert out[2:] == (tool(later),)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from gateway.providers.openai_responses_decode import ResponsesStreamDecoder
+from gateway.providers.openai_responses.decode import ResponsesStreamDecoder
 from gateway.simulators.base import Reply, SimulatorHub, SimulatorState, ToolCallSpec
 from gateway.simulators.openai_responses import validate
 from gateway.transcript.assembler import fold

@@ -78,7 +78,12 @@ def make_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path, cloc
             # turn a busy CI machine's scheduling delays into failures of 200 concurrent operations
             url = request.getfixturevalue("redis_server").url
             return Backend(
-                name, lambda ttl: RedisStore(url, ttl, connect_timeout=5.0, op_timeout=5.0), asyncio.sleep
+                name,
+                # with a tenant bound: the server-side script every configured gateway uses
+                lambda ttl: RedisStore(
+                    url, ttl, connect_timeout=5.0, op_timeout=5.0, tenant_max_bytes=1 << 30
+                ),
+                asyncio.sleep,
             )
     raise ValueError(name)
 

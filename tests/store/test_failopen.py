@@ -41,7 +41,7 @@ class ScriptedStore:
         values = [self.data.get(key) for key in keys]
         return values[:-1] if self.short_reply else values
 
-    async def put(self, keys: Sequence[str], value: bytes) -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
         await self._misbehave("put")
         self.data.update(dict.fromkeys(keys, value))
 
@@ -106,6 +106,7 @@ async def test_errors_become_misses_and_no_ops(
         ("scripted", "get", "error"),
         ("scripted", "get", "error"),
         ("scripted", "put", "error"),
+        ("scripted", "retry", "queued"),  # the failed write waits for the backend's return
         ("scripted", "ping", "error"),
     ]
 
@@ -117,7 +118,11 @@ async def test_backend_timeouts_are_reported_as_timeouts(
     inner.error = TimeoutError("read timed out")
     assert await store.get_many(["a"]) == [None]
     await store.put(["a"], b"v")
-    assert seen == [("scripted", "get", "timeout"), ("scripted", "put", "timeout")]
+    assert seen == [
+        ("scripted", "get", "timeout"),
+        ("scripted", "put", "timeout"),
+        ("scripted", "retry", "queued"),
+    ]
 
 
 async def test_a_hanging_backend_is_cut_off_by_the_op_timeout(
@@ -132,9 +137,11 @@ async def test_a_hanging_backend_is_cut_off_by_the_op_timeout(
     assert seen == [
         ("scripted", "get", "timeout"),
         ("scripted", "put", "timeout"),
+        ("scripted", "retry", "queued"),
         ("scripted", "ping", "timeout"),
+        ("scripted", "retry", "dropped"),  # still queued at shutdown (its last try timed out)
     ]
-    assert inner.calls == ["get", "put", "ping", "close"]
+    assert inner.calls == ["get", "put", "ping", "put"]
 
 
 async def test_an_unreachable_ping_is_an_error(
@@ -166,7 +173,10 @@ async def test_back_off_skips_the_backend_until_it_elapses(
     assert await store.get_many(["a", "b"]) == [None, None]
     await store.put(["a"], b"v")
     assert inner.calls == ["get"]  # both skipped
-    assert seen == [("scripted", "get", "error")] * 3 + [("scripted", "put", "error")]
+    assert seen == [("scripted", "get", "error")] * 3 + [
+        ("scripted", "put", "error"),
+        ("scripted", "retry", "queued"),
+    ]
 
     clock.advance(0.2)
     seen.clear()
@@ -233,3 +243,84 @@ async def test_close_failures_are_swallowed(inner: ScriptedStore, seen: list[Op]
     inner.error = OSError("disk gone")
     await store.close()
     assert inner.calls == ["close"] and seen == []
+
+
+async def test_a_failed_write_is_readable_meanwhile_and_written_once_the_backend_is_back(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = ConnectionError("down")
+    await store.put(["a", "b"], b"v")
+    assert store.queued == 2
+    assert await store.get_many(["a", "x"]) == [b"v", None]  # a from the queue, x asked for
+    assert await store.flush() is False  # still down: kept
+    inner.error = None
+    assert await store.flush() is True
+    assert inner.data == {"a": b"v", "b": b"v"} and store.queued == 0
+    assert ("scripted", "retry", "ok") in seen
+    assert seen.count(("scripted", "retry", "ok")) == 2  # one per key written
+
+
+async def test_the_background_retry_writes_the_queue_without_being_asked(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = ConnectionError("down")
+    await store.put(["a"], b"v")
+    inner.error = None
+    for _ in range(400):  # the first retry comes after 0.25 s
+        if not store.queued:
+            break
+        await asyncio.sleep(0.01)
+    assert inner.data == {"a": b"v"}
+    await store.close()
+
+
+async def test_beyond_its_bound_the_queue_drops_the_oldest_and_counts_them(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock, retry_queue_entries=3, retry_queue_bytes=1 << 20)
+    inner.error = ConnectionError("down")
+    for n in range(5):
+        await store.put([f"k{n}"], b"v")
+    assert store.queued == 3
+    assert seen.count(("scripted", "retry", "dropped")) == 2
+    assert await store.get_many(["k0", "k4"]) == [None, b"v"]
+    inner.error = None
+    assert await store.flush() is True
+    assert sorted(inner.data) == ["k2", "k3", "k4"]
+    small = wrap(ScriptedStore(), seen, clock, retry_queue_bytes=10)
+    small.inner.error = ConnectionError("down")  # type: ignore[attr-defined]
+    await small.put(["big"], b"x" * 11)  # larger than the byte bound: dropped at once
+    assert small.queued == 0
+
+
+async def test_a_newer_write_replaces_a_queued_one(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock)
+    inner.error = ConnectionError("down")
+    await store.put(["a"], b"old")
+    inner.error = None
+    await store.put(["a"], b"new")
+    assert store.queued == 0
+    assert await store.flush() is True
+    assert inner.data == {"a": b"new"}
+
+
+async def test_a_lookup_that_must_not_fail_open_raises(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    from gateway.store.base import StoreUnavailable
+
+    store = wrap(inner, seen, clock, backoff_seconds=2.0)
+    inner.error = ConnectionError("down")
+    with pytest.raises(StoreUnavailable):
+        await store.get_many(["a"], fail_open=False)
+    with pytest.raises(StoreUnavailable):  # backing off: not even tried
+        await store.get_many(["a"], fail_open=False)
+    assert inner.calls == ["get"]
+    assert await store.get_many(["a"]) == [None]  # the default still fails open
+    inner.error = None
+    clock.advance(2.1)
+    assert await store.get_many(["a"], fail_open=False) == [None]  # a real miss is a miss

@@ -83,7 +83,9 @@ async def test_redis_down_fails_open(clock: FakeClock) -> None:
         ("redis", "get", "error"),
         ("redis", "get", "error"),
         ("redis", "put", "error"),
+        ("redis", "retry", "queued"),
         ("redis", "ping", "error"),
+        ("redis", "retry", "dropped"),  # Redis never came back before shutdown
     ]
 
 
@@ -101,18 +103,27 @@ async def test_a_silent_redis_costs_one_timeout_per_back_off_period(
 
     # Within the back-off nothing goes to the network: no connection, no timeout to wait for.
     seen.clear()
-    for _ in range(10):
+    for n in range(10):
         assert await store.get_many(["k", "j"]) == [None, None]
-        await store.put(["k"], b"v")
+        await store.put([f"w{n}"], b"v")
     assert len(connections) == 1
-    assert seen == [("redis", "get", "error"), ("redis", "get", "error"), ("redis", "put", "error")] * 10
+    assert (
+        seen
+        == [
+            ("redis", "get", "error"),
+            ("redis", "get", "error"),
+            ("redis", "put", "error"),
+            ("redis", "retry", "queued"),
+        ]
+        * 10
+    )
 
     # After the back-off the next operation tries again.
     clock.advance(BACKOFF + 0.1)
     seen.clear()
     await store.put(["k"], b"v")
     assert len(connections) == 2
-    assert seen == [("redis", "put", "timeout")]
+    assert seen == [("redis", "put", "timeout"), ("redis", "retry", "queued")]
     await store.close()
 
 
@@ -134,17 +145,25 @@ async def test_recovers_when_redis_comes_back(clock: FakeClock) -> None:
         assert await store.get_many(["k"]) == [None]
         await store.put(["k"], b"during")
         assert await store.ping() is False
-        assert seen == [("redis", "get", "error"), ("redis", "put", "error"), ("redis", "ping", "error")]
+        assert seen == [
+            ("redis", "get", "error"),
+            ("redis", "put", "error"),
+            ("redis", "retry", "queued"),
+            ("redis", "ping", "error"),
+        ]
+        assert await store.get_many(["k"]) == [b"during"]  # the failed write is still readable here
 
         server = start_redis(server.port)  # back, empty (no persistence)
         clock.advance(BACKOFF + 0.1)
         seen.clear()
-        assert await store.get_many(["k"]) == [None]
+        assert await store.flush() is True  # what the background retry does once Redis answers
+        assert store.queued == 0
+        assert await store.inner.get_many(["k"]) == [b"during"]  # nothing the outage took is lost
         await store.put(["k"], b"after")
         assert await store.get_many(["k"]) == [b"after"]
         assert await store.ping() is True
         assert seen == [
-            ("redis", "get", "miss"),
+            ("redis", "retry", "ok"),
             ("redis", "put", "ok"),
             ("redis", "get", "hit"),
             ("redis", "ping", "ok"),

@@ -134,9 +134,15 @@ async def test_an_unusable_path_fails_open(tmp_path: Path, clock: FakeClock) -> 
     )
     assert await store.ping() is False
     await store.put(["k"], b"v")
-    assert await store.get_many(["k"]) == [None]
+    assert await store.get_many(["j"]) == [None]
     await store.close()
-    assert seen == [("sqlite", "ping", "error"), ("sqlite", "put", "error"), ("sqlite", "get", "error")]
+    assert seen == [
+        ("sqlite", "ping", "error"),
+        ("sqlite", "put", "error"),
+        ("sqlite", "retry", "queued"),
+        ("sqlite", "get", "error"),
+        ("sqlite", "retry", "dropped"),  # the path never became usable
+    ]
 
 
 async def test_a_lookup_right_after_a_put_sees_it_though_reads_and_writes_run_apart(tmp_path: Path) -> None:

@@ -103,7 +103,15 @@ async def test_busy_writes_fail_open_counted_and_back_off_while_reads_go_on(tmp_
         await store.close()
     puts = [outcome for _, op, outcome in seen if op == "put"]
     assert puts == ["ok", "busy", "busy", *["busy"] * 20, "ok"]
-    assert tried == [["k1"], ["k2"], ["k4"]]
+    assert tried[:2] == [["k1"], ["k2"]] and ["k4"] in tried  # k3 was not even tried then
+    # the busy writes waited in the retry queue and were written once the lock was free
+    assert ("sqlite", "retry", "dropped") not in seen
+    reopened = SqliteStore(path, ttl_seconds=100, monotonic=monotonic)
+    try:
+        keys = ["k1", "k2", "k3", "k4", *(f"q{n}" for n in range(20))]
+        assert None not in await reopened.get_many(keys)
+    finally:
+        await reopened.close()
 
 
 async def test_deleted_database_files_are_detected_reported_and_reopened(tmp_path: Path) -> None:
@@ -237,9 +245,15 @@ async def test_a_store_opened_on_an_unwritable_shm_file_refuses_it_and_fails_ope
         assert await store.ping() is False
         await store.put(["k2"], b"v2")
         assert await store.get_many(["k"]) == [None]
-        assert seen == [("sqlite", "ping", "error"), ("sqlite", "put", "error"), ("sqlite", "get", "error")]
+        assert seen == [
+            ("sqlite", "ping", "error"),
+            ("sqlite", "put", "error"),
+            ("sqlite", "retry", "queued"),
+            ("sqlite", "get", "error"),
+        ]
     finally:
         await store.close()
+    assert seen[-1] == ("sqlite", "retry", "dropped")  # still unwritable at shutdown
     _chattr("-i", shm)
     reopened = SqliteStore(path, ttl_seconds=100, clock=clock)
     try:

@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply
-from gateway.ingress.errors import ClientError
+from gateway.ingress.base import CountRoute, Dialect, Inbound, ModelsList, Reply, Route
 from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.ingress.gemini.encode import AnswerParts, GeminiStreamEncoder, answer_json, continuity_token
 from gateway.ingress.gemini.errors import google_error
+from gateway.ingress.gemini.models import model_list
 from gateway.ingress.memo import Items
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
@@ -24,16 +24,6 @@ from gateway.transcript.seal import Sealer
 
 INGRESS = "gemini"
 NO_PARAMS: Mapping[str, str] = MappingProxyType({})
-
-
-def credential(headers: Mapping[str, str], query: Mapping[str, str] = NO_PARAMS) -> str:
-    """The gateway token as a Google client sends it: `x-goog-api-key` (the SDKs, Gemini CLI),
-    `?key=` (REST samples), or a bearer token."""
-    key = headers.get("x-goog-api-key", "").strip() or query.get("key", "").strip()
-    if key:
-        return key
-    scheme, _, value = headers.get("Authorization", "").partition(" ")
-    return value.strip() if scheme.lower() == "bearer" else ""
 
 
 def model_of(params: Mapping[str, str]) -> str:
@@ -80,15 +70,57 @@ class GeminiCodec:
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
         return orjson.dumps(answer_json(self._parts(inbound, reply, sealer), turn))
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        return google_error(error)
-
-    def credential(self, headers: Mapping[str, str]) -> str:
-        return credential(headers)
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         return continuity_token(meta, sealer)
 
 
 GENERATE = GeminiCodec(stream=False)
 STREAM = GeminiCodec(stream=True)
+COUNT_INGRESS = "gemini_count_tokens"
+BASES = ("/v1beta", "/v1")
+
+
+def decode_count(
+    body: Any,
+    headers: Mapping[str, str],
+    sealer: Sealer,
+    *,
+    params: Mapping[str, str] = NO_PARAMS,
+    query: Mapping[str, str] = NO_PARAMS,
+) -> Inbound:
+    """`:countTokens` takes `contents` (with `systemInstruction`, `tools`) or a whole
+    `generateContentRequest`; the count is of what generating would send."""
+    if isinstance(body, dict) and isinstance(body.get("generateContentRequest"), dict):
+        body = body["generateContentRequest"]
+    return GENERATE.decode(body, headers, sealer, params=params, query=query)
+
+
+def total_tokens(count: int) -> dict[str, int]:
+    return {"totalTokens": count}
+
+
+def google_client(headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """`GET /v1/models` is OpenAI's list too: a Google client says who it is by its key or header."""
+    return "x-goog-api-key" in headers or "x-goog-api-client" in headers or "key" in query
+
+
+def _record(base: str, prefix: str, models: ModelsList) -> Dialect:
+    pattern = base + "/models/{model}:"
+    return Dialect(
+        ingress=INGRESS,
+        routes=(
+            Route(pattern + "generateContent", GENERATE),
+            Route(pattern + "streamGenerateContent", STREAM),
+        ),
+        prefixes=(prefix,),
+        error=google_error,
+        models=models,
+        count=CountRoute(pattern + "countTokens", decode_count, total_tokens, ingress=COUNT_INGRESS),
+    )
+
+
+# Google serves the same API under /v1beta (the SDKs' default, Gemini CLI) and /v1 (the SDKs'
+# api_version="v1"). /v1beta is all Google's; under /v1 only what is below /v1/models is, and
+# `GET /v1/models` lists in Google's shape for a Google client, OpenAI's (the default) otherwise.
+V1BETA = _record("/v1beta", "/v1beta", ModelsList("/v1beta/models", model_list))
+V1 = _record("/v1", "/v1/models/", ModelsList("/v1/models", model_list, selects=google_client))

@@ -50,7 +50,3 @@ def error_json(
 def google_error(exc: ClientError) -> tuple[int, bytes]:
     retry = exc.headers.get("Retry-After") if exc.status in (429, 503) else None
     return exc.status, orjson.dumps(error_json(exc.status, exc.message, exc.code, retry))
-
-
-def google_error_body(exc: ClientError) -> bytes:
-    return google_error(exc)[1]

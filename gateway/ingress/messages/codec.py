@@ -9,13 +9,23 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply, SessionHint
+from gateway.ingress.base import (
+    NO_PARAMS,
+    CountRoute,
+    Dialect,
+    Inbound,
+    ModelsList,
+    Reply,
+    Route,
+    SessionHint,
+)
 from gateway.ingress.echo_formats import anthropic_token
-from gateway.ingress.errors import ClientError, anthropic_error
+from gateway.ingress.errors import anthropic_error
 from gateway.ingress.memo import Items
 from gateway.ingress.messages import wire as w
 from gateway.ingress.messages.decode import Decoded, Validated, decode_request, validate
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, message_json
+from gateway.ingress.messages.models import anthropic_client, anthropic_model_list
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
@@ -30,15 +40,29 @@ class Context:
 
 
 class MessagesCodec:
-    ingress = "anthropic_messages"
     transcript_field = "messages"
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         return self._decode(validate(body, items=items), headers, sealer)
 
-    def decode_count(self, body: Any, headers: Mapping[str, str], sealer: Sealer) -> Inbound:
+    def decode_count(
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
+    ) -> Inbound:
         """A `count_tokens` request: the Messages request without `max_tokens`."""
         return self._decode(validate(body, w.CountTokensRequest), headers, sealer)
 
@@ -65,9 +89,6 @@ class MessagesCodec:
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
         return orjson.dumps(message_json(self._events(inbound, reply, sealer), turn))
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        return anthropic_error(error)
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # Anthropic's own thinking signature (or redacted data) as Anthropic issued it, so the
         # history replays natively; every other token sealed, as the thinking blocks carry it
@@ -78,4 +99,22 @@ class MessagesCodec:
         return sealer.seal(meta)
 
 
+def input_tokens(tokens: int) -> dict[str, int]:
+    """`count_tokens`' answer."""
+    return {"input_tokens": tokens}
+
+
 CODEC = MessagesCodec()
+DIALECT = Dialect(
+    ingress="anthropic_messages",
+    routes=(Route("/v1/messages", CODEC),),
+    prefixes=("/v1/messages",),  # /v1/messages/count_tokens too
+    error=anthropic_error,
+    models=ModelsList("/v1/models", anthropic_model_list, selects=anthropic_client),
+    count=CountRoute(
+        "/v1/messages/count_tokens",
+        CODEC.decode_count,
+        input_tokens,
+        ingress="anthropic_count_tokens",
+    ),
+)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, create_model
 
-from gateway.ingress.chat_wire import CacheControlWire  # Anthropic's own format, shared
+from gateway.ingress.chat.wire import CacheControlWire  # Anthropic's own format, shared
 
 
 class _Wire(BaseModel):

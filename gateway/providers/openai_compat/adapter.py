@@ -22,7 +22,7 @@ from gateway.providers.base import (
     loads_or_none,
     tool_call_names,
 )
-from gateway.providers.openai_compat_decode import ChatStreamDecoder, classify_payload
+from gateway.providers.openai_compat.decode import ChatStreamDecoder, classify_payload
 from gateway.providers.structured import schema_instructions
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
 from gateway.transcript.model import (

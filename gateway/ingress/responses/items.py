@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from gateway.ingress.errors import invalid
-from gateway.ingress.responses_fields import array, obj, optional_text, path_of, text
-from gateway.ingress.responses_tokens import (
+from gateway.ingress.responses.fields import array, obj, optional_text, path_of, text
+from gateway.ingress.responses.tokens import (
     CARRIER_KIND,
     GATEWAY,
     apply_carrier,
@@ -25,7 +25,7 @@ from gateway.ingress.responses_tokens import (
     echoed_native,
     sealed,
 )
-from gateway.ingress.responses_tools import Tools
+from gateway.ingress.responses.tools import Tools
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -47,7 +47,6 @@ from gateway.wire.openai_server import SERVER_ITEMS, annotation, server_item
 COMPACTION_PREFIX = "Summary of the conversation so far (earlier turns were compacted):\n\n"
 SUMMARY_SEPARATOR = "\n\n"
 
-_ASSISTANT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call"})
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
 # items of OpenAI-hosted tools and other server-side state the canonical transcript does not hold
 # (web and file search calls it does: openai_server)

@@ -6,7 +6,7 @@ survives the round trip. So:
 
 - reasoning OpenAI Responses issued travels as OpenAI made it: the item keeps its own id and
   `encrypted_content` (this wire is that provider's wire; the data layout is the one of
-  gateway.providers.openai_responses_decode, kept in step by tests/ingress/test_responses_tokens.py).
+  gateway.providers.openai_responses.decode, kept in step by tests/ingress/test_responses_tokens.py).
   Echoed back, it is offered to OpenAI Responses targets only (issuer unknown: ANY_ISSUER), unless
   the continuity store restores the exact turn first.
 - reasoning from any other issuer carries the gateway's sealed token (gateway.transcript.seal):

@@ -33,7 +33,7 @@ from gateway.transcript.model import Citation, StopReason, Usage
 from gateway.transcript.target import Target
 
 if TYPE_CHECKING:
-    from gateway.providers.openai_compat import ChatDialect
+    from gateway.providers.openai_compat.adapter import ChatDialect
 
 FINISH_REASONS: Mapping[str, StopReason] = MappingProxyType(
     {

@@ -1,5 +1,5 @@
 """OpenAI Responses API (/responses), used statelessly: request encoding, error classification
-and the adapter. Stream and body decoding live in openai_responses_decode (the meta layouts are
+and the adapter. Stream and body decoding live in `decode` (the meta layouts are
 documented there and read back here when encoding).
 """
 
@@ -13,6 +13,7 @@ import orjson
 from gateway.providers.base import (
     Adapter,
     EncodeError,
+    Family,
     HttpRequest,
     category_for_status,
     document_text,
@@ -22,7 +23,7 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
-from gateway.providers.openai_responses_decode import (
+from gateway.providers.openai_responses.decode import (
     ResponsesStreamDecoder,
     decode_response,
     error_category,
@@ -403,3 +404,4 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
 
 
 ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, ResponsesStreamDecoder, decode_response, classify_error)
+FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/openai_responses/v1")

@@ -1,6 +1,5 @@
-"""Gateway configuration: the TOML schema (a fixed contract, DESIGN.md section 2), validation that
-names the key path of every mistake, layering (flags > environment > file > defaults), and secret
-lookup. This is the only module that reads the environment for configuration or secrets."""
+"""The configuration schema: the TOML contract (DESIGN.md section 2) as pydantic models, and the
+checks across sections (every mistake named by its key path)."""
 
 from __future__ import annotations
 
@@ -8,24 +7,25 @@ import importlib.util
 import ipaddress
 import os
 import re
-import tomllib
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Annotated, Any, Literal, Self, get_args
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
+
+from gateway.providers import FAMILIES, KINDS
+from gateway.transcript.model import REASONING_EFFORTS
+from gateway.transcript.reasoning import setting_problem
 
 DEFAULT_CONFIG_PATH = "config/gateway.toml"
 
-ProviderKind = Literal[
-    "anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek"
-]
-PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
+# the provider kinds are those of the family registry (gateway/providers/__init__.py)
+PROVIDER_KINDS: tuple[str, ...] = KINDS
+ProviderKind = Literal[KINDS]  # a Literal of a tuple is a Literal of its items
 ReasoningPolicy = Literal["drop", "as_text"]
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningEffort = Literal[REASONING_EFFORTS]  # the canonical levels (transcript.model)
 Loc = tuple[str | int, ...]
 
 # Names become metric label values and client-facing model names; "/" is reserved for the
@@ -48,7 +48,7 @@ class MissingApiKey(ConfigError):
     """A provider's api_key_env variable is unset or empty when a request needs it."""
 
 
-class _CrossCheckFailed(ConfigError):
+class CrossCheckFailed(ConfigError):
     """Raised from inside model validation; carries key paths so callers can add the file name and
     where an overridden value came from."""
 
@@ -252,6 +252,11 @@ class StoreConfig(_Section):
     # memory backend: what its entries may hold in all (values plus a fixed per-entry overhead);
     # the least recently used go first beyond it
     max_bytes: int = Field(134217728, gt=0)
+    # memory and redis backends: what one tenant's records may hold (values plus overhead); its
+    # own oldest go first beyond it, so one tenant never evicts another's continuity
+    tenant_max_bytes: int = Field(134217728, gt=0)
+    # how many kept answers one previous_response_id chain may hold (each is read when continuing)
+    max_chain_depth: int = Field(4096, gt=0)
 
 
 class TimeoutConfig(_Section):
@@ -270,7 +275,7 @@ class TimeoutOverrides(_Section):
     total_seconds: Seconds | None = None
 
     def over(self, base: TimeoutConfig) -> TimeoutConfig:
-        changes = dict(_fields(self))
+        changes = dict(set_fields(self))
         return base.model_copy(update=changes) if changes else base
 
 
@@ -433,12 +438,10 @@ class GatewayConfig(_Section):
             _check_base_url(url)
         except PydanticCustomError:
             return data  # validation reports server.simulators_url itself
-        from gateway.simulators.base import BASE_PATHS  # the hub's layout: one path per kind
-
         hub = url.rstrip("/")
         rewritten = {
-            name: {**entry, "base_url": hub + BASE_PATHS[entry["kind"]]}
-            if isinstance(entry, dict) and entry.get("kind") in BASE_PATHS
+            name: {**entry, "base_url": hub + FAMILIES[entry["kind"]].simulator_path}
+            if isinstance(entry, dict) and entry.get("kind") in FAMILIES
             else entry
             for name, entry in providers.items()
         }
@@ -448,7 +451,7 @@ class GatewayConfig(_Section):
     def _cross_check(self) -> Self:
         issues = list(_cross_issues(self))
         if issues:
-            raise _CrossCheckFailed(issues)
+            raise CrossCheckFailed(issues)
         return self
 
 
@@ -557,339 +560,17 @@ def worker_count(config: GatewayConfig) -> int:
 
 
 def _model_name_problem(kind: str, model: str) -> str | None:
-    # the provider modules hold each family's model-name rule as capability data; imported here,
-    # not at the top, because they know nothing of the config and need not load to read a file
-    from gateway.providers import get_adapter
-
-    return get_adapter(kind).capabilities.model_names.problem(model)
+    # each family's record holds its model-name rule as capability data
+    return FAMILIES[kind].capabilities.model_names.problem(model)
 
 
 def _reasoning_problem(kind: str, target: TargetConfig) -> tuple[str, str] | None:
-    from gateway.providers import get_adapter
-    from gateway.transcript.reasoning import setting_problem
-
-    rule = get_adapter(kind).capabilities.thinking
+    rule = FAMILIES[kind].capabilities.thinking
     return setting_problem(rule, target.model, target.thinking_budget, target.reasoning_effort)
 
 
-def _validation_lines(exc: ValidationError, source: str, origins: Mapping[Loc, str]) -> list[str]:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc: Loc = err["loc"]
-        if loc and loc[-1] == "[key]":  # a bad table name: the path already shows it
-            loc = loc[:-1]
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(_line(source, loc, msg, origins))
-    return lines
-
-
-def _line(source: str, loc: Loc, msg: str, origins: Mapping[Loc, str]) -> str:
-    origin = origins.get(loc)
-    suffix = f" (from {origin})" if origin else ""
-    return f"{source}: {key_path(loc)}: {msg}{suffix}" if loc else f"{source}: {msg}{suffix}"
-
-
-def _validate(data: Mapping[str, Any], source: str, origins: Mapping[Loc, str]) -> GatewayConfig:
-    try:
-        return GatewayConfig.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError(*_validation_lines(exc, source, origins)) from None
-    except _CrossCheckFailed as exc:
-        raise ConfigError(*(_line(source, loc, msg, origins) for loc, msg in exc.issues)) from None
-
-
-def config_from_dict(data: Mapping[str, Any], *, source: str = "<config>") -> GatewayConfig:
-    """Validate an in-memory config (same shape as the TOML file)."""
-    return _validate(data, source, {})
-
-
-def _read_toml(source: str, chosen_by: str | None) -> dict[str, Any]:
-    how = f" (from {chosen_by})" if chosen_by else ""
-    try:
-        raw = Path(source).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: config file not found{how}") from None
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read config file{how}: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source}: not valid UTF-8 (byte offset {exc.start})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: TOML syntax error: {exc}") from None
-
-
-def _env_port(value: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ConfigError(f"GATEWAY_PORT: must be an integer port number, got {value!r}") from None
-
-
-def load_config(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    workers: int | None = None,
-    log_level: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> GatewayConfig:
-    """Load the config file and layer the environment and command-line flags over it.
-
-    Precedence, highest first: host/port/workers/log_level arguments > GATEWAY_HOST / GATEWAY_PORT /
-    GATEWAY_LOG_LEVEL / GATEWAY_SIMULATORS_URL > the file > built-in defaults. The file is
-    `path`, else $GATEWAY_CONFIG, else config/gateway.toml."""
-    env = os.environ if env is None else env
-    chosen_by = None
-    if path is None:
-        path = env.get("GATEWAY_CONFIG") or None
-        chosen_by = "GATEWAY_CONFIG" if path else None
-    source = os.fspath(path) if path is not None else DEFAULT_CONFIG_PATH
-    data = _read_toml(source, chosen_by)
-
-    overrides: list[tuple[str, Any, str]] = []
-    if env_host := env.get("GATEWAY_HOST"):
-        overrides.append(("host", env_host.strip(), "GATEWAY_HOST"))
-    if env_port := env.get("GATEWAY_PORT"):
-        overrides.append(("port", _env_port(env_port), "GATEWAY_PORT"))
-    if env_level := env.get("GATEWAY_LOG_LEVEL"):
-        overrides.append(("log_level", env_level.strip().lower(), "GATEWAY_LOG_LEVEL"))
-    if env_simulators := env.get("GATEWAY_SIMULATORS_URL"):
-        overrides.append(("simulators_url", env_simulators.strip(), "GATEWAY_SIMULATORS_URL"))
-    if host is not None:
-        overrides.append(("host", host, "--host"))
-    if port is not None:
-        overrides.append(("port", port, "--port"))
-    if workers is not None:
-        overrides.append(("workers", workers, "--workers"))
-    if log_level is not None:
-        overrides.append(("log_level", log_level, "--log-level"))
-
-    origins: dict[Loc, str] = {}
-    data = _tracing_from_env(data, env, origins)
-    server = data.get("server", {})
-    # A non-table [server] is left for validation to report; overrides have nowhere to go.
-    if overrides and isinstance(server, dict):
-        server = dict(server)
-        for key, value, origin in overrides:  # later entries win: flags come after env
-            server[key] = value
-            origins[("server", key)] = origin
-        data = {**data, "server": server}
-    return _validate(data, source, origins)
-
-
-_TRUE = frozenset({"true", "1", "yes", "on"})
-
-
-def _tracing_from_env(
-    data: dict[str, Any], env: Mapping[str, str], origins: dict[Loc, str]
-) -> dict[str, Any]:
-    """The standard OTEL_* variables that decide what the gateway traces, over [tracing]:
-    an OTLP endpoint variable turns tracing on (OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true
-    turn it off), OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental picks the newest GenAI
-    names, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true records message content. The
-    rest of OTEL_* (endpoint, headers, service name, sampler...) the SDK reads itself."""
-    changes: dict[str, tuple[Any, str]] = {}
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
-        if env.get(name, "").strip():
-            changes["enabled"] = (True, name)
-            break
-    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
-        changes["enabled"] = (False, "OTEL_TRACES_EXPORTER")
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
-        changes["enabled"] = (False, "OTEL_SDK_DISABLED")
-    opt_in = {v.strip() for v in env.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")}
-    if "gen_ai_latest_experimental" in opt_in:
-        changes["semconv"] = ("latest", "OTEL_SEMCONV_STABILITY_OPT_IN")
-    capture = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower()
-    if capture:
-        changes["capture_content"] = (capture in _TRUE, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-    tracing = data.get("tracing", {})
-    if not changes or not isinstance(tracing, dict):
-        return data
-    tracing = dict(tracing)
-    for key, (value, origin) in changes.items():
-        tracing[key] = value
-        origins[("tracing", key)] = origin
-    return {**data, "tracing": tracing}
-
-
-def _env_value(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def resolve_api_key(config: GatewayConfig, provider: str, env: Mapping[str, str] | None = None) -> str:
-    """The provider's API key, read from its api_key_env variable at request time."""
-    env = os.environ if env is None else env
-    entry = config.providers.get(provider)
-    if entry is None:
-        known = ", ".join(sorted(config.providers))
-        raise ConfigError(f"{key_path(('providers', provider))}: unknown provider (known: {known})")
-    value = _env_value(env, entry.api_key_env)
-    if value is None:
-        raise MissingApiKey(
-            f"{key_path(('providers', provider, 'api_key_env'))}: environment variable"
-            f" {entry.api_key_env} is not set"
-        )
-    return value
-
-
-def secret_values(config: GatewayConfig, env: Mapping[str, str] | None = None) -> list[str]:
-    """Every secret value the config names, as set now: what redaction must never let through."""
-    env = os.environ if env is None else env
-    names = [p.api_key_env for p in config.providers.values()]
-    if config.auth is not None:
-        names.extend(config.auth.tokens_env)
-    if config.server.continuity_secret_env:
-        names.append(config.server.continuity_secret_env)
-    names.extend(key.token_env for key in config.keys.values())
-    values = [v for v in (_env_value(env, n) for n in names) if v]
-    if config.store.backend == "redis":
-        password = urlsplit(config.store.url).password
-        if password:
-            values.append(password)
-    return values
-
-
-def resolve_continuity_secret(config: GatewayConfig, env: Mapping[str, str] | None = None) -> bytes | None:
-    """The configured continuity secret, or None (a random per-process key is used then)."""
-    name = config.server.continuity_secret_env
-    if name is None:
-        return None
-    value = _env_value(os.environ if env is None else env, name)
-    if not value:
-        raise ConfigError(f"server.continuity_secret_env: environment variable {name} is not set")
-    return value.encode()
-
-
-def resolve_auth_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> list[str]:
-    """Client bearer tokens from the [auth] tokens_env variables; every one must be set."""
-    if config.auth is None:
-        return []
-    env = os.environ if env is None else env
-    tokens: list[str] = []
-    missing: list[str] = []
-    for index, name in enumerate(config.auth.tokens_env):
-        value = _env_value(env, name)
-        if value is None:
-            missing.append(f"auth.tokens_env[{index}]: environment variable {name} is not set")
-        else:
-            tokens.append(value)
-    if missing:
-        raise ConfigError(*missing)
-    return tokens
-
-
-def inspect_client(env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """`gateway inspect`'s gateway URL and client token: $GATEWAY_URL (else the default address)
-    and $GATEWAY_TOKEN (else none)."""
-    env = os.environ if env is None else env
-    return env.get("GATEWAY_URL") or "http://127.0.0.1:8787", env.get("GATEWAY_TOKEN", "")
-
-
-def resolve_key_tokens(config: GatewayConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The named client keys' tokens (token -> key name) from their token_env variables; every
-    one must be set, and no two keys may share a token."""
-    env = os.environ if env is None else env
-    tokens: dict[str, str] = {}
-    problems: list[str] = []
-    for name, key in config.keys.items():
-        value = _env_value(env, key.token_env)
-        where = key_path(("keys", name, "token_env"))
-        if value is None:
-            problems.append(f"{where}: environment variable {key.token_env} is not set")
-        elif value in tokens:
-            problems.append(f"{where}: the same token as key {tokens[value]!r}")
-        else:
-            tokens[value] = name
-    if problems:
-        raise ConfigError(*problems)
-    return tokens
-
-
-def model_names(config: GatewayConfig) -> list[str]:
-    """Model group names clients can ask for, in config order."""
-    return list(config.models)
-
-
-def _toml_value(value: Any) -> str:
-    match value:
-        case bool():
-            return "true" if value else "false"
-        case int() | float():
-            return repr(value)
-        case str():
-            return orjson.dumps(value).decode()  # JSON string escapes are valid TOML basic strings
-        case list():
-            return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-        case dict():
-            return "{ " + ", ".join(f"{key_path((k,))} = {_toml_value(v)}" for k, v in value.items()) + " }"
-        case BaseModel():
-            return _inline_table(value)
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def _inline_table(model: BaseModel) -> str:
-    return "{ " + ", ".join(f"{key_path((k,))} = {_toml_value(v)}" for k, v in _fields(model)) + " }"
-
-
-def _fields(model: BaseModel) -> Iterator[tuple[str, Any]]:
+def set_fields(model: BaseModel) -> Iterator[tuple[str, Any]]:
     for name in type(model).model_fields:
         value = getattr(model, name)
         if value is not None:  # TOML has no null: an unset option is simply absent
             yield name, value
-
-
-def _set_or_not(env: Mapping[str, str], name: str) -> str:
-    return "set" if _env_value(env, name) is not None else "NOT SET"
-
-
-def describe(config: GatewayConfig, env: Mapping[str, str] | None = None) -> str:
-    """The resolved config as TOML (it loads back to the same config). Secrets are never read into
-    the text: only whether each named variable is set."""
-    env = os.environ if env is None else env
-    lines = ["# resolved gateway configuration (secrets are not shown, only whether they are set)"]
-
-    def section(header: str, model: BaseModel, notes: Mapping[str, str] | None = None) -> None:
-        lines.extend(("", f"[{header}]"))
-        for name, value in _fields(model):
-            if value == {}:
-                continue
-            note = notes.get(name) if notes else None
-            lines.append(f"{name} = {_toml_value(value)}" + (f"  # {note}" if note else ""))
-
-    section("server", config.server)
-    if config.auth is not None:
-        status = ", ".join(f"{name} {_set_or_not(env, name)}" for name in config.auth.tokens_env)
-        section("auth", config.auth, {"tokens_env": status})
-    section("store", config.store)
-    section("inspector", config.inspector)
-    for name, provider in config.providers.items():
-        section(
-            key_path(("providers", name)),
-            provider,
-            {"api_key_env": _set_or_not(env, provider.api_key_env)},
-        )
-    for name, group in config.models.items():
-        lines.extend(("", f"[{key_path(('models', name))}]"))
-        lines.append(f"strategy = {_toml_value(group.strategy)}")
-        lines.append(f"reasoning_policy = {_toml_value(group.reasoning_policy)}")
-        if group.affinity != "none":
-            lines.append(f"affinity = {_toml_value(group.affinity)}")
-        lines.append("targets = [")
-        lines.extend(f"  {_inline_table(target)}," for target in group.targets)
-        lines.append("]")
-        if group.overflow_target is not None:
-            lines.append(f"overflow_target = {_inline_table(group.overflow_target)}")
-        section(key_path(("models", name, "retry")), group.retry)
-        if any(True for _ in _fields(group.timeouts)):
-            section(key_path(("models", name, "timeouts")), group.timeouts)
-    for name, key in config.keys.items():
-        section(key_path(("keys", name)), key, {"token_env": _set_or_not(env, key.token_env)})
-    if config.tracing != TracingConfig():
-        section("tracing", config.tracing)
-    return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import orjson
 from pydantic import ValidationError
 
-from gateway.ingress import chat_wire as w
+from gateway.ingress.chat import wire as w
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.memo import Items, fresh_items

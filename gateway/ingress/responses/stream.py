@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.responses_output import (
+from gateway.ingress.responses.output import (
     ERROR_FINISH,
     Answering,
     annotations,

@@ -17,20 +17,21 @@ import orjson
 
 from gateway.providers.base import (
     Adapter,
+    Family,
     SSEStreamDecoder,
     category_for_status,
     loads_or_none,
     overflow_code,
     retry_after_header,
 )
-from gateway.providers.gemini_grounding import grounding_blocks
-from gateway.providers.gemini_request import (
+from gateway.providers.gemini.request import (
     CAPABILITIES,
     SIGNATURE,
     decode_count,
     encode_count,
     encode_request,
 )
+from gateway.providers.gemini_grounding import grounding_blocks
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -461,3 +462,4 @@ ADAPTER = Adapter(
     count=encode_count,
     count_answer=decode_count,
 )
+FAMILY = Family(ADAPTER, credential_header="x-goog-api-key", simulator_path="/gemini")

@@ -11,14 +11,14 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.ingress.responses_tokens import (
+from gateway.ingress.responses.tokens import (
     carrier_token,
     compaction_token,
     reasoning_id,
     reasoning_summary,
     reasoning_token,
 )
-from gateway.ingress.responses_tools import ToolNames
+from gateway.ingress.responses.tools import ToolNames
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import (
     Block,
@@ -147,7 +147,7 @@ def call_item(
 def carrier_item(
     blocks: list[Block], base: str, answering: Answering, sealer: Sealer
 ) -> dict[str, Any] | None:
-    """The reasoning item carrying the turn's text and call continuity (responses_tokens)."""
+    """The reasoning item carrying the turn's text and call continuity (tokens)."""
     if not answering.encrypted:
         return None
     token = carrier_token(blocks, sealer)

@@ -1,6 +1,6 @@
 """Anthropic Messages API (/v1/messages): request encoding, error classification and the
 adapter. Messages and their content blocks are anthropic_content's; stream and body decoding live
-in anthropic_decode (the meta layouts are documented there and read back when encoding).
+in `decode` (the meta layouts are documented there and read back when encoding).
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from typing import Any
 
 import orjson
 
+from gateway.providers.anthropic.decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
+from gateway.providers.anthropic.schema import anthropic_output_schema
 from gateway.providers.anthropic_content import cached, messages_wire
-from gateway.providers.anthropic_decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
-from gateway.providers.anthropic_schema import anthropic_output_schema
 from gateway.providers.base import (
     Adapter,
     EncodeError,
+    Family,
     HttpRequest,
     category_for_status,
     hosted_tool_specs,
@@ -389,4 +390,10 @@ ADAPTER = Adapter(
     classify_error,
     count=encode_count,
     count_answer=decode_count,
+)
+FAMILY = Family(
+    ADAPTER,
+    credential_header="x-api-key",
+    simulator_path="/anthropic",
+    headers=("anthropic-version", "anthropic-beta"),
 )

@@ -5,10 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.ingress.base import Inbound, Reply, SessionHint, StreamEncoder
-from gateway.ingress.chat_decode import DecodeStats, decode_request, include_usage
-from gateway.ingress.chat_encode import ChatStreamEncoder, completion_json
-from gateway.ingress.errors import ClientError
+from gateway.ingress.base import (
+    NO_PARAMS,
+    Dialect,
+    Inbound,
+    ModelsList,
+    Reply,
+    Route,
+    SessionHint,
+    StreamEncoder,
+)
+from gateway.ingress.chat.decode import DecodeStats, decode_request, include_usage
+from gateway.ingress.chat.encode import ChatStreamEncoder, completion_json
+from gateway.ingress.chat.models import openai_model_list
+from gateway.ingress.errors import ClientError, openai_error_body
 from gateway.ingress.memo import Items
 from gateway.ingress.textual import ServerToolsAsText, textual_turn
 from gateway.transcript.events import BlockKind
@@ -19,11 +29,17 @@ SESSION_HEADER = "X-Session-Id"
 
 
 class ChatCodec:
-    ingress = "chat_completions"
     transcript_field = "messages"
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         stats = DecodeStats()
         request = decode_request(body, sealer, stats, items)
@@ -47,12 +63,21 @@ class ChatCodec:
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
         return completion_json(textual_turn(turn), reply.id, reply.model, sealer, reply.created)
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        return error.status, error.to_json()
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # Chat has no native field for any provider's token: reasoning_details carry sealed ones
         return sealer.seal(meta)
 
 
+def openai_error(error: ClientError) -> tuple[int, bytes]:
+    """`{"error": {"message", "type", "param", "code"}}`: Chat Completions and Responses."""
+    return error.status, openai_error_body(error)
+
+
 CODEC = ChatCodec()
+DIALECT = Dialect(
+    ingress="chat_completions",
+    routes=(Route("/v1/chat/completions", CODEC),),
+    prefixes=("/v1/chat/completions",),
+    error=openai_error,
+    models=ModelsList("/v1/models", openai_model_list),
+)

@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.ingress.base import HistoryRef, SessionHint
 from gateway.ingress.errors import invalid
-from gateway.ingress.responses_fields import (
+from gateway.ingress.responses.fields import (
     array,
     choice,
     flag,
@@ -19,9 +19,9 @@ from gateway.ingress.responses_fields import (
     optional_text,
     text,
 )
-from gateway.ingress.responses_items import read_items
-from gateway.ingress.responses_output import Answering
-from gateway.ingress.responses_tools import Tools, tool_choice
+from gateway.ingress.responses.items import read_items
+from gateway.ingress.responses.output import Answering
+from gateway.ingress.responses.tools import Tools, tool_choice
 from gateway.session import valid_session_id
 from gateway.transcript.model import REASONING_EFFORTS, Message, Request, ResponseFormat, Role, Text
 from gateway.transcript.seal import Sealer

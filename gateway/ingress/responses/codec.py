@@ -2,7 +2,7 @@
 ingress codec: Codex CLI, the OpenAI Agents SDK, and the `openai` SDK's `responses` API.
 
 Stateless clients (Codex: `store: false`, the whole transcript every turn) carry continuity in
-`encrypted_content` (gateway/ingress/responses_tokens.py); stateful ones name an earlier answer
+`encrypted_content` (gateway/ingress/responses/tokens.py); stateful ones name an earlier answer
 with `previous_response_id`, which the exchange rebuilds from what it kept (`Inbound.keep`).
 A request whose input ends in a `compaction_trigger` item, or any request to
 /v1/responses/compact, is answered with exactly one `compaction` item: the routed model's
@@ -16,11 +16,12 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import Inbound, Reply, StreamEncoder
-from gateway.ingress.errors import ClientError
+from gateway.ingress.base import NO_PARAMS, Dialect, Inbound, ModelsList, Reply, Route, StreamEncoder
+from gateway.ingress.chat.codec import openai_error
+from gateway.ingress.chat.models import openai_model_list
 from gateway.ingress.memo import Items
-from gateway.ingress.responses_decode import decode_request
-from gateway.ingress.responses_output import (
+from gateway.ingress.responses.decode import decode_request
+from gateway.ingress.responses.output import (
     ERROR_FINISH,
     Answering,
     base_of,
@@ -30,8 +31,8 @@ from gateway.ingress.responses_output import (
     status_of,
     usage_json,
 )
-from gateway.ingress.responses_stream import ResponsesStreamEncoder
-from gateway.ingress.responses_tokens import reasoning_token
+from gateway.ingress.responses.stream import ResponsesStreamEncoder
+from gateway.ingress.responses.tokens import reasoning_token
 from gateway.ingress.textual import ServerToolsAsText, textual_turn
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity, Text
@@ -40,8 +41,6 @@ from gateway.wire.openai_server import KIND as OPENAI_RESPONSES
 
 
 class ResponsesCodec:
-    ingress = "responses"
-
     def __init__(self, compact: bool = False) -> None:
         self.compact = compact  # the /v1/responses/compact endpoint
 
@@ -50,7 +49,14 @@ class ResponsesCodec:
     transcript_field = None
 
     def decode(
-        self, body: Any, headers: Mapping[str, str], sealer: Sealer, items: Items[Any] | None = None
+        self,
+        body: Any,
+        headers: Mapping[str, str],
+        sealer: Sealer,
+        items: Items[Any] | None = None,
+        *,
+        params: Mapping[str, str] = NO_PARAMS,
+        query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         decoded = decode_request(body, headers, sealer, compact=self.compact)
         return Inbound(
@@ -105,9 +111,6 @@ class ResponsesCodec:
             )
         )
 
-    def error_body(self, error: ClientError) -> tuple[int, bytes]:
-        return error.status, error.to_json()
-
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:
         # a Responses client sends back OpenAI's own reasoning token as OpenAI issued it; every
         # other token (and text/call continuity, carried in the turn's carrier) sealed
@@ -120,3 +123,10 @@ class ResponsesCodec:
 
 CODEC = ResponsesCodec()
 COMPACT_CODEC = ResponsesCodec(compact=True)
+DIALECT = Dialect(
+    ingress="responses",
+    routes=(Route("/v1/responses", CODEC), Route("/v1/responses/compact", COMPACT_CODEC)),
+    prefixes=("/v1/responses",),
+    error=openai_error,
+    models=ModelsList("/v1/models", openai_model_list),
+)

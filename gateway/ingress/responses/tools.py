@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.ingress.errors import invalid
-from gateway.ingress.responses_fields import array, flag, obj, optional_text, path_of, text
+from gateway.ingress.responses.fields import array, flag, obj, optional_text, path_of, text
 from gateway.transcript.model import HostedTool, ToolChoice, ToolChoiceMode, ToolKind, ToolSpec
 
 HOSTED_KIND = "openai_responses"

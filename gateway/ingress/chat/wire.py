@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from gateway.transcript.model import REASONING_EFFORTS
+
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
@@ -162,7 +164,7 @@ class _Parameters(_Wire):
     tools: list[ToolSpecWire] | None = None
     tool_choice: Union[Literal["auto", "none", "required"], NamedToolChoice, None] = None
     parallel_tool_calls: bool | None = None
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_effort: Literal[REASONING_EFFORTS] | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)

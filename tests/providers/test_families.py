@@ -1,0 +1,37 @@
+"""The family records (gateway/providers/__init__.py): each one tells the truth about its adapter,
+and the simulators, judged independently, agree with them on kinds and paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import PROVIDER_KINDS
+from gateway.providers import FAMILIES, KINDS, get_adapter
+from gateway.security import UPSTREAM_REQUEST_HEADERS
+from gateway.simulators import base as simulators
+from gateway.transcript.model import Message, Request, Role, Text
+from tests.property.transcripts import MODELS, target_for
+
+KEY = "sk-family-test-key"
+
+
+def test_every_place_that_lists_kinds_takes_the_registry():
+    assert tuple(FAMILIES) == KINDS == PROVIDER_KINDS
+    assert all(family.kind == kind for kind, family in FAMILIES.items())
+
+
+def test_the_simulators_serve_every_family_at_its_recorded_path():
+    assert set(simulators.KINDS) == set(KINDS)
+    assert {kind: f.simulator_path for kind, f in FAMILIES.items()} == simulators.BASE_PATHS
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_call_carries_only_the_headers_its_record_names_and_the_key_where_it_says(kind, stream):
+    family = FAMILIES[kind]
+    request = Request(MODELS[kind], (Message(Role.USER, (Text("hi"),)),), max_tokens=64, stream=stream)
+    http = get_adapter(kind).encode_request(request, target_for(kind), KEY)
+    names = {name.lower() for name in http.headers}
+    assert names <= family.upstream_headers() <= UPSTREAM_REQUEST_HEADERS
+    credential = {name.lower(): value for name, value in http.headers.items()}[family.credential_header]
+    assert credential == (f"Bearer {KEY}" if family.credential_header == "authorization" else KEY)
