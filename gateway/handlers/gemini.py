@@ -66,4 +66,5 @@ async def get_model(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     for base in BASES:
         app.router.add_post(base + "/models/{name}", other_method)
-        app.router.add_get(base + "/models/{name}", get_model)
+        # a model's name has no ":": GET of a method's path is that method's 405, not models.get
+        app.router.add_get(base + "/models/{name:[^/:]+}", get_model)

@@ -10,6 +10,8 @@ gateway/ingress/dialects.py (README "Architecture").
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -151,6 +153,12 @@ class ModelsList:
     selects: Callable[[Mapping[str, str], Mapping[str, str]], bool] | None = None
 
 
+@functools.lru_cache(maxsize=64)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"\{[^}]*\}", pattern)
+    return re.compile("[^/]+".join(re.escape(p) for p in parts) + "(?:/.*)?", re.DOTALL)
+
+
 @dataclass(frozen=True, slots=True)
 class CountRoute:
     """`POST <path>` (a pattern, as a Route's): the request's input tokens, counted by the routed
@@ -161,6 +169,11 @@ class CountRoute:
     decode: Callable[..., Inbound]
     render: Callable[[int], Any]  # the count -> the JSON body
     ingress: str  # its own `ingress` label: counting requests are not the dialect's requests
+
+    def covers(self, path: str) -> bool:
+        """Whether `path` is this route's or under it (its `{name}` segments stand for any text
+        but "/"): a request refused before the handler counts under the route's label too."""
+        return _path_regex(self.path).fullmatch(path) is not None
 
 
 @dataclass(frozen=True, slots=True)

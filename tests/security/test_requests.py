@@ -62,7 +62,10 @@ GOOGLE_KINDS = {"UNIMPLEMENTED": "invalid_request_error", "NOT_FOUND": "not_foun
 def _error(path: str, body: bytes) -> tuple[str, str]:
     """(type, message) from the envelope of the dialect that owns `path`."""
     decoded = orjson.loads(body)
-    if ingress_label(path) == "gemini":  # Google's envelope: its status names the kind
+    if ingress_label(path) in (
+        "gemini",
+        "gemini_count_tokens",
+    ):  # Google's envelope: its status names the kind
         assert set(decoded["error"]) == {"code", "message", "status", "details"}
         return GOOGLE_KINDS[decoded["error"]["status"]], decoded["error"]["message"]
     if ingress_label(path) in ("anthropic_messages", "anthropic_count_tokens"):
@@ -276,3 +279,8 @@ def test_the_envelope_registry_matches_paths_not_prefixes_of_words():
     assert ingress_label("/v1/chat/completions") == "chat_completions"
     assert ingress_label("/v1/responses/abc/cancel") == "responses"
     assert ingress_label("/healthz") == UNROUTED
+    assert ingress_label("/v1beta/models/gemini:countTokens") == "gemini_count_tokens"
+    assert ingress_label("/v1/models/gemini:countTokens") == "gemini_count_tokens"
+    assert ingress_label("/v1beta/models/gemini:countTokensx") == "gemini"
+    assert ingress_label("/v1/models/gemini") == "gemini"
+    assert ingress_label("/v1/models") == UNROUTED
