@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from gateway.ingress.base import CountRoute, Dialect, Inbound, ModelsList, Reply, Route
+from gateway.ingress.base import NO_PARAMS, CountRoute, Dialect, Inbound, ModelsList, Reply, Route
 from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.ingress.gemini.encode import AnswerParts, GeminiStreamEncoder, answer_json, continuity_token
 from gateway.ingress.gemini.errors import google_error
@@ -23,7 +22,6 @@ from gateway.transcript.model import AssistantTurn, Continuity
 from gateway.transcript.seal import Sealer
 
 INGRESS = "gemini"
-NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 
 
 def model_of(params: Mapping[str, str]) -> str:
