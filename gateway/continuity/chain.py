@@ -28,7 +28,7 @@ from gateway.continuity.codec import Link, decode_link, encode_link
 from gateway.continuity.keys import history_key
 from gateway.continuity.recorder import Recorder
 from gateway.ingress.base import HistoryRef
-from gateway.ingress.errors import ClientError
+from gateway.ingress.errors import ClientError, echo
 from gateway.store.base import StoreUnavailable
 from gateway.store.failopen import FailOpenStore
 from gateway.transcript.model import Message
@@ -123,7 +123,7 @@ async def resolve(
     except StoreUnavailable:
         raise ClientError(
             503,
-            f"{history.source}: the continuity store holding {history.id!r} cannot be reached right"
+            f"{history.source}: the continuity store holding {echo(history.id)!r} cannot be reached right"
             " now; retry shortly",
             type="server_error",
             param=history.source,
@@ -161,13 +161,13 @@ async def _resolve(
     if tip is None:
         raise _not_kept(
             history,
-            f"{history.source}: no answer {history.id!r} is kept here (unknown, or older than the "
+            f"{history.source}: no answer {echo(history.id)!r} is kept here (unknown, or older than the "
             "store's ttl_seconds)",
         )
     if tip.depth + 2 > max_depth:  # the answer to this request would be one more
         raise ClientError(
             400,
-            f"{history.source}: {history.id!r} ends a chain of {tip.depth + 1} kept answers; this"
+            f"{history.source}: {echo(history.id)!r} ends a chain of {tip.depth + 1} kept answers; this"
             f" gateway keeps chains of at most {max_depth} answers ([store] max_chain_depth): send"
             " the conversation's items instead",
             param=history.source,
@@ -201,7 +201,7 @@ async def _resolve(
 def _broken(history: HistoryRef) -> ClientError:
     return _not_kept(
         history,
-        f"{history.source}: an earlier answer of the conversation {history.id!r} continues is no"
+        f"{history.source}: an earlier answer of the conversation {echo(history.id)!r} continues is no"
         " longer kept (older than the store's ttl_seconds, or evicted): send the conversation's"
         " items instead",
     )
