@@ -23,6 +23,7 @@ from gateway.config import (
 from gateway.continuity.recorder import Recorder
 from gateway.cost import PriceBook, preload
 from gateway.exchange import REQUEST_ID_HEADER
+from gateway.handlers import gemini
 from gateway.handlers.count_tokens import count_tokens_handler
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
@@ -129,8 +130,8 @@ def models_handler(lists: Sequence[ModelsList]) -> Handler:
 
     async def list_models(request: web.Request) -> web.Response:
         state: GatewayState = request.app[GatewayState.KEY]
-        headers = request.headers
-        shape = next((m for m in selective if m.selects is not None and m.selects(headers)), default)
+        headers, query = request.headers, request.query
+        shape = next((m for m in selective if m.selects is not None and m.selects(headers, query)), default)
         return web.json_response(shape.render(list(state.config.models)))
 
     return list_models
@@ -263,6 +264,7 @@ def create_app(
             models.setdefault(dialect.models.path, []).append(dialect.models)
     for path, lists in models.items():
         app.router.add_get(path, models_handler(lists))
+    gemini.add_routes(app)  # after the records' routes: what the Gemini records have no place for
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)

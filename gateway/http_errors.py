@@ -37,7 +37,7 @@ def ingress_label(path: str) -> str:
     if dialect is None:
         return UNROUTED
     count = dialect.count
-    if count is not None and (path == count.path or path.startswith(count.path + "/")):
+    if count is not None and count.covers(path):
         return count.ingress
     return dialect.ingress
 

@@ -10,6 +10,8 @@ gateway/ingress/dialects.py (README "Architecture").
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -142,12 +144,19 @@ class Route:
 @dataclass(frozen=True, slots=True)
 class ModelsList:
     """`GET <path>`: the model groups in the dialect's list shape. Dialects listing on one path
-    are told apart by `selects` (the request's headers); the one without it is that path's
+    are told apart by `selects` (the request's headers and query); the one without it is that path's
     default."""
 
     path: str
     render: Callable[[Sequence[str]], Any]  # model group names -> the JSON body
-    selects: Callable[[Mapping[str, str]], bool] | None = None
+    # (headers, query) -> whether the request is this dialect's client
+    selects: Callable[[Mapping[str, str], Mapping[str, str]], bool] | None = None
+
+
+@functools.lru_cache(maxsize=64)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"\{[^}]*\}", pattern)
+    return re.compile("[^/]+".join(re.escape(p) for p in parts) + "(?:/.*)?", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +170,11 @@ class CountRoute:
     render: Callable[[int], Any]  # the count -> the JSON body
     ingress: str  # its own `ingress` label: counting requests are not the dialect's requests
 
+    def covers(self, path: str) -> bool:
+        """Whether `path` is this route's or under it (its `{name}` segments stand for any text
+        but "/"): a request refused before the handler counts under the route's label too."""
+        return _path_regex(self.path).fullmatch(path) is not None
+
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
@@ -172,7 +186,8 @@ class Dialect:
     ingress: str  # the `ingress` label of the metrics and the access log
     routes: tuple[Route, ...]
     # the paths whose errors (404, 401, 413...) are answered in this envelope: each path itself and
-    # every path under it ("/v1/messages" covers "/v1/messages/count_tokens")
+    # every path under it ("/v1/messages" covers "/v1/messages/count_tokens"); one ending in "/"
+    # covers only the paths under it ("/v1/models/" is Gemini's, "/v1/models" itself is not)
     prefixes: tuple[str, ...]
     error: ErrorEnvelope
     models: ModelsList | None = None
@@ -180,6 +195,8 @@ class Dialect:
 
     def owns(self, path: str) -> bool:
         for prefix in self.prefixes:
-            if path == prefix or (path.startswith(prefix) and path[len(prefix)] == "/"):
+            if path.startswith(prefix) and (
+                len(path) == len(prefix) or prefix[-1] == "/" or path[len(prefix)] == "/"
+            ):
                 return True
         return False

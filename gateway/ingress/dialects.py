@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gateway.ingress.base import Dialect
 from gateway.ingress.chat import codec as chat
+from gateway.ingress.gemini import codec as gemini
 from gateway.ingress.messages import codec as messages
 from gateway.ingress.responses import codec as responses
 
@@ -15,4 +16,6 @@ DIALECTS: tuple[Dialect, ...] = (
     chat.DIALECT,
     messages.DIALECT,
     responses.DIALECT,
+    gemini.V1BETA,
+    gemini.V1,
 )

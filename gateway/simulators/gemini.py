@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -446,6 +447,87 @@ async def _count_tokens(
     return json_response({"totalTokens": max(1, len(orjson.dumps(inner)) // 4)})
 
 
+EMBED_KEYS = frozenset(("model", "content", "taskType", "title", "outputDimensionality"))
+TASK_TYPES = frozenset(
+    (
+        "TASK_TYPE_UNSPECIFIED",
+        "RETRIEVAL_QUERY",
+        "RETRIEVAL_DOCUMENT",
+        "SEMANTIC_SIMILARITY",
+        "CLASSIFICATION",
+        "CLUSTERING",
+        "QUESTION_ANSWERING",
+        "FACT_VERIFICATION",
+        "CODE_RETRIEVAL_QUERY",
+    )
+)
+
+
+def _embed_rejection(item: Any, model: str, batch: bool) -> Rejection | None:
+    """One EmbedContentRequest: known fields only, text parts, the URL's model (required in a
+    batch), a known task type, a positive dimensionality."""
+    if not isinstance(item, dict):
+        return _invalid("Invalid JSON payload received. Expected an object.")
+    for key in item:
+        if key not in EMBED_KEYS:
+            return _invalid(f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.')
+    given = item.get("model")
+    if (batch or given is not None) and given != f"models/{model}":
+        return _invalid(
+            f"Model names must match: the request is for models/{model}, got {given}."
+        )  # unverified
+    content = item.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or not parts:
+        return _invalid("* EmbedContentRequest.content: contents is not specified\n")
+    if not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
+        return _invalid(
+            "* EmbedContentRequest.content.parts: only text parts can be embedded\n"
+        )  # unverified
+    task = item.get("taskType")
+    if task is not None and task not in TASK_TYPES:
+        return _invalid(
+            "Invalid value at 'task_type' "
+            f'(type.googleapis.com/google.ai.generativelanguage.v1beta.TaskType), "{task}"'
+        )
+    dimensions = item.get("outputDimensionality")
+    if dimensions is not None and (type(dimensions) is not int or dimensions <= 0):
+        return _invalid("* EmbedContentRequest.output_dimensionality: must be positive\n")  # unverified
+    return None
+
+
+def _embedding(item: dict) -> dict:
+    text = " ".join(p["text"] for p in item["content"]["parts"])
+    size = item.get("outputDimensionality") or 8
+    seed = zlib.crc32(text.encode())
+    return {"values": [round(((seed >> i) % 1000) / 1000, 3) for i in range(size)]}
+
+
+async def _embed(
+    request: web.Request, state: SimulatorState, model: str, action: str, headers: dict[str, str]
+) -> web.Response:
+    """`:embedContent` and `:batchEmbedContents`, as strict about their bodies as Google."""
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        body = None
+    batch = action == "batchEmbedContents"
+    items = body.get("requests") if batch and isinstance(body, dict) else [body]
+    rejection = None
+    if batch and (
+        not isinstance(body, dict) or set(body) != {"requests"} or not isinstance(items, list) or not items
+    ):
+        rejection = _invalid("* BatchEmbedContentsRequest.requests: requests is not specified\n")
+    else:
+        rejection = next((r for r in (_embed_rejection(i, model, batch) for i in items) if r), None)
+    state.requests.append(RecordedRequest(request.path, headers, body, rejection))
+    if rejection is not None:
+        return json_response(error_body(rejection), rejection.status)
+    if batch:
+        return json_response({"embeddings": [_embedding(i) for i in items]})
+    return json_response({"embedding": _embedding(body)})
+
+
 def overflow(used: int, limit: int) -> Rejection:
     """Gemini's overflow: 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum
     number of tokens allowed (M)." (https://ai.google.dev/gemini-api/docs/troubleshooting:
@@ -468,6 +550,8 @@ def create_app(state: SimulatorState) -> web.Application:
             )
         if action == "countTokens" and model:
             return await _count_tokens(request, state, model, headers)
+        if action in ("embedContent", "batchEmbedContents") and model:
+            return await _embed(request, state, model, action, headers)
         if action not in ("generateContent", "streamGenerateContent") or not model:
             rejection = Rejection(404, f"models/{model} is not found for API version v1beta.", "NOT_FOUND")
             state.requests.append(RecordedRequest(request.path, headers, None, rejection))

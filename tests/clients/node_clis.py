@@ -1,4 +1,5 @@
-"""The real agent CLIs the end-to-end tests drive: Claude Code and Codex, from the npm registry.
+"""The real agent apps the end-to-end tests drive, from the npm registry: Claude Code, Codex and
+Gemini CLI, and the Vercel AI SDK with its Google provider (`ai`, `@ai-sdk/google`).
 
 `install()` runs `npm ci` on the pinned package-lock.json beside this file into a gitignored
 directory of the checkout (`.clients/`), once per lock file content: later runs, and other pytest
@@ -8,7 +9,8 @@ staging directory and renamed into place, so a directory that exists is complete
 Install scripts are not run (`--ignore-scripts`): both packages ship their native executable in a
 per-platform optional dependency, which npm selects by os/cpu/libc, and we run that executable
 directly. (Claude Code's postinstall only hard-links the same file over its `bin/claude.exe`
-placeholder; Codex's `bin/codex.js` is a node launcher that execs the same binary.)
+placeholder; Codex's `bin/codex.js` is a node launcher that execs the same binary.) Gemini CLI is
+one bundled script, run with node (its package has no install script).
 
 The run helpers build an environment from scratch, never from the caller's: a temporary HOME
 (and CLAUDE_CONFIG_DIR / CODEX_HOME inside it), the base URL and key of the server under test,
@@ -55,6 +57,7 @@ class Clients:
     root: Path
     claude: Path
     codex: Path
+    gemini: Path  # Gemini CLI's bundled entry script, run with node
 
 
 def lock_digest(package_dir: Path = CLIENTS_DIR) -> str:
@@ -90,7 +93,10 @@ def locate(root: Path) -> Clients:
     # claude-code-linux-x64 or claude-code-linux-x64-musl)
     claude = _one(sorted(modules.glob(f"@anthropic-ai/claude-code-{tag}*/claude")), "claude", root)
     codex = _one(sorted(modules.glob(f"@openai/codex-{tag}/vendor/*/bin/codex")), "codex", root)
-    return Clients(root=root, claude=claude, codex=codex)
+    gemini = modules / "@google" / "gemini-cli" / "bundle" / "gemini.js"
+    if not gemini.is_file():
+        raise ClientInstallError(f"no Gemini CLI under {root}")
+    return Clients(root=root, claude=claude, codex=codex, gemini=gemini)
 
 
 def _npm() -> str:
@@ -401,3 +407,42 @@ class Codex(_Cli):
         if json_events:
             argv.append("--json")
         return argv + list(extra) + [prompt]
+
+
+@dataclass
+class GeminiCli(_Cli):
+    """`gemini -p` with `GOOGLE_GEMINI_BASE_URL` at the gateway (without `/v1beta`). Headless, it
+    needs the auth method chosen in settings (`security.auth.selectedType`), else it exits
+    "Invalid auth method selected"; `env()` writes that settings file into the home, with
+    telemetry, update checks and its usage statistics off."""
+
+    def settings(self) -> dict:
+        return {
+            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "ui": {"hideTips": True},
+        }
+
+    def own_env(self) -> dict[str, str]:
+        directory = self.home / ".gemini"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "settings.json").write_text(json.dumps(self.settings()))
+        return {
+            "GOOGLE_GEMINI_BASE_URL": self.base_url,
+            "GEMINI_API_KEY": self.api_key,
+            "GEMINI_CLI_NO_RELAUNCH": "true",  # no second node process with a bigger heap
+            "CI": "1",
+        }
+
+    def command(
+        self, prompt: str, *, model: str | None = None, resume: bool = False, extra: Sequence[str] = ()
+    ) -> list[str]:
+        node = shutil.which("node") or "node"
+        argv = [node, str(self.clients.gemini), "-p", prompt, "--output-format", "json", "--yolo"]
+        if model is not None:
+            argv += ["-m", model]
+        if resume:
+            argv += ["--resume", "latest"]
+        return argv + list(extra)

@@ -36,6 +36,15 @@ def test_a_path_no_dialect_owns_answers_in_the_openai_envelope():
 
 
 def test_no_two_dialects_claim_one_path_or_label():
-    assert len({d.ingress for d in DIALECTS}) == len(DIALECTS)
+    # one dialect served under two bases is two records (the Gemini API's /v1beta and /v1, each
+    # with its own counting route and models list): the same label, the same envelope and codecs
+    envelopes: dict[str, set[object]] = {}
+    for dialect in DIALECTS:
+        envelopes.setdefault(dialect.ingress, set()).add(dialect.error)
+        for prefix in dialect.prefixes:
+            below = prefix.rstrip("/") + "/x"
+            assert dialect_for(below) is dialect, f"{below} is claimed by an earlier record"
+    assert all(len(errors) == 1 for errors in envelopes.values()), envelopes
+    assert len({d.ingress for d in DIALECTS}) == len({(d.ingress, d.error) for d in DIALECTS})
     paths = [route.path for _, route in ((d, r) for d in DIALECTS for r in d.routes)]
     assert len(set(paths)) == len(paths)

@@ -209,7 +209,7 @@ def test_each_example_config_validates_and_is_commented(path):
 
 def test_the_examples_cover_the_deployment_shapes():
     configs = {p.stem: load_config(p, env={}) for p in EXAMPLES}
-    assert set(configs) == {"single-provider", "failover", "round-robin-redis", "claude-code"}
+    assert set(configs) == {"single-provider", "failover", "round-robin-redis", "claude-code", "gemini-cli"}
 
     single = configs["single-provider"]
     assert len(single.providers) == 1 and is_loopback_host(single.server.host)
@@ -229,6 +229,12 @@ def test_the_examples_cover_the_deployment_shapes():
     assert {p.kind for p in claude_code.providers.values()} == {
         "anthropic", "openai_responses", "openai_chat", "gemini", "mistral", "kimi", "deepseek"
     }  # fmt: skip
+
+    gemini_cli = configs["gemini-cli"]  # Gemini CLI's model names (0.61's "auto" included) route
+    assert {
+        "gemini-3.1-pro-preview", "gemini-3.5-flash-lite", "gemini-3.8-flash", "gemini-2.5-pro", "gemini-2.5-flash"
+    } <= set(gemini_cli.models)  # fmt: skip
+    assert len({p.kind for p in gemini_cli.providers.values()}) == 7
 
 
 # -- reproducible installs ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ UNKNOWN_PATHS = (
     "/v1/embeddings",
     "/v1/completions",
     "/v1/chat/completions/extra",
-    "/v1/models/claude",
+    "/v1/models/claude/extra",
     "/v1/messages",
     "/v1/messages/count_tokens",
     "/v1/messages/batches",
@@ -56,11 +56,18 @@ def _routes() -> dict[str, set[str]]:
 
 
 ROUTES = _routes()
+GOOGLE_KINDS = {"UNIMPLEMENTED": "invalid_request_error", "NOT_FOUND": "not_found_error"}
 
 
 def _error(path: str, body: bytes) -> tuple[str, str]:
     """(type, message) from the envelope of the dialect that owns `path`."""
     decoded = orjson.loads(body)
+    if ingress_label(path) in (
+        "gemini",
+        "gemini_count_tokens",
+    ):  # Google's envelope: its status names the kind
+        assert set(decoded["error"]) == {"code", "message", "status", "details"}
+        return GOOGLE_KINDS[decoded["error"]["status"]], decoded["error"]["message"]
     if ingress_label(path) in ("anthropic_messages", "anthropic_count_tokens"):
         assert decoded["type"] == "error" and set(decoded["error"]) == {"type", "message"}
         return decoded["error"]["type"], decoded["error"]["message"]
@@ -110,10 +117,12 @@ async def test_every_wrong_method_is_a_405_with_allow_and_every_unknown_path_a_4
                 provider="none",
                 outcome="client_error",
             )
-            for ingress in (
-                *(d.ingress for d in DIALECTS),
-                *(d.count.ingress for d in DIALECTS if d.count is not None),
-                UNROUTED,
+            for ingress in dict.fromkeys(  # the Gemini API's two records share their labels
+                (
+                    *(d.ingress for d in DIALECTS),
+                    *(d.count.ingress for d in DIALECTS if d.count is not None),
+                    UNROUTED,
+                )
             )
         )
         assert counted == asked
@@ -270,3 +279,8 @@ def test_the_envelope_registry_matches_paths_not_prefixes_of_words():
     assert ingress_label("/v1/chat/completions") == "chat_completions"
     assert ingress_label("/v1/responses/abc/cancel") == "responses"
     assert ingress_label("/healthz") == UNROUTED
+    assert ingress_label("/v1beta/models/gemini:countTokens") == "gemini_count_tokens"
+    assert ingress_label("/v1/models/gemini:countTokens") == "gemini_count_tokens"
+    assert ingress_label("/v1beta/models/gemini:countTokensx") == "gemini"
+    assert ingress_label("/v1/models/gemini") == "gemini"
+    assert ingress_label("/v1/models") == UNROUTED

@@ -406,6 +406,32 @@ async def test_invalid_json_and_unknown_action(hub: SimulatorHub, session: aioht
         assert resp.status == 404
 
 
+@pytest.mark.parametrize(
+    "action,payload,error",
+    [
+        ("embedContent", {"content": {"parts": [{"text": "x"}]}, "bogus": 1}, 'Unknown name "bogus"'),
+        ("embedContent", {"content": {"parts": []}}, "content"),
+        ("embedContent", {"content": {"parts": [{"text": "x"}]}, "taskType": "GUESS"}, "task_type"),
+        ("embedContent", {"model": "models/other", "content": {"parts": [{"text": "x"}]}}, "must match"),
+        ("batchEmbedContents", {"requests": [{"content": {"parts": [{"text": "x"}]}}]}, "must match"),
+        ("batchEmbedContents", {"requests": []}, "requests"),
+    ],
+)
+async def test_embeddings_are_as_strict_as_google(
+    hub: SimulatorHub, session: aiohttp.ClientSession, action: str, payload: dict, error: str
+) -> None:
+    headers = {"x-goog-api-key": KEY}
+    target = f"{hub.base_url('gemini')}/v1beta/models/gemini-embedding-001:{action}"
+    async with session.post(target, json=payload, headers=headers) as resp:
+        assert resp.status == 400
+        assert error in (await resp.json())["error"]["message"]
+    good = {"model": "models/gemini-embedding-001", "content": {"parts": [{"text": "x"}]}}
+    async with session.post(
+        target, json={"requests": [good]} if "batch" in action else good, headers=headers
+    ) as resp:
+        assert resp.status == 200
+
+
 async def test_text_stream_matches_the_recorded_shape(
     hub: SimulatorHub, session: aiohttp.ClientSession
 ) -> None:

@@ -20,6 +20,6 @@ def anthropic_model_list(names: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def anthropic_client(headers: Mapping[str, str]) -> bool:
+def anthropic_client(headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
     """The Anthropic SDKs send their API version on every call, `models.list()` included."""
     return "anthropic-version" in headers

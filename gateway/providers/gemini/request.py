@@ -15,7 +15,7 @@ import orjson
 from gateway.providers.base import (
     EncodeError,
     HttpRequest,
-    function_tools_only,
+    hosted_tool_specs,
     join_url,
     loads_or_none,
     parse_arguments,
@@ -31,6 +31,7 @@ from gateway.transcript.model import (
     Text,
     ToolCall,
     ToolChoiceMode,
+    ToolKind,
     ToolResult,
     ToolSpec,
 )
@@ -145,7 +146,9 @@ _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 
 
 def _body(request: Request, target: Target) -> dict[str, Any]:
-    function_tools_only(request, target.kind)
+    hosted = hosted_tool_specs(request, target.kind)  # Google's built-in tools (googleSearch...)
+    if any(tool.kind is not ToolKind.FUNCTION for tool in request.tools):
+        raise EncodeError("custom (freeform) tools must be mapped to function tools")
     names = tool_call_names(request)
     contents: list[dict[str, Any]] = []
     previous: Role | None = None
@@ -176,6 +179,8 @@ def _body(request: Request, target: Target) -> dict[str, Any]:
         body["systemInstruction"] = {"parts": [{"text": request.system_text()}]}
     if request.tools:
         body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in request.tools]}]
+    if hosted:
+        body.setdefault("tools", []).extend(hosted)
     if request.tool_choice is not None and request.tools:  # refused without declarations
         config: dict[str, Any] = {"mode": FUNCTION_CALLING_MODES[request.tool_choice.mode]}
         if request.tool_choice.mode is ToolChoiceMode.TOOL:
@@ -413,3 +418,23 @@ def _schema(node: Mapping[str, Any], defs: Mapping[str, Any], seen: tuple[str, .
         elif key in SCHEMA_KEYS:
             out[key] = value
     return out
+
+
+EMBED_METHODS = ("embedContent", "batchEmbedContents")
+
+
+def encode_embed(method: str, body: dict[str, Any], target: Target, api_key: str) -> HttpRequest:
+    """An embeddings request for the target's model: Google's own body, its `model` fields (the
+    batch's per-request ones must name the URL's model) set to the target's."""
+    if method not in EMBED_METHODS:
+        raise EncodeError(f"unknown embeddings method {method!r}")
+    model = _model_path(target)
+    name = model.removeprefix("/v1beta/")
+    if method == "batchEmbedContents":
+        requests = body.get("requests")
+        if type(requests) is not list:
+            raise EncodeError("requests: must be an array")
+        body = {**body, "requests": [{**r, "model": name} if type(r) is dict else r for r in requests]}
+    elif "model" in body:
+        body = {**body, "model": name}
+    return HttpRequest(join_url(target.base_url, f"{model}:{method}"), _headers(api_key), orjson.dumps(body))
