@@ -156,3 +156,25 @@ async def turn(client: openai.AsyncOpenAI, model: str, messages: list[dict[str, 
         if calls:
             message["tool_calls"] = [calls[i] for i in sorted(calls)]
         return message, finish, raw.headers
+
+
+def shell_task(hub: SimulatorHub, family: str, tool: str, n: int) -> str:
+    """Script `family`'s model for a real agent app: call the app's own shell tool (`tool`:
+    Claude Code's Bash, Gemini CLI's and qwen-code's run_shell_command, opencode's bash) to write
+    and show out{n}.txt, then report it. Returns the prompt to give the app."""
+    hub.states[KIND[family]].push(
+        Reply(
+            reasoning=f"I will write the file with a shell command ({n}).",
+            tool_calls=[
+                ToolCallSpec(
+                    tool,
+                    {
+                        "command": f"echo hi{n} > out{n}.txt && cat out{n}.txt",
+                        "description": "Write the file",
+                    },
+                )
+            ],
+        ),
+        Reply(text=f"The file out{n}.txt now contains: hi{n}"),
+    )
+    return f"Create a file named out{n}.txt containing hi{n}, then show it."

@@ -18,9 +18,10 @@ import orjson
 import pytest
 
 from gateway.demo import FAMILIES
-from gateway.simulators.base import Reply, ToolCallSpec
+from gateway.simulators.base import Reply
 from tests.clients.agent_clis import Agents, Aider, OpenCode, QwenCode, install_agents, install_aider
 from tests.clients.node_clis import Finished
+from tests.e2e.scenarios import shell_task
 from tests.ops.conftest import Stack, running_stack
 
 pytestmark = pytest.mark.clients
@@ -47,23 +48,6 @@ async def stack_and_dirs(tmp_path: Path) -> AsyncIterator[tuple[Stack, Path, Pat
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
         yield stack, tmp_path / "home", work
-
-
-def shell_task(stack: Stack, family: str, tool: str, n: int) -> str:
-    """Script `family`'s model: call the app's shell tool to write and show out{n}.txt, then
-    report it."""
-    stack.hub.states[KIND[family]].push(
-        Reply(
-            reasoning=f"I will write the file with a shell command ({n}).",
-            tool_calls=[
-                ToolCallSpec(
-                    tool, {"command": f"echo hi{n} > out{n}.txt && cat out{n}.txt", "description": "Write it"}
-                )
-            ],
-        ),
-        Reply(text=f"The file out{n}.txt now contains: hi{n}"),
-    )
-    return f"Create a file named out{n}.txt containing hi{n}, then show it."
 
 
 async def limited(run) -> Finished:
@@ -101,7 +85,7 @@ async def test_one_qwen_code_session_runs_its_shell_tool_on_every_family_and_ret
         cli = QwenCode(agents, home, f"{stack.url}/v1", KEY)
         sessions = set()
         for n, family in enumerate((*ORDER, "claude")):
-            prompt = shell_task(stack, family, "run_shell_command", n)
+            prompt = shell_task(stack.hub, family, "run_shell_command", n)
             finished = await limited(cli.run(prompt, work, family, continue_session=n > 0))
             sessions.add(assert_qwen_done(finished, work, n))
             last_tool_result_went_up(stack, family, n)
@@ -129,7 +113,7 @@ async def test_one_opencode_session_runs_its_bash_tool_on_every_family_and_retur
     async with stack_and_dirs(tmp_path) as (stack, home, work):
         cli = OpenCode(agents, home, f"{stack.url}/v1", KEY, groups=ORDER)
         for n, family in enumerate((*ORDER, "claude")):
-            prompt = shell_task(stack, family, "bash", n)
+            prompt = shell_task(stack.hub, family, "bash", n)
             finished = await limited(
                 cli.run(prompt, work, family, small_model(family), continue_session=n > 0)
             )

@@ -24,6 +24,7 @@ from gateway.demo import FAMILIES
 from gateway.metrics import Metrics
 from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec, free_port
 from tests.clients.node_clis import ClaudeCode, Clients, Finished, install
+from tests.e2e.scenarios import shell_task
 from tests.ops.conftest import Stack, running_stack
 
 pytestmark = pytest.mark.clients
@@ -36,26 +37,6 @@ RUN_LIMIT = 120  # seconds for one invocation: a hang fails the test instead of 
 @pytest.fixture(scope="module")
 def clients() -> Clients:
     return install()
-
-
-def bash_task(stack: Stack, family: str, n: int) -> str:
-    """Script `family`'s model: call Bash to write and show out{n}.txt, then report it."""
-    stack.hub.states[KIND[family]].push(
-        Reply(
-            reasoning=f"I will write the file with a shell command ({n}).",
-            tool_calls=[
-                ToolCallSpec(
-                    "Bash",
-                    {
-                        "command": f"echo hi{n} > out{n}.txt && cat out{n}.txt",
-                        "description": "Write the file",
-                    },
-                )
-            ],
-        ),
-        Reply(text=f"The file out{n}.txt now contains: hi{n}"),
-    )
-    return f"Create a file named out{n}.txt containing hi{n}, then show it."
 
 
 async def run(cli: ClaudeCode, prompt: str, cwd: Path, **options: Any) -> Finished:
@@ -97,7 +78,7 @@ def tool_results(body: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("family", ORDER)
 async def test_claude_code_runs_its_bash_tool_through_every_family(clients, tmp_path, family):
     async with claude_code(clients, tmp_path) as (stack, cli, work):
-        finished = await run(cli, bash_task(stack, family, 0), work, model=family)
+        finished = await run(cli, shell_task(stack.hub, family, "Bash", 0), work, model=family)
         assert_done(finished, work, 0)
         state = stack.hub.states[KIND[family]]
         assert state.rejections == []
@@ -116,7 +97,7 @@ async def test_one_continued_session_visits_every_family_and_returns_to_anthropi
     signatures verify and nothing is rejected anywhere."""
     async with claude_code(clients, tmp_path) as (stack, cli, work):
         for n, family in enumerate((*ORDER, "claude")):
-            prompt = bash_task(stack, family, n)
+            prompt = shell_task(stack.hub, family, "Bash", n)
             finished = await run(cli, prompt, work, model=family, continue_session=n > 0)
             result = assert_done(finished, work, n)
             if n == 0:
@@ -148,7 +129,7 @@ async def test_claude_codes_own_model_names_route_to_any_family(clients, tmp_pat
         data["models"]["claude-sonnet-4-5"] = data["models"]["gemini"]
 
     async with claude_code(clients, tmp_path, alias) as (stack, cli, work):
-        finished = await run(cli, bash_task(stack, "gemini", 0), work, model="claude-sonnet-4-5")
+        finished = await run(cli, shell_task(stack.hub, "gemini", "Bash", 0), work, model="claude-sonnet-4-5")
         assert_done(finished, work, 0)
         gemini = stack.hub.states["gemini"]
         assert gemini.rejections == [] and len(gemini.requests) == 2
@@ -168,7 +149,9 @@ async def test_bearer_and_api_key_credentials_against_an_authenticating_gateway(
         work.mkdir()
         for n, how in enumerate(("x-api-key", "bearer")):
             cli = ClaudeCode(clients, tmp_path / f"home-{how}", stack.url, token, auth=how)
-            finished = await run(cli, bash_task(stack, "openai-chat", n), work, model="openai-chat")
+            finished = await run(
+                cli, shell_task(stack.hub, "openai-chat", "Bash", n), work, model="openai-chat"
+            )
             assert_done(finished, work, n)
         sent = [r.headers for r in stack.hub.states["openai_chat"].requests]
         assert len(sent) == 4 and not any(token in str(dict(h)) for h in sent), "never forwarded"
@@ -180,7 +163,7 @@ async def test_a_stream_broken_after_the_first_token_ends_with_an_error_event(cl
     """Mid-stream `event: error` (overloaded): Claude Code asks again without streaming and gets
     the Message JSON."""
     async with claude_code(clients, tmp_path) as (stack, cli, work):
-        prompt = bash_task(stack, "mistral", 0)
+        prompt = shell_task(stack.hub, "mistral", "Bash", 0)
         mistral = stack.hub.states["mistral"]
         tool_turn = mistral.script.popleft()
         mistral.script.appendleft(tool_turn)
@@ -265,7 +248,7 @@ async def test_claude_code_thinking_off_and_on_is_what_each_family_gets_and_show
         data["models"]["claude-sonnet-4-5"] = data["models"][family]
 
     async with claude_code(clients, tmp_path, alias, thinking=thinking) as (stack, cli, work):
-        prompt = bash_task(stack, family, 0)
+        prompt = shell_task(stack.hub, family, "Bash", 0)
         finished = await run(cli, prompt, work, model="claude-sonnet-4-5", output_format="stream-json")
         assert finished.returncode == 0, finished.stdout + finished.stderr
         assert (work / "out0.txt").read_text() == "hi0\n"

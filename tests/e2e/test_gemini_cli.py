@@ -26,6 +26,7 @@ from gateway.demo import FAMILIES
 from gateway.metrics import Metrics
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec, free_port
 from tests.clients.node_clis import Clients, Finished, GeminiCli, install
+from tests.e2e.scenarios import shell_task
 from tests.ops.conftest import Stack, running_stack
 
 pytestmark = pytest.mark.clients
@@ -41,26 +42,6 @@ VIA = {f"via-{name}": {"targets": [TARGET[name]]} for name in ORDER}
 @pytest.fixture(scope="module")
 def clients() -> Clients:
     return install()
-
-
-def shell_task(stack: Stack, family: str, n: int) -> str:
-    """Script `family`'s model: run a shell command writing out{n}.txt, then report it."""
-    stack.hub.states[KIND[family]].push(
-        Reply(
-            reasoning=f"I will write the file with a shell command ({n}).",
-            tool_calls=[
-                ToolCallSpec(
-                    "run_shell_command",
-                    {
-                        "command": f"echo hi{n} > out{n}.txt && cat out{n}.txt",
-                        "description": "Write the file",
-                    },
-                )
-            ],
-        ),
-        Reply(text=f"The file out{n}.txt now contains: hi{n}"),
-    )
-    return f"Create a file named out{n}.txt containing hi{n}, then show it."
 
 
 @asynccontextmanager
@@ -102,7 +83,13 @@ async def test_its_shell_tool_through_every_family_in_one_resumed_session(client
         for n, family in enumerate((*ORDER, "gemini")):
             state = stack.hub.states[KIND[family]]
             before = len(state.requests)
-            finished = await run(cli, shell_task(stack, family, n), work, model=f"via-{family}", resume=n > 0)
+            finished = await run(
+                cli,
+                shell_task(stack.hub, family, "run_shell_command", n),
+                work,
+                model=f"via-{family}",
+                resume=n > 0,
+            )
             assert_done(finished, work, n)
             assert state.script == type(state.script)(), f"{family}: both scripted turns were used"
             assert len(state.requests) == before + 2, f"{family}: the call, then the answer to its output"
