@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.workloads import agent_messages, tools  # noqa: E402
-from gateway.ingress.chat import CODEC  # noqa: E402
+from gateway.ingress.chat.codec import CODEC  # noqa: E402
 from gateway.ingress.errors import parse_json_body  # noqa: E402
 from gateway.ingress.memo import DecodeMemo  # noqa: E402
 from gateway.transcript.seal import Sealer  # noqa: E402

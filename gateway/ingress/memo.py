@@ -10,16 +10,20 @@ What is kept is immutable (the canonical model is frozen), so requests share it 
 
 Entries are scoped by dialect and tenant (one tenant never learns from timing what another sent).
 
-Admission on evidence of reuse: an item is kept only the second time its bytes are seen. The first
-time leaves only a fingerprint (a hash, in a two-generation set of bounded size), so traffic that
-never repeats pays a lookup per item and keeps nothing, and one-off transcripts never push the
-items of a live agent session out. An agent loop re-sends its history every turn: an item is
-decoded when it first comes, once more when it comes back (then kept), and never after.
+Admission on evidence of reuse, as a segmented LRU: an item decoded for the first time is kept on
+probation (it costs nothing to keep: the request decoded it anyway); found again there, it has
+shown it is reused and moves to the protected segment. Probation is what the protected entries
+leave of the budget, and at least a quarter of it: traffic that never repeats churns probation
+only, and never pushes the items of a live agent session out. An agent's next turn finds its
+whole history (the turn before put it on probation), so a warm turn decodes only what is new.
 
-The budget counts what entries really hold: the key's bytes and the decoded objects, measured
-object by object when an entry is admitted (`deep_size`), plus the LRU's own cost per entry and
-the fingerprints (calibrated with tracemalloc: tests/ingress/test_memo.py checks the accounting
-against it), times what the allocator loses around them (calibrated against RSS by bench/memo.py).
+The budget counts what entries hold, bounded from their bytes without walking what they decoded
+to (`bound_size`: walking a thousand messages took longer than decoding them): the key's bytes,
+the decoded strings (never more characters than the JSON text held, in bytes for an ASCII text
+without \\u escapes, four times that otherwise), a fixed cost per JSON value for the objects
+(the most a canonical block costs per value, checked against `deep_size` on generated
+transcripts of every memoized dialect: tests/ingress/test_memo.py), plus the LRU's own cost per
+entry, times what the allocator loses around them (calibrated against RSS by bench/memo.py).
 
 The memo also owns the JSON depth check of the items: `parse_json_body` skips the transcript
 list and an item is walked only when it is new; an item found under its bytes had the same shape
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
@@ -43,14 +47,17 @@ T = TypeVar("T")
 # what an entry costs beyond its key's bytes and its decoded objects: the key and value tuples,
 # the size, the OrderedDict's slot and links (measured at ~220 bytes with tracemalloc)
 _OVERHEAD = 256
-# what one fingerprint costs (an int object in a set, with the set's spare room)
-_FINGERPRINT_BYTES = 112
+# the most the canonical objects cost per JSON value (a container or a separator) of the item
+# they were decoded from, and per item (a message, its tuple of blocks, a block): the bound's
+# constants (tests/ingress/test_memo.py checks the bound holds on generated transcripts)
+_PER_VALUE = 96
+_PER_ITEM = 512
 # RSS over the bytes the objects hold: what an entry leaves unusable around it in the
 # allocator's pools once entries come and go (measured with bench/memo.py: RSS growth was 1.26x
 # to 1.40x the tracemalloc-measured size for agent and for short chat transcripts)
 _RSS_FACTOR = 1.3
-# a generation of fingerprints is this share of the budget; two generations are kept
-_FINGERPRINT_SHARE = 16
+# probation keeps at least this share of the budget, whatever the protected entries hold
+_PROBATION_SHARE = 4
 _ATOMIC = (str, bytes, int, float)
 _SHARED = (bool, type(None), Enum)
 
@@ -87,124 +94,155 @@ def deep_size(value: Any) -> int:
     return total
 
 
+def bound_size(raw: bytes) -> int:
+    """At least what an item decoded from the JSON text `raw` holds, its canonical objects and
+    strings (not the key): a string never holds more characters than its JSON literal has bytes,
+    one byte each when the text is ASCII without \\u escapes (which can widen a whole string)."""
+    narrow = raw.isascii() and b"\\u" not in raw
+    chars = len(raw) if narrow else 4 * len(raw)
+    values = raw.count(b"{") + raw.count(b"[") + raw.count(b",")
+    return chars + _PER_VALUE * values + _PER_ITEM
+
+
 class DecodeMemo:
     """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before).
-    `admit_after`: how many sightings of an item's bytes admit it (2: on evidence of reuse; 1:
-    at once).
+    `admit_after`: how many sightings of an item's bytes make it protected (2: on evidence of
+    reuse, on probation until then; 1: at once).
 
-    A least-recently-used map on an OrderedDict (its lookups and moves are C code: cachetools'
+    Least-recently-used maps on OrderedDicts (their lookups and moves are C code: cachetools'
     LRUCache, pure Python, cost more per item than decoding saved on short messages)."""
 
     def __init__(self, max_bytes: int, *, admit_after: int = 2) -> None:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
-        # (scope, bytes) -> (size, decoded)
-        self._cache: OrderedDict[tuple[str, bytes], tuple[int, Any]] | None = (
-            OrderedDict() if max_bytes > 0 else None
-        )
+        # (scope, bytes) -> (size, decoded): items seen once, and items seen again
+        self._probation: OrderedDict[tuple[str, bytes], tuple[int, Any]] = OrderedDict()
+        self._protected: OrderedDict[tuple[str, bytes], tuple[int, Any]] = OrderedDict()
+        self._on = max_bytes > 0
         self._admit_after = admit_after
-        # fingerprints of items seen once: the current generation and the one before
-        self._seen: set[int] = set()
-        self._seen_before: set[int] = set()
-        self._generation = max(1, max_bytes // _FINGERPRINT_SHARE // _FINGERPRINT_BYTES)
+        # admitted at once: one LRU over the whole budget
+        self._protected_max = max_bytes - max_bytes // _PROBATION_SHARE if admit_after == 2 else max_bytes
         self._scopes: dict[str, str] = {}  # one string per scope, shared by its entries' keys
-        self._entries_size = 0
+        self._probation_size = 0
+        self._protected_size = 0
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._cache) if self._cache is not None else 0
+        return len(self._probation) + len(self._protected)
 
     @property
     def size(self) -> int:
-        """What the entries and fingerprints hold, as counted against `max_bytes`."""
-        return self._entries_size + _FINGERPRINT_BYTES * (len(self._seen) + len(self._seen_before))
+        """What the entries hold, as counted against `max_bytes`."""
+        return self._probation_size + self._protected_size
 
-    def items(self, scope: str, values: list[Any], max_depth: int) -> Items[Any]:
+    @property
+    def protected(self) -> int:
+        """Entries that have shown they are reused."""
+        return len(self._protected)
+
+    def items(
+        self, scope: str, values: list[Any], max_depth: int, raws: Sequence[bytes] | None = None
+    ) -> Items[Any]:
         """The transcript items of one request (`values`: a list in a top-level field of the
-        body): found ones carry their decoded value; new ones are depth-checked here against the
-        body's `max_depth`, each at its place (the body 1, the list 2, an item 3)."""
-        cache = self._cache
-        get = cache.get if cache is not None else None
-        touch = cache.move_to_end if cache is not None else None
-        if cache is not None:
-            scope = self._scopes.setdefault(scope, scope)
-        raws: list[bytes | None] = []
+        body; `raws`: their JSON texts as the client sent them, when the caller has them, else
+        each is written out again): found ones carry their decoded value; new ones are
+        depth-checked here against the body's `max_depth`, each at its place (the body 1, the list
+        2, an item 3)."""
+        if not self._on:
+            for value in values:
+                check_depth(value, max_depth, start=3)
+            self.misses += len(values)
+            return Items(self, [None] * len(values), [None] * len(values))
+        scope = self._scopes.setdefault(scope, scope)
+        protected, probation = self._protected, self._probation
+        get, touch = protected.get, protected.move_to_end
+        keys: list[tuple[str, bytes] | None] = []
         found: list[Any] = []
         hits = 0
-        for value in values:
-            raw: bytes | None = None
+        for index, value in enumerate(values):
+            key: tuple[str, bytes] | None
             decoded = None
-            if cache is not None:
+            if raws is not None:
+                key = (scope, raws[index])
+            else:
                 try:
-                    raw = orjson.dumps(value)
+                    key = (scope, orjson.dumps(value))
                 except orjson.JSONEncodeError:  # nested past what orjson writes: never kept
-                    raw = None
+                    key = None
+            if key is not None:
+                entry = get(key)
+                if entry is not None:
+                    touch(key)
+                    decoded = entry[1]
                 else:
-                    key = (scope, raw)
-                    entry = get(key)  # type: ignore[misc]
-                    if entry is not None:
-                        touch(key)  # type: ignore[misc]
+                    entry = probation.pop(key, None)
+                    if entry is not None:  # evidence of reuse
+                        self._probation_size -= entry[0]
+                        self._protect(key, entry)
                         decoded = entry[1]
-                    elif not self._reused(key):
-                        raw = None  # seen for the first time: decoded, not kept
             if decoded is None:
                 check_depth(value, max_depth, start=3)
             else:
                 hits += 1
-            raws.append(raw)
+            keys.append(key)
             found.append(decoded)
         self.hits += hits
         self.misses += len(values) - hits
-        return Items(self, scope, raws, found)
+        return Items(self, keys, found)
 
-    def _reused(self, key: tuple[str, bytes]) -> bool:
-        """Whether `key` was seen before (it is admitted now); else remember it was seen."""
-        if self._admit_after == 1:
-            return True
-        fingerprint = hash(key)
-        if fingerprint in self._seen or fingerprint in self._seen_before:
-            return True
-        seen = self._seen
-        seen.add(fingerprint)
-        if len(seen) >= self._generation:  # the older generation goes: the bound holds
-            self._seen_before, self._seen = seen, set()
-            self._evict()
-        return False
+    def _protect(self, key: tuple[str, bytes], entry: tuple[int, Any]) -> None:
+        protected = self._protected
+        protected[key] = entry
+        self._protected_size += entry[0]
+        # over its share: the least recently used go back on probation, for one more chance
+        while self._protected_size > self._protected_max and protected:
+            old_key, old = protected.popitem(last=False)
+            self._protected_size -= old[0]
+            self._probation[old_key] = old
+            self._probation_size += old[0]
+        self._evict()
 
-    def _keep(self, scope: str, raw: bytes, decoded: Any) -> None:
-        cache = self._cache
-        if cache is None:
-            return
+    def _keep(self, key: tuple[str, bytes], decoded: Any) -> None:
+        raw = key[1]
         # a copy of exactly its size: orjson's output holds up to ten times its length in memory
-        key = (scope, bytes(memoryview(raw)))
-        size = int((sys.getsizeof(key[1]) + deep_size(decoded) + _OVERHEAD) * _RSS_FACTOR)
+        key = (key[0], bytes(memoryview(raw)))
+        size = int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
         if size > self.max_bytes:
             return
-        old = cache.pop(key, None)
-        if old is not None:  # decoded twice in one request (the same bytes at two places)
-            self._entries_size -= old[0]
-        cache[key] = (size, decoded)
-        self._entries_size += size
+        for segment in (self._protected, self._probation):
+            old = segment.pop(key, None)
+            if old is not None:  # decoded twice in one request (the same bytes at two places)
+                if segment is self._protected:
+                    self._protected_size -= old[0]
+                else:
+                    self._probation_size -= old[0]
+        if self._admit_after == 1:
+            self._protect(key, (size, decoded))
+            return
+        self._probation[key] = (size, decoded)
+        self._probation_size += size
         self._evict()
 
     def _evict(self) -> None:
-        cache = self._cache
-        while cache and self.size > self.max_bytes:
-            _, (evicted, _) = cache.popitem(last=False)
-            self._entries_size -= evicted
+        probation, protected = self._probation, self._protected
+        while probation and self.size > self.max_bytes:
+            _, (evicted, _) = probation.popitem(last=False)
+            self._probation_size -= evicted
+        while protected and self.size > self.max_bytes:  # admitted at once: a plain LRU
+            _, (evicted, _) = protected.popitem(last=False)
+            self._protected_size -= evicted
 
 
 class Items(Generic[T]):
     """One request's transcript items, as `DecodeMemo.items` found them."""
 
-    __slots__ = ("_memo", "_scope", "_raws", "found")
+    __slots__ = ("_memo", "_keys", "found")
 
-    def __init__(self, memo: DecodeMemo, scope: str, raws: list[bytes | None], found: list[T | None]) -> None:
+    def __init__(self, memo: DecodeMemo, keys: list[tuple[str, bytes] | None], found: list[T | None]) -> None:
         self._memo = memo
-        self._scope = scope
-        self._raws = raws
+        self._keys = keys
         self.found = found  # per item: its decoded value, or None when it is new
 
     def decode(self, index: int, decode: Callable[[], T]) -> T:
@@ -213,16 +251,16 @@ class Items(Generic[T]):
         value = self.found[index]
         if value is None:
             value = decode()
-            raw = self._raws[index]
-            if raw is not None:
-                self._memo._keep(self._scope, raw, value)
+            key = self._keys[index]
+            if key is not None:
+                self._memo._keep(key, value)
         return value
 
 
 def fresh_items(count: int) -> Items[Any]:
     """Items none of which is known, kept nowhere: decoding outside an exchange (tests, tools,
     count_tokens), whose body `parse_json_body` depth-checked whole."""
-    return Items(_NOWHERE, "", [None] * count, [None] * count)
+    return Items(_NOWHERE, [None] * count, [None] * count)
 
 
 _NOWHERE = DecodeMemo(0)

@@ -102,12 +102,13 @@ async def test_chat_session_across_every_family_sends_the_same_bytes(gateway):
             call = message["tool_calls"][0]
             messages = [*messages, message, {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}]
     memo = gateway.state.memo
-    # the last answer and its result were never sent; a message is kept the second time it comes
-    # (the two new ones of the last turn came once), and decoded at most twice: when new, and
+    # the last answer and its result were never sent; every message sent is kept (on probation
+    # the first time, protected once it came back: all but the two new ones of the last turn),
+    # and decoded once, when it was new
     # when it came back and was admitted
     sent = len(messages) - 2
-    assert len(memo) == sent - 2
-    assert memo.misses == 2 * sent - 2
+    assert len(memo) == sent and memo.protected == sent - 2
+    assert memo.misses == sent
 
 
 async def test_messages_session_across_families_sends_the_same_bytes(gateway):
