@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -30,8 +31,9 @@ from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Dialect, HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
-from gateway.ingress.memo import Items
+from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
+from gateway.ingress.split import parse_split
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.repair.report import Repair
@@ -253,17 +255,33 @@ async def _admit(exchange: Exchange) -> None:
 
 
 async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
-    """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
-    the depth check walks only what is new."""
     state = exchange.state
+    server = state.config.server
     field = exchange.codec.transcript_field
-    limit = state.config.server.max_json_depth
-    body = await parse_within_budget(raw, state.config.server, field)
+    if field is None:
+        return await parse_within_budget(raw, server), None
+    await values_within_budget(raw, server)
+    return parse_transcript(raw, field, state.memo, f"{exchange.dialect.ingress}\0{exchange.tenant}", server)
+
+
+def parse_transcript(
+    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig
+) -> tuple[Any, Items[Any] | None]:
+    """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
+    (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
+    nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
+    is parsed whole, and its items found by their values."""
+    limit = limits.max_json_depth
+    split = parse_split(raw, field, memo, scope, limit, partial(check_parts, limits=limits))
+    if split is not None:
+        return split
+    body = parse_json_body(raw, limit, field)
+    check_parts(body, limits)
     items = None
-    if field is not None and type(body) is dict:
+    if type(body) is dict:
         values = body.get(field)
         if type(values) is list:
-            items = state.memo.items(f"{exchange.dialect.ingress}\0{exchange.tenant}", values, limit)
+            items = memo.items(scope, values, limit)
     return body, items
 
 
@@ -345,9 +363,16 @@ _COUNT_STEP = 20_000
 
 async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
     """The parsed body, once it is known to be within the caps that bound its parse and decode:
-    its JSON values (counted in steps that let other requests run, and only when one C-speed
-    count cannot tell), then the blocks its lists hold (`check_size` checks the decoded transcript
-    again: a kept history adds to it)."""
+    its JSON values (`values_within_budget`), then the blocks its lists hold (`check_parts`)."""
+    await values_within_budget(raw, limits)
+    body = parse_json_body(raw, limits.max_json_depth, skip)
+    check_parts(body, limits)
+    return body
+
+
+async def values_within_budget(raw: bytes, limits: ServerConfig) -> None:
+    """Refuse a body of more JSON values than the cap before it is parsed: counted in steps that
+    let other requests run, and only when one C-speed count cannot tell."""
     cap = limits.max_json_values
     bound = 0
     for start in range(0, len(raw), _BOUND_STEP):
@@ -367,7 +392,11 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
                     code="too_many_values",
                 )
             await asyncio.sleep(0)
-    body = parse_json_body(raw, limits.max_json_depth, skip)
+
+
+def check_parts(body: Any, limits: ServerConfig) -> None:
+    """Refuse a body whose lists hold more blocks than the caps allow, before it is decoded
+    (`check_size` checks the decoded transcript again: a kept history adds to it)."""
     parts = raw_parts(body)
     most = limits.max_blocks + limits.max_messages + limits.max_tools
     if parts > most:
@@ -379,7 +408,6 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
             param="messages",
             code="too_many_blocks",
         )
-    return body
 
 
 def check_size(request: Request, limits: ServerConfig) -> None:

@@ -58,11 +58,26 @@ def raw_parts(body: Any) -> int:
         if type(value) is not list:
             continue
         for item in value:
-            if type(item) is dict:
-                parts = item.get("content")
-                if type(parts) is not list:
-                    parts = item.get("parts")
-                total += len(parts) if type(parts) is list else 1
-            else:
-                total += 1
+            total += item_parts(item)
     return total
+
+
+def item_parts(item: Any) -> int:
+    """What `raw_parts` counts for one item (an item the decode memo found and left unparsed
+    carries the count of its first sighting: gateway/ingress/memo.py `Known`)."""
+    if type(item) is dict:
+        parts = item.get("content")
+        if type(parts) is not list:
+            parts = item.get("parts")
+        return len(parts) if type(parts) is list else 1
+    return item.parts if type(item) is Known else 1
+
+
+class Known:
+    """In a body's transcript list, an item the decode memo found and left unparsed (its decoded
+    value is in the memo's `Items.found`); `parts`: what `item_parts` counted for it when new."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: int) -> None:
+        self.parts = parts

@@ -34,19 +34,20 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
 import orjson
 
+from gateway.ingress.budget import Known, item_parts
 from gateway.ingress.errors import check_depth
 
 T = TypeVar("T")
 
 # what an entry costs beyond its key's bytes and its decoded objects: the key and value tuples,
-# the size, the OrderedDict's slot and links (measured at ~220 bytes with tracemalloc)
-_OVERHEAD = 256
+# the size and part count, the OrderedDict's slot and links (measured at ~280 bytes with tracemalloc)
+_OVERHEAD = 320
 # the most the canonical objects cost per JSON value (a container or a separator) of the item
 # they were decoded from, and per item (a message, its tuple of blocks, a block): the bound's
 # constants (tests/ingress/test_memo.py checks the bound holds on generated transcripts)
@@ -142,55 +143,76 @@ class DecodeMemo:
         """Entries that have shown they are reused."""
         return len(self._protected)
 
-    def items(
-        self, scope: str, values: list[Any], max_depth: int, raws: Sequence[bytes] | None = None
-    ) -> Items[Any]:
+    def items(self, scope: str, values: list[Any], max_depth: int) -> Items[Any]:
         """The transcript items of one request (`values`: a list in a top-level field of the
-        body; `raws`: their JSON texts as the client sent them, when the caller has them, else
-        each is written out again): found ones carry their decoded value; new ones are
-        depth-checked here against the body's `max_depth`, each at its place (the body 1, the list
-        2, an item 3)."""
-        if not self._on:
-            for value in values:
-                check_depth(value, max_depth, start=3)
-            self.misses += len(values)
-            return Items(self, [None] * len(values), [None] * len(values))
-        scope = self._scopes.setdefault(scope, scope)
-        protected, probation = self._protected, self._probation
-        get, touch = protected.get, protected.move_to_end
+        body), each looked up under its JSON text written out again: found ones carry their
+        decoded value; new ones are depth-checked here against the body's `max_depth`, each at its
+        place (the body 1, the list 2, an item 3)."""
         keys: list[tuple[str, bytes] | None] = []
         found: list[Any] = []
-        hits = 0
-        for index, value in enumerate(values):
-            key: tuple[str, bytes] | None
-            decoded = None
-            if raws is not None:
-                key = (scope, raws[index])
-            else:
+        if self._on:
+            scope = self._scopes.setdefault(scope, scope)
+            for value in values:
                 try:
-                    key = (scope, orjson.dumps(value))
+                    key: tuple[str, bytes] | None = (scope, orjson.dumps(value))
                 except orjson.JSONEncodeError:  # nested past what orjson writes: never kept
                     key = None
-            if key is not None:
-                entry = get(key)
-                if entry is not None:
-                    touch(key)
-                    decoded = entry[1]
-                else:
-                    entry = probation.pop(key, None)
-                    if entry is not None:  # evidence of reuse
-                        self._probation_size -= entry[0]
-                        self._protect(key, entry)
-                        decoded = entry[1]
+                keys.append(key)
+                hit = self._find(key) if key is not None else None
+                found.append(hit[0] if hit is not None else None)
+        else:
+            keys = [None] * len(values)
+            found = [None] * len(values)
+        for value, decoded in zip(values, found, strict=True):
             if decoded is None:
                 check_depth(value, max_depth, start=3)
-            else:
-                hits += 1
-            keys.append(key)
-            found.append(decoded)
+        return self._counted(Items(self, keys, found, [item_parts(v) for v in values]))
+
+    @property
+    def enabled(self) -> bool:
+        return self._on
+
+    def split(self, scope: str, raws: list[bytes], body: bytes) -> tuple[list[Any], Items[Any]] | None:
+        """The transcript items of one request from their JSON texts as the client sent them
+        (`gateway/ingress/split.py`): the values to put in the body (a found item stays unparsed:
+        `Known` stands for it) and the items. None: a new item is not JSON orjson reads (the
+        caller parses the body whole, for orjson's own error). The caller depth-checks the new
+        items (`Items.check_depth`), in the order parsing the body whole does. `body`: the whole
+        body, parsed again only to report a validation error (`Items.whole`)."""
+        if not self._on:
+            return None
+        scope = self._scopes.setdefault(scope, scope)
+        keys: list[tuple[str, bytes] | None] = [(scope, raw) for raw in raws]
+        hits = [self._find((scope, raw)) for raw in raws]
+        values: list[Any] = []
+        loads = orjson.loads
+        try:
+            for raw, hit in zip(raws, hits, strict=True):
+                values.append(loads(raw) if hit is None else Known(hit[1]))
+        except orjson.JSONDecodeError:
+            return None
+        parts = [value.parts if type(value) is Known else item_parts(value) for value in values]
+        found = [hit[0] if hit is not None else None for hit in hits]
+        return values, self._counted(Items(self, keys, found, parts, body))
+
+    def _counted(self, items: Items[Any]) -> Items[Any]:
+        hits = sum(1 for value in items.found if value is not None)
         self.hits += hits
-        self.misses += len(values) - hits
-        return Items(self, keys, found)
+        self.misses += len(items.found) - hits
+        return items
+
+    def _find(self, key: tuple[str, bytes]) -> Any:
+        """The decoded value and raw parts kept under `key` (a hit on probation protects it)."""
+        entry = self._protected.get(key)
+        if entry is not None:
+            self._protected.move_to_end(key)
+            return entry[1]
+        entry = self._probation.pop(key, None)
+        if entry is None:
+            return None
+        self._probation_size -= entry[0]  # evidence of reuse
+        self._protect(key, entry)
+        return entry[1]
 
     def _protect(self, key: tuple[str, bytes], entry: tuple[int, Any]) -> None:
         protected = self._protected
@@ -204,7 +226,7 @@ class DecodeMemo:
             self._probation_size += old[0]
         self._evict()
 
-    def _keep(self, key: tuple[str, bytes], decoded: Any) -> None:
+    def _keep(self, key: tuple[str, bytes], decoded: Any, parts: int) -> None:
         raw = key[1]
         # a copy of exactly its size: orjson's output holds up to ten times its length in memory
         key = (key[0], bytes(memoryview(raw)))
@@ -219,9 +241,9 @@ class DecodeMemo:
                 else:
                     self._probation_size -= old[0]
         if self._admit_after == 1:
-            self._protect(key, (size, decoded))
+            self._protect(key, (size, (decoded, parts)))
             return
-        self._probation[key] = (size, decoded)
+        self._probation[key] = (size, (decoded, parts))
         self._probation_size += size
         self._evict()
 
@@ -238,12 +260,38 @@ class DecodeMemo:
 class Items(Generic[T]):
     """One request's transcript items, as `DecodeMemo.items` found them."""
 
-    __slots__ = ("_memo", "_keys", "found")
+    __slots__ = ("_memo", "_keys", "_parts", "_body", "found")
 
-    def __init__(self, memo: DecodeMemo, keys: list[tuple[str, bytes] | None], found: list[T | None]) -> None:
+    def __init__(
+        self,
+        memo: DecodeMemo,
+        keys: list[tuple[str, bytes] | None],
+        found: list[T | None],
+        parts: list[int],
+        body: bytes | None = None,
+    ) -> None:
         self._memo = memo
         self._keys = keys
+        self._parts = parts
+        self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
         self.found = found  # per item: its decoded value, or None when it is new
+
+    def check_depth(self, values: list[Any], max_depth: int) -> None:
+        """Depth-check the new items of `values` (the body's list), each at its place (the body 1,
+        the list 2, an item 3)."""
+        for value, decoded in zip(values, self.found, strict=True):
+            if decoded is None:
+                check_depth(value, max_depth, start=3)
+
+    def whole(self, body: Any) -> Any:
+        """`body` with every item parsed: what a validation error of the whole request is
+        reported from (a found item stands unparsed in `body`)."""
+        if self._body is None:
+            return body
+        try:
+            return orjson.loads(self._body)
+        except orjson.JSONDecodeError:  # nested past what orjson reads at once: its parts were read
+            return body
 
     def decode(self, index: int, decode: Callable[[], T]) -> T:
         """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
@@ -253,14 +301,14 @@ class Items(Generic[T]):
             value = decode()
             key = self._keys[index]
             if key is not None:
-                self._memo._keep(key, value)
+                self._memo._keep(key, value, self._parts[index])
         return value
 
 
 def fresh_items(count: int) -> Items[Any]:
     """Items none of which is known, kept nowhere: decoding outside an exchange (tests, tools,
     count_tokens), whose body `parse_json_body` depth-checked whole."""
-    return Items(_NOWHERE, [None] * count, [None] * count)
+    return Items(_NOWHERE, [None] * count, [None] * count, [1] * count)
 
 
 _NOWHERE = DecodeMemo(0)

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.config import ServerConfig
+from gateway.exchange import check_parts, parse_transcript
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items, bound_size, deep_size
@@ -121,17 +123,22 @@ def _turns(messages: list[dict[str, Any]], cuts: list[int]) -> list[list[dict[st
     return [messages[:end] for end in ends]
 
 
-def _decode(codec: Any, body: dict[str, Any], memo: DecodeMemo | None) -> Any:
-    """What the exchange does (gateway/exchange.py `_parse`): the body parsed with the
-    transcript skipped by the depth walk, the items found in the memo."""
-    raw = orjson.dumps(body)
+LIMITS = ServerConfig(max_json_depth=DEPTH)
+
+
+def _decode(codec: Any, body: dict[str, Any] | bytes, memo: DecodeMemo | None, tenant: str = "") -> Any:
+    """What the exchange does (gateway/exchange.py `parse_transcript`): without a memo, the body
+    parsed whole; with one, the items it knows found by their bytes and left unparsed."""
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
     items: Items[Any] | None = None
-    if memo is None:
-        parsed = parse_json_body(raw, DEPTH)
-    else:
-        parsed = parse_json_body(raw, DEPTH, codec.transcript_field)
-        items = memo.items(f"{id(codec)}\0", parsed["messages"], DEPTH)
     try:
+        if memo is None:
+            parsed = parse_json_body(raw, DEPTH)
+            check_parts(parsed, LIMITS)
+        else:
+            parsed, items = parse_transcript(
+                raw, codec.transcript_field, memo, f"{id(codec)}\0{tenant}", LIMITS
+            )
         inbound = codec.decode(parsed, {}, SEALER, items)
     except ClientError as exc:
         return ("error", exc.status, str(exc), exc.param)
@@ -426,8 +433,9 @@ def test_nesting_in_the_transcript_is_still_refused_through_the_memo(codec):
     for _ in range(80):
         deep = [deep]
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": deep}]}
-    with pytest.raises(ClientError, match="nesting deeper than 64"):
-        _decode(codec, body, DecodeMemo(1 << 20))
+    refused = _decode(codec, body, DecodeMemo(1 << 20))
+    assert refused[:2] == ("error", 400) and "nesting deeper than 64" in refused[2]
+    assert refused == _decode(codec, body, None)
 
 
 def test_a_kept_item_costs_its_length_not_the_encoders_buffer():
@@ -446,3 +454,85 @@ def test_a_kept_item_costs_its_length_not_the_encoders_buffer():
         tracemalloc.stop()
     assert memo.items("s", [message], DEPTH).found == ["decoded"]
     assert kept < 3 * 5000
+
+
+BROKEN = [
+    {"role": "bogus", "content": "x"},
+    {"role": "user"},
+    {"role": "tool", "content": "no call id"},
+    {"role": "assistant", "content": 5},
+]
+
+
+@st.composite
+def sessions(draw: Any, message: Any) -> list[tuple[str, bytes]]:
+    """The requests of agent sessions as the gateway gets them: (tenant, body bytes), turn after
+    turn appending, editing an earlier message, truncating, switching tenant, sending a broken
+    message or bytes that are not JSON, in compact or spaced-out JSON."""
+    messages = draw(st.lists(message, min_size=1, max_size=6))
+    tenant = "alice"
+    out = []
+    for _ in range(draw(st.integers(2, 6))):
+        step = draw(st.sampled_from(["append", "append", "edit", "truncate", "tenant", "broken", "bytes"]))
+        if step == "append":
+            messages = [*messages, *draw(st.lists(message, min_size=1, max_size=3))]
+        elif step == "edit":
+            at = draw(st.integers(0, len(messages) - 1))
+            messages = [*messages[:at], draw(message), *messages[at + 1 :]]
+        elif step == "truncate":
+            messages = messages[: draw(st.integers(1, len(messages)))]
+        elif step == "tenant":
+            tenant = "bob" if tenant == "alice" else "alice"
+        body = {"model": "m", "max_tokens": 64, "messages": messages, "tools": TOOLS}
+        if step == "broken":
+            body["messages"] = [*messages, draw(st.sampled_from(BROKEN))]
+        raw = orjson.dumps(body)
+        if draw(st.booleans()):
+            import json
+
+            raw = json.dumps(body, indent=1).encode()
+        if step == "bytes":  # a new message with bytes that are not UTF-8, or a trailing comma
+            bad = draw(
+                st.sampled_from([b'{"role":"user","content":"\xff"}', b'{"role":"user","content":"a",}'])
+            )
+            raw = raw[: raw.rindex(b"]")] + b"," + bad + raw[raw.rindex(b"]") :]
+        out.append((tenant, raw))
+    return out
+
+
+def _check_turns(codec: Any, turns: list[tuple[str, bytes]]) -> None:
+    """Every turn decoded through one memo (seeing each turn twice, as a client retrying would)
+    is what decoding it without one gives: the same request, or the same error."""
+    memo = DecodeMemo(1 << 20)
+    for tenant, raw in turns:
+        cold = _decode(codec, raw, None)
+        for _ in range(2):
+            warm = _decode(codec, raw, memo, tenant)
+            if isinstance(cold, tuple):
+                assert warm == cold
+                continue
+            assert warm.request == cold.request and warm.ignored_tokens == cold.ignored_tokens
+            assert _outbound(warm) == _outbound(cold)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(chat_message()))
+def test_chat_turns_edited_truncated_broken_or_of_another_tenant_decode_as_without_the_memo(turns):
+    _check_turns(CHAT, turns)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(anthropic_message()))
+def test_messages_turns_edited_truncated_broken_or_of_another_tenant_decode_as_without_the_memo(turns):
+    _check_turns(MESSAGES, turns)
+
+
+def test_a_known_item_is_neither_parsed_nor_walked_again():
+    memo = DecodeMemo(1 << 20)
+    history = [{"role": "user", "content": "Task."}, {"role": "assistant", "content": "On it."}]
+    raw = orjson.dumps({"model": "m", "messages": history})
+    parse_transcript(raw, "messages", memo, "s", LIMITS)[1].decode(0, lambda: "first")
+    body, items = parse_transcript(raw, "messages", memo, "s", LIMITS)
+    assert [type(v).__name__ for v in body["messages"]] == ["Known", "dict"]  # the second was never decoded
+    assert items.found == ["first", None]
+    assert items.whole(body) == orjson.loads(raw)

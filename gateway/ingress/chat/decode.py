@@ -67,7 +67,7 @@ def decode_request(
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
-        _whole_validation_error(body)
+        _whole_validation_error(items.whole(body))
     if wire.n not in (None, 1):
         raise invalid("only n=1 is supported", param="n", code="unsupported_value")
     _refuse_unsupported(body)

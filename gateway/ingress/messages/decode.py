@@ -123,7 +123,7 @@ def validate(
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
-        _whole_validation_error(body, model)
+        _whole_validation_error(items.whole(body), model)
     for name, message in UNSUPPORTED.items():
         if body.get(name) is not None:
             raise ClientError(400, f"{name}: {message}", param=name, code="unsupported_parameter")
