@@ -30,13 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.workloads import agent_messages, tools  # noqa: E402
+from gateway.config import ServerConfig  # noqa: E402
+from gateway.exchange import parse_transcript  # noqa: E402
 from gateway.ingress.chat.codec import CODEC  # noqa: E402
-from gateway.ingress.errors import parse_json_body  # noqa: E402
 from gateway.ingress.memo import DecodeMemo  # noqa: E402
+from gateway.serve import GC_THRESHOLDS  # noqa: E402
 from gateway.transcript.seal import Sealer  # noqa: E402
 
 SEALER = Sealer(b"bench-memo-secret")
-DEPTH = 64
+LIMITS = ServerConfig()
 TOOLS = tools()
 
 
@@ -54,9 +56,9 @@ def body(seed: str, messages: int) -> bytes:
 
 
 def handle(raw: bytes, memo: DecodeMemo) -> Any:
-    """What the exchange does before routing (gateway/exchange.py `_parse`, then the codec)."""
-    parsed = parse_json_body(raw, DEPTH, CODEC.transcript_field)
-    items = memo.items("chat\0", parsed["messages"], DEPTH)
+    """What the exchange does before routing (gateway/exchange.py `parse_transcript`, then the
+    codec)."""
+    parsed, items = parse_transcript(raw, "messages", memo, "chat\0", LIMITS)
     return CODEC.decode(parsed, {}, SEALER, items)
 
 
@@ -106,6 +108,9 @@ def main() -> None:
     parser.add_argument("--short", action="store_true", help="chat turns of a few words")
     parser.add_argument("--rss-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    # the collector as the gateway runs it (gateway/serve.py): what the memo keeps alive is walked
+    # at each older collection, and the gateway makes those rare
+    gc.set_threshold(*GC_THRESHOLDS)
     global SHORT
     SHORT = args.short
     if args.rss_child:

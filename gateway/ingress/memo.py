@@ -105,10 +105,35 @@ def bound_size(raw: bytes) -> int:
     return chars + _PER_VALUE * values + _PER_ITEM
 
 
+class _Turn:
+    """The new items of one request, on probation together under the request's opening items:
+    their keys, and what they decoded to and their raw parts as decoding goes (a decode that
+    raised leaves its item out). `size` bounds what they hold, counted when the turn came."""
+
+    __slots__ = ("entries", "size")
+
+    def __init__(self, size: int) -> None:
+        self.entries: list[tuple[tuple[str, bytes], Any, int]] = []
+        self.size = size
+
+
+def _entry_size(raw: bytes) -> int:
+    """What an entry kept under `raw` is counted."""
+    return int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
+
+
+def _turn_size(raws: list[bytes]) -> int:
+    """At least the sum of `_entry_size` over `raws`, in one pass over their joined bytes."""
+    joined = b"".join(raws)
+    per_item = sys.getsizeof(b"") + _PER_ITEM + _OVERHEAD
+    return int((len(joined) + bound_size(joined) + len(raws) * per_item) * _RSS_FACTOR)
+
+
 class DecodeMemo:
     """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before).
-    `admit_after`: how many sightings of an item's bytes make it protected (2: on evidence of
-    reuse, on probation until then; 1: at once).
+    `admit_after`: 2: a request's new items are kept on probation together and protected when a
+    later request of the same scope opens with the same items (evidence of reuse); 1: every
+    decoded item is kept at once (one LRU).
 
     Least-recently-used maps on OrderedDicts (their lookups and moves are C code: cachetools'
     LRUCache, pure Python, cost more per item than decoding saved on short messages)."""
@@ -117,12 +142,14 @@ class DecodeMemo:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
-        # (scope, bytes) -> (size, decoded): items seen once, and items seen again
-        self._probation: OrderedDict[tuple[str, bytes], tuple[int, Any]] = OrderedDict()
-        self._protected: OrderedDict[tuple[str, bytes], tuple[int, Any]] = OrderedDict()
+        # (scope, bytes) -> (size, (decoded, raw parts)): items that showed they are reused
+        self._protected: OrderedDict[tuple[str, bytes], tuple[int, tuple[Any, int]]] = OrderedDict()
+        # (scope, first item's bytes, second item's bytes) -> the new items of the last request
+        # that opened so
+        self._probation: OrderedDict[tuple[str, bytes, bytes], _Turn] = OrderedDict()
         self._on = max_bytes > 0
         self._admit_after = admit_after
-        # admitted at once: one LRU over the whole budget
+        # probation keeps at least its share of the budget (admitted at once: one LRU over all)
         self._protected_max = max_bytes - max_bytes // _PROBATION_SHARE if admit_after == 2 else max_bytes
         self._scopes: dict[str, str] = {}  # one string per scope, shared by its entries' keys
         self._probation_size = 0
@@ -131,7 +158,7 @@ class DecodeMemo:
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._probation) + len(self._protected)
+        return sum(len(turn.entries) for turn in self._probation.values()) + len(self._protected)
 
     @property
     def size(self) -> int:
@@ -143,34 +170,29 @@ class DecodeMemo:
         """Entries that have shown they are reused."""
         return len(self._protected)
 
+    @property
+    def enabled(self) -> bool:
+        return self._on
+
     def items(self, scope: str, values: list[Any], max_depth: int) -> Items[Any]:
         """The transcript items of one request (`values`: a list in a top-level field of the
         body), each looked up under its JSON text written out again: found ones carry their
         decoded value; new ones are depth-checked here against the body's `max_depth`, each at its
         place (the body 1, the list 2, an item 3)."""
-        keys: list[tuple[str, bytes] | None] = []
-        found: list[Any] = []
-        if self._on:
-            scope = self._scopes.setdefault(scope, scope)
+        parts = [item_parts(v) for v in values]
+        if not self._on:
+            items: Items[Any] = Items(self, [None] * len(values), [None] * len(values), parts)
+        else:
+            raws: list[bytes | None] = []
             for value in values:
                 try:
-                    key: tuple[str, bytes] | None = (scope, orjson.dumps(value))
+                    # a copy of exactly its size: orjson's output holds up to ten times its length
+                    raws.append(bytes(memoryview(orjson.dumps(value))))
                 except orjson.JSONEncodeError:  # nested past what orjson writes: never kept
-                    key = None
-                keys.append(key)
-                hit = self._find(key) if key is not None else None
-                found.append(hit[0] if hit is not None else None)
-        else:
-            keys = [None] * len(values)
-            found = [None] * len(values)
-        for value, decoded in zip(values, found, strict=True):
-            if decoded is None:
-                check_depth(value, max_depth, start=3)
-        return self._counted(Items(self, keys, found, [item_parts(v) for v in values]))
-
-    @property
-    def enabled(self) -> bool:
-        return self._on
+                    raws.append(None)
+            items = self._lookup(scope, raws, parts, None)
+        items.check_depth(values, max_depth)
+        return self._counted(items)
 
     def split(self, scope: str, raws: list[bytes], body: bytes) -> tuple[list[Any], Items[Any]] | None:
         """The transcript items of one request from their JSON texts as the client sent them
@@ -181,19 +203,72 @@ class DecodeMemo:
         body, parsed again only to report a validation error (`Items.whole`)."""
         if not self._on:
             return None
-        scope = self._scopes.setdefault(scope, scope)
-        keys: list[tuple[str, bytes] | None] = [(scope, raw) for raw in raws]
-        hits = [self._find((scope, raw)) for raw in raws]
         values: list[Any] = []
         loads = orjson.loads
+        scope = self._scopes.setdefault(scope, scope)
+        hits = self._hits(scope, raws)  # type: ignore[arg-type]
         try:
             for raw, hit in zip(raws, hits, strict=True):
                 values.append(loads(raw) if hit is None else Known(hit[1]))
         except orjson.JSONDecodeError:
             return None
         parts = [value.parts if type(value) is Known else item_parts(value) for value in values]
+        return values, self._counted(self._lookup(scope, raws, parts, body, hits))  # type: ignore[arg-type]
+
+    def _hits(self, scope: str, raws: list[bytes | None]) -> list[tuple[Any, int] | None]:
+        """Each item's protected entry (decoded, parts), or None. When one is missing and a turn
+        on probation opened as this request does, that turn is protected first."""
+        get, touch = self._protected.get, self._protected.move_to_end
+        hits: list[tuple[Any, int] | None] = []
+        for raw in raws:
+            entry = get((scope, raw)) if raw is not None else None  # type: ignore[arg-type]
+            if entry is not None:
+                touch((scope, raw))  # type: ignore[arg-type]
+                hits.append(entry[1])
+            else:
+                hits.append(None)
+        if None in hits and raws[0] is not None and self._admit_after == 2:
+            turn = self._probation.pop(self._opening(scope, raws), None)
+            if turn is not None:  # evidence of reuse: the conversation goes on
+                self._probation_size -= turn.size
+                for key, decoded, parts in turn.entries:
+                    self._protect(key, (_entry_size(key[1]), (decoded, parts)))
+                self._evict()
+                return self._hits(scope, raws)
+        return hits
+
+    @staticmethod
+    def _opening(scope: str, raws: list[bytes | None]) -> tuple[str, bytes, bytes]:
+        second = raws[1] if len(raws) > 1 else b""
+        return (scope, raws[0] or b"", second or b"")
+
+    def _lookup(
+        self,
+        scope: str,
+        raws: list[bytes | None],
+        parts: list[int],
+        body: bytes | None,
+        hits: list[tuple[Any, int] | None] | None = None,
+    ) -> Items[Any]:
+        scope = self._scopes.setdefault(scope, scope)
+        if hits is None:
+            hits = self._hits(scope, raws)
+        keys = [(scope, raw) if raw is not None else None for raw in raws]
         found = [hit[0] if hit is not None else None for hit in hits]
-        return values, self._counted(Items(self, keys, found, parts, body))
+        turn = None
+        if self._admit_after == 2 and raws:
+            new = [raw for raw, hit in zip(raws, hits, strict=True) if hit is None and raw is not None]
+            size = _turn_size(new) if new else 0
+            if new and size <= self.max_bytes:
+                turn = _Turn(size)
+                opening = self._opening(scope, raws)
+                old = self._probation.pop(opening, None)
+                if old is not None:
+                    self._probation_size -= old.size
+                self._probation[opening] = turn
+                self._probation_size += size
+                self._evict()
+        return Items(self, keys, found, parts, body, turn)
 
     def _counted(self, items: Items[Any]) -> Items[Any]:
         hits = sum(1 for value in items.found if value is not None)
@@ -201,58 +276,31 @@ class DecodeMemo:
         self.misses += len(items.found) - hits
         return items
 
-    def _find(self, key: tuple[str, bytes]) -> Any:
-        """The decoded value and raw parts kept under `key` (a hit on probation protects it)."""
-        entry = self._protected.get(key)
-        if entry is not None:
-            self._protected.move_to_end(key)
-            return entry[1]
-        entry = self._probation.pop(key, None)
-        if entry is None:
-            return None
-        self._probation_size -= entry[0]  # evidence of reuse
-        self._protect(key, entry)
-        return entry[1]
-
-    def _protect(self, key: tuple[str, bytes], entry: tuple[int, Any]) -> None:
+    def _protect(self, key: tuple[str, bytes], entry: tuple[int, tuple[Any, int]]) -> None:
         protected = self._protected
+        old = protected.pop(key, None)
+        if old is not None:  # the same bytes twice in one request
+            self._protected_size -= old[0]
         protected[key] = entry
         self._protected_size += entry[0]
-        # over its share: the least recently used go back on probation, for one more chance
-        while self._protected_size > self._protected_max and protected:
-            old_key, old = protected.popitem(last=False)
-            self._protected_size -= old[0]
-            self._probation[old_key] = old
-            self._probation_size += old[0]
-        self._evict()
+        while self._protected_size > self._protected_max and protected:  # over its share: LRU out
+            _, (evicted, _) = protected.popitem(last=False)
+            self._protected_size -= evicted
 
     def _keep(self, key: tuple[str, bytes], decoded: Any, parts: int) -> None:
-        raw = key[1]
-        # a copy of exactly its size: orjson's output holds up to ten times its length in memory
-        key = (key[0], bytes(memoryview(raw)))
-        size = int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
-        if size > self.max_bytes:
-            return
-        for segment in (self._protected, self._probation):
-            old = segment.pop(key, None)
-            if old is not None:  # decoded twice in one request (the same bytes at two places)
-                if segment is self._protected:
-                    self._protected_size -= old[0]
-                else:
-                    self._probation_size -= old[0]
-        if self._admit_after == 1:
+        """Admitted at once (`admit_after` 1)."""
+        size = _entry_size(key[1])
+        if size <= self.max_bytes:
             self._protect(key, (size, (decoded, parts)))
-            return
-        self._probation[key] = (size, (decoded, parts))
-        self._probation_size += size
-        self._evict()
+            self._evict()
 
     def _evict(self) -> None:
-        probation, protected = self._probation, self._protected
+        probation = self._probation
         while probation and self.size > self.max_bytes:
-            _, (evicted, _) = probation.popitem(last=False)
-            self._probation_size -= evicted
-        while protected and self.size > self.max_bytes:  # admitted at once: a plain LRU
+            _, turn = probation.popitem(last=False)
+            self._probation_size -= turn.size
+        protected = self._protected
+        while protected and self.size > self.max_bytes:
             _, (evicted, _) = protected.popitem(last=False)
             self._protected_size -= evicted
 
@@ -260,7 +308,7 @@ class DecodeMemo:
 class Items(Generic[T]):
     """One request's transcript items, as `DecodeMemo.items` found them."""
 
-    __slots__ = ("_memo", "_keys", "_parts", "_body", "found")
+    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "found")
 
     def __init__(
         self,
@@ -269,12 +317,30 @@ class Items(Generic[T]):
         found: list[T | None],
         parts: list[int],
         body: bytes | None = None,
+        turn: _Turn | None = None,
     ) -> None:
         self._memo = memo
         self._keys = keys
         self._parts = parts
         self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
+        self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
         self.found = found  # per item: its decoded value, or None when it is new
+
+    def decode(self, index: int, decode: Callable[[], T]) -> T:
+        """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
+        keeps nothing: errors are reported with the item's place, which the memo does not know)."""
+        value = self.found[index]
+        if value is None:
+            value = decode()
+            key = self._keys[index]
+            if key is None:
+                return value
+            turn = self._turn
+            if turn is not None:
+                turn.entries.append((key, value, self._parts[index]))
+            elif self._memo._admit_after == 1:
+                self._memo._keep(key, value, self._parts[index])
+        return value
 
     def check_depth(self, values: list[Any], max_depth: int) -> None:
         """Depth-check the new items of `values` (the body's list), each at its place (the body 1,
@@ -292,17 +358,6 @@ class Items(Generic[T]):
             return orjson.loads(self._body)
         except orjson.JSONDecodeError:  # nested past what orjson reads at once: its parts were read
             return body
-
-    def decode(self, index: int, decode: Callable[[], T]) -> T:
-        """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
-        keeps nothing: errors are reported with the item's place, which the memo does not know)."""
-        value = self.found[index]
-        if value is None:
-            value = decode()
-            key = self._keys[index]
-            if key is not None:
-                self._memo._keep(key, value, self._parts[index])
-        return value
 
 
 def fresh_items(count: int) -> Items[Any]:

@@ -247,7 +247,7 @@ def test_traffic_that_never_repeats_never_pushes_reused_items_out_and_stays_in_b
     assert memo.items("s", reused, DEPTH).found == [f"decoded {index}" for index in range(len(reused))]
 
 
-def test_protected_items_beyond_their_share_go_back_on_probation_then_out():
+def test_protected_items_beyond_their_share_go_least_recently_used_first():
     memo = DecodeMemo(32 << 10)
     items = [{"role": "user", "content": f"{i:04d}" + "x" * 400} for i in range(200)]
     for item in items:
