@@ -10,12 +10,15 @@ What is kept is immutable (the canonical model is frozen), so requests share it 
 
 Entries are scoped by dialect and tenant (one tenant never learns from timing what another sent).
 
-Admission on evidence of reuse, as a segmented LRU: an item decoded for the first time is kept on
-probation (it costs nothing to keep: the request decoded it anyway); found again there, it has
-shown it is reused and moves to the protected segment. Probation is what the protected entries
-leave of the budget, and at least a quarter of it: traffic that never repeats churns probation
-only, and never pushes the items of a live agent session out. An agent's next turn finds its
-whole history (the turn before put it on probation), so a warm turn decodes only what is new.
+Admission on evidence of reuse: the new items of a request are kept together on probation (it
+costs one entry per request: the request decoded them anyway), under the request's opening items
+(its first two). A later request of the same scope that opens the same way is the same
+conversation going on: that turn's items are protected then, and found by their bytes from then
+on. An agent's second turn finds its whole history this way; traffic that never repeats costs an
+entry per request, never a lookup structure per item, and churns probation: older turns on
+probation go first, protected items only when one request's new items need more room than
+probation has. Protected items take at most three quarters of the budget, least recently used
+going first.
 
 The budget counts what entries hold, bounded from their bytes without walking what they decoded
 to (`bound_size`: walking a thousand messages took longer than decoding them): the key's bytes,
