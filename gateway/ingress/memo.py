@@ -109,14 +109,16 @@ def bound_size(raw: bytes) -> int:
 
 
 class _Turn:
-    """The new items of one request, on probation together under the request's opening items:
-    their keys, and what they decoded to and their raw parts as decoding goes (a decode that
-    raised leaves its item out). `size` bounds what they hold, counted when the turn came."""
+    """The new items of one request, kept together: on probation under the request's opening
+    items, then protected as one unit of the LRU. `entries`: their keys, what they decoded to and
+    their raw parts, as decoding goes (a decode that raised leaves its item out); once protected,
+    `keys` only. `size` bounds what they hold, counted when the turn came."""
 
-    __slots__ = ("entries", "size")
+    __slots__ = ("entries", "keys", "size")
 
     def __init__(self, size: int) -> None:
         self.entries: list[tuple[tuple[str, bytes], Any, int]] = []
+        self.keys: list[tuple[str, bytes]] = []
         self.size = size
 
 
@@ -136,17 +138,19 @@ class DecodeMemo:
     """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before).
     `admit_after`: 2: a request's new items are kept on probation together and protected when a
     later request of the same scope opens with the same items (evidence of reuse); 1: every
-    decoded item is kept at once (one LRU).
+    decoded item is protected at once.
 
     Least-recently-used maps on OrderedDicts (their lookups and moves are C code: cachetools'
-    LRUCache, pure Python, cost more per item than decoding saved on short messages)."""
+    LRUCache, pure Python, cost more per item than decoding saved on short messages), whose unit is
+    a turn: a hit touches its item's turn, and a turn leaves whole."""
 
     def __init__(self, max_bytes: int, *, admit_after: int = 2) -> None:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
-        # (scope, bytes) -> (size, (decoded, raw parts)): items that showed they are reused
-        self._protected: OrderedDict[tuple[str, bytes], tuple[int, tuple[Any, int]]] = OrderedDict()
+        # (scope, bytes) -> (decoded, raw parts, its turn): the protected items
+        self._index: dict[tuple[str, bytes], tuple[Any, int, _Turn]] = {}
+        self._protected: OrderedDict[_Turn, None] = OrderedDict()  # their turns, least recent first
         # (scope, first item's bytes, second item's bytes) -> the new items of the last request
         # that opened so
         self._probation: OrderedDict[tuple[str, bytes, bytes], _Turn] = OrderedDict()
@@ -161,7 +165,7 @@ class DecodeMemo:
         self.misses = 0
 
     def __len__(self) -> int:
-        return sum(len(turn.entries) for turn in self._probation.values()) + len(self._protected)
+        return sum(len(turn.entries) for turn in self._probation.values()) + len(self._index)
 
     @property
     def size(self) -> int:
@@ -171,7 +175,7 @@ class DecodeMemo:
     @property
     def protected(self) -> int:
         """Entries that have shown they are reused."""
-        return len(self._protected)
+        return len(self._index)
 
     @property
     def enabled(self) -> bool:
@@ -193,7 +197,11 @@ class DecodeMemo:
                     raws.append(bytes(memoryview(orjson.dumps(value))))
                 except orjson.JSONEncodeError:  # nested past what orjson writes: never kept
                     raws.append(None)
-            items = self._lookup(scope, raws, parts, None)
+            scope = self._scopes.setdefault(scope, scope)
+            opening = self._opening(scope, raws)
+            hits = self._hits(scope, raws, opening)
+            kept = [raw if hit is None else None for raw, hit in zip(raws, hits, strict=True)]
+            items = self._lookup(scope, kept, parts, None, hits, opening)
         items.check_depth(values, max_depth)
         return self._counted(items)
 
@@ -209,62 +217,67 @@ class DecodeMemo:
         values: list[Any] = []
         loads = orjson.loads
         scope = self._scopes.setdefault(scope, scope)
-        hits = self._hits(scope, raws)  # type: ignore[arg-type]
+        opening = self._opening(scope, raws)
+        hits = self._hits(scope, raws, opening)
         try:
             for raw, hit in zip(raws, hits, strict=True):
                 values.append(loads(raw) if hit is None else Known(hit[1]))
         except orjson.JSONDecodeError:
             return None
         parts = [value.parts if type(value) is Known else item_parts(value) for value in values]
-        return values, self._counted(self._lookup(scope, raws, parts, body, hits))  # type: ignore[arg-type]
+        kept = [raw if hit is None else None for raw, hit in zip(raws, hits, strict=True)]
+        return values, self._counted(self._lookup(scope, kept, parts, body, hits, opening))
 
-    def _hits(self, scope: str, raws: list[bytes | None]) -> list[tuple[Any, int] | None]:
-        """Each item's protected entry (decoded, parts), or None. When one is missing and a turn
-        on probation opened as this request does, that turn is protected first."""
-        get, touch = self._protected.get, self._protected.move_to_end
+    def _hits(
+        self, scope: str, raws: list[bytes] | list[bytes | None], opening: tuple[str, bytes, bytes]
+    ) -> list[tuple[Any, int] | None]:
+        """Each item's protected (decoded, parts), or None. When one is missing and a turn on
+        probation opened as this request does, that turn is protected first."""
+        get, touch = self._index.get, self._protected.move_to_end
         hits: list[tuple[Any, int] | None] = []
+        missing = False
         for raw in raws:
-            entry = get((scope, raw)) if raw is not None else None  # type: ignore[arg-type]
+            entry = get((scope, raw)) if raw is not None else None
             if entry is not None:
-                touch((scope, raw))  # type: ignore[arg-type]
-                hits.append(entry[1])
+                touch(entry[2])
+                hits.append((entry[0], entry[1]))
             else:
                 hits.append(None)
-        if None in hits and raws[0] is not None and self._admit_after == 2:
-            turn = self._probation.pop(self._opening(scope, raws), None)
+                missing = True
+        if missing and raws and self._admit_after == 2:
+            turn = self._probation.pop(opening, None)
             if turn is not None:  # evidence of reuse: the conversation goes on
                 self._probation_size -= turn.size
-                for key, decoded, parts in turn.entries:
-                    self._protect(key, (_entry_size(key[1]), (decoded, parts)))
-                self._evict()
-                return self._hits(scope, raws)
+                self._protect(turn)
+                return self._hits(scope, raws, opening)
         return hits
 
     @staticmethod
-    def _opening(scope: str, raws: list[bytes | None]) -> tuple[str, bytes, bytes]:
-        second = raws[1] if len(raws) > 1 else b""
-        return (scope, raws[0] or b"", second or b"")
+    def _opening(scope: str, raws: list[bytes] | list[bytes | None]) -> tuple[str, bytes, bytes]:
+        """What a request's turn is kept under on probation: its first two items' bytes."""
+        first = raws[0] if raws else None
+        second = raws[1] if len(raws) > 1 else None
+        return (scope, first or b"", second or b"")
 
     def _lookup(
         self,
         scope: str,
-        raws: list[bytes | None],
+        kept: list[bytes | None],
         parts: list[int],
         body: bytes | None,
-        hits: list[tuple[Any, int] | None] | None = None,
+        hits: list[tuple[Any, int] | None],
+        opening: tuple[str, bytes, bytes],
     ) -> Items[Any]:
-        scope = self._scopes.setdefault(scope, scope)
-        if hits is None:
-            hits = self._hits(scope, raws)
-        keys = [(scope, raw) if raw is not None else None for raw in raws]
+        """`kept`: the bytes each new item is kept under (None: found, or never kept)."""
+        keys = [(scope, raw) if raw is not None else None for raw in kept]
         found = [hit[0] if hit is not None else None for hit in hits]
         turn = None
-        if self._admit_after == 2 and raws:
-            new = [raw for raw, hit in zip(raws, hits, strict=True) if hit is None and raw is not None]
-            size = _turn_size(new) if new else 0
+        if self._admit_after == 2:
+            new = [raw for raw in kept if raw is not None]
+            # the opening's bytes are held too (shared with the first items' keys when new)
+            size = _turn_size([*new, opening[1], opening[2]]) if new else 0
             if new and size <= self.max_bytes:
                 turn = _Turn(size)
-                opening = self._opening(scope, raws)
                 old = self._probation.pop(opening, None)
                 if old is not None:
                     self._probation_size -= old.size
@@ -279,33 +292,44 @@ class DecodeMemo:
         self.misses += len(items.found) - hits
         return items
 
-    def _protect(self, key: tuple[str, bytes], entry: tuple[int, tuple[Any, int]]) -> None:
-        protected = self._protected
-        old = protected.pop(key, None)
-        if old is not None:  # the same bytes twice in one request
-            self._protected_size -= old[0]
-        protected[key] = entry
-        self._protected_size += entry[0]
-        while self._protected_size > self._protected_max and protected:  # over its share: LRU out
-            _, (evicted, _) = protected.popitem(last=False)
-            self._protected_size -= evicted
+    def _protect(self, turn: _Turn) -> None:
+        index = self._index
+        for key, decoded, parts in turn.entries:
+            old = index.get(key)
+            index[key] = (decoded, parts, turn)
+            if old is None:
+                turn.keys.append(key)
+        turn.entries = []
+        self._protected[turn] = None
+        self._protected_size += turn.size
+        while self._protected_size > self._protected_max and self._protected:  # over its share
+            self._drop_oldest()
+        self._evict()
+
+    def _drop_oldest(self) -> None:
+        turn, _ = self._protected.popitem(last=False)
+        self._protected_size -= turn.size
+        index = self._index
+        for key in turn.keys:
+            entry = index.get(key)
+            if entry is not None and entry[2] is turn:  # a later turn may hold the same bytes
+                del index[key]
 
     def _keep(self, key: tuple[str, bytes], decoded: Any, parts: int) -> None:
-        """Admitted at once (`admit_after` 1)."""
+        """Admitted at once (`admit_after` 1): a turn of one item."""
         size = _entry_size(key[1])
         if size <= self.max_bytes:
-            self._protect(key, (size, (decoded, parts)))
-            self._evict()
+            turn = _Turn(size)
+            turn.entries.append((key, decoded, parts))
+            self._protect(turn)
 
     def _evict(self) -> None:
         probation = self._probation
         while probation and self.size > self.max_bytes:
             _, turn = probation.popitem(last=False)
             self._probation_size -= turn.size
-        protected = self._protected
-        while protected and self.size > self.max_bytes:
-            _, (evicted, _) = protected.popitem(last=False)
-            self._protected_size -= evicted
+        while self._protected and self.size > self.max_bytes:
+            self._drop_oldest()
 
 
 class Items(Generic[T]):

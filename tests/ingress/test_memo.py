@@ -260,9 +260,10 @@ def test_protected_items_beyond_their_share_go_least_recently_used_first():
 
 
 def _bound_violations(memo: DecodeMemo) -> list[tuple[bytes, int, int]]:
-    entries = [*memo._probation.items(), *memo._protected.items()]
+    entries = [(key, decoded) for turn in memo._probation.values() for key, decoded, _ in turn.entries]
+    entries += [(key, decoded) for key, (decoded, _, _) in memo._index.items()]
     out = []
-    for (_, raw), (_, decoded) in entries:
+    for (_, raw), decoded in entries:
         if deep_size(decoded) > bound_size(raw):
             out.append((raw, deep_size(decoded), bound_size(raw)))
     return out
