@@ -57,8 +57,17 @@ def raw_parts(body: Any) -> int:
     for value in body.values():
         if type(value) is not list:
             continue
-        for item in value:
-            total += item_parts(item)
+        for item in value:  # `item_parts`, inline: a transcript has thousands of items
+            kind = type(item)
+            if kind is Known:
+                total += item.parts
+            elif kind is dict:
+                parts = item.get("content")
+                if type(parts) is not list:
+                    parts = item.get("parts")
+                total += len(parts) if type(parts) is list else 1
+            else:
+                total += 1
     return total
 
 
@@ -75,9 +84,18 @@ def item_parts(item: Any) -> int:
 
 class Known:
     """In a body's transcript list, an item the decode memo found and left unparsed (its decoded
-    value is in the memo's `Items.found`); `parts`: what `item_parts` counted for it when new."""
+    value is in the memo's `Items.found`); `parts`: what `item_parts` counted for it when new.
+    Immutable and shared: `known(parts)`."""
 
     __slots__ = ("parts",)
 
     def __init__(self, parts: int) -> None:
         self.parts = parts
+
+
+_KNOWN = [Known(parts) for parts in range(64)]
+
+
+def known(parts: int) -> Known:
+    """The `Known` of an item of `parts` parts (one object per count for the usual ones)."""
+    return _KNOWN[parts] if parts < len(_KNOWN) else Known(parts)

@@ -43,7 +43,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from gateway.ingress.budget import Known, item_parts
+from gateway.ingress.budget import Known, item_parts, known
 from gateway.ingress.errors import check_depth
 
 T = TypeVar("T")
@@ -148,8 +148,8 @@ class DecodeMemo:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
-        # (scope, bytes) -> (decoded, raw parts, its turn): the protected items
-        self._index: dict[tuple[str, bytes], tuple[Any, int, _Turn]] = {}
+        # (scope, bytes) -> (decoded, its raw parts as `Known`, its turn): the protected items
+        self._index: dict[tuple[str, bytes], tuple[Any, Known, _Turn]] = {}
         self._protected: OrderedDict[_Turn, None] = OrderedDict()  # their turns, least recent first
         # (scope, first item's bytes, second item's bytes) -> the new items of the last request
         # that opened so
@@ -221,7 +221,7 @@ class DecodeMemo:
         hits = self._hits(scope, raws, opening)
         try:
             for raw, hit in zip(raws, hits, strict=True):
-                values.append(loads(raw) if hit is None else Known(hit[1]))
+                values.append(loads(raw) if hit is None else hit[1])
         except orjson.JSONDecodeError:
             return None
         parts = [value.parts if type(value) is Known else item_parts(value) for value in values]
@@ -230,17 +230,17 @@ class DecodeMemo:
 
     def _hits(
         self, scope: str, raws: list[bytes] | list[bytes | None], opening: tuple[str, bytes, bytes]
-    ) -> list[tuple[Any, int] | None]:
-        """Each item's protected (decoded, parts), or None. When one is missing and a turn on
+    ) -> list[tuple[Any, Known, _Turn] | None]:
+        """Each item's protected (decoded, Known, turn), or None. When one is missing and a turn on
         probation opened as this request does, that turn is protected first."""
         get, touch = self._index.get, self._protected.move_to_end
-        hits: list[tuple[Any, int] | None] = []
+        hits: list[tuple[Any, Known, _Turn] | None] = []
         missing = False
         for raw in raws:
             entry = get((scope, raw)) if raw is not None else None
             if entry is not None:
                 touch(entry[2])
-                hits.append((entry[0], entry[1]))
+                hits.append(entry)
             else:
                 hits.append(None)
                 missing = True
@@ -265,7 +265,7 @@ class DecodeMemo:
         kept: list[bytes | None],
         parts: list[int],
         body: bytes | None,
-        hits: list[tuple[Any, int] | None],
+        hits: list[tuple[Any, Known, _Turn] | None],
         opening: tuple[str, bytes, bytes],
     ) -> Items[Any]:
         """`kept`: the bytes each new item is kept under (None: found, or never kept)."""
@@ -296,7 +296,7 @@ class DecodeMemo:
         index = self._index
         for key, decoded, parts in turn.entries:
             old = index.get(key)
-            index[key] = (decoded, parts, turn)
+            index[key] = (decoded, known(parts), turn)
             if old is None:
                 turn.keys.append(key)
         turn.entries = []
