@@ -17,8 +17,8 @@ conversation going on: that turn's items are protected then, and found by their 
 on. An agent's second turn finds its whole history this way; traffic that never repeats costs an
 entry per request, never a lookup structure per item, and churns probation: older turns on
 probation go first, protected items only when one request's new items need more room than
-probation has. Protected items take at most three quarters of the budget, least recently used
-going first.
+probation has. Protected items take at most three quarters of the budget (but for one turn
+larger than that), the least recently used turn going first.
 
 The budget counts what entries hold, bounded from their bytes without walking what they decoded
 to (`bound_size`: walking a thousand messages took longer than decoding them): the key's bytes,
@@ -302,7 +302,9 @@ class DecodeMemo:
         turn.entries = []
         self._protected[turn] = None
         self._protected_size += turn.size
-        while self._protected_size > self._protected_max and self._protected:  # over its share
+        # over its share: older turns go, never this one (a turn larger than the share, a long
+        # transcript's history, is protected alone as long as it fits the budget)
+        while self._protected_size > self._protected_max and len(self._protected) > 1:
             self._drop_oldest()
         self._evict()
 

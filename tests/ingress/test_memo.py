@@ -259,6 +259,18 @@ def test_protected_items_beyond_their_share_go_least_recently_used_first():
     assert memo.items("s", [items[0]], DEPTH).found == [None]  # least recently used: out
 
 
+def test_a_history_larger_than_the_protected_share_is_still_found_on_the_next_turn():
+    memo = DecodeMemo(128 << 10)
+    history = [{"role": "user", "content": f"{i:03d} " + "x" * 800} for i in range(30)]
+    first = memo.items("s", history, DEPTH)
+    for index in range(len(history)):
+        first.decode(index, lambda index=index: index)
+    assert memo.size > memo._protected_max  # the turn alone is more than the protected share
+    again = memo.items("s", [*history, {"role": "user", "content": "next"}], DEPTH)
+    assert again.found == [*range(len(history)), None]
+    assert memo.protected == len(history) and memo.size <= memo.max_bytes
+
+
 def _bound_violations(memo: DecodeMemo) -> list[tuple[bytes, int, int]]:
     entries = [(key, decoded) for turn in memo._probation.values() for key, decoded, _ in turn.entries]
     entries += [(key, decoded) for key, (decoded, _, _) in memo._index.items()]
