@@ -109,17 +109,19 @@ def bound_size(raw: bytes) -> int:
 
 
 class _Turn:
-    """The new items of one request, kept together: on probation under the request's opening
-    items, then protected as one unit of the LRU. `entries`: their keys, what they decoded to and
-    their raw parts, as decoding goes (a decode that raised leaves its item out); once protected,
-    `keys` only. `size` bounds what they hold, counted when the turn came."""
+    """The new items of one request, kept together on probation under the request's opening
+    items; once protected, they join the conversation's protected items (one `_Turn` per opening:
+    the unit of the LRU, which a hit on any of its items touches). `entries`: their keys, what
+    they decoded to and their raw parts, as decoding goes (a decode that raised leaves its item
+    out); once protected, `keys` only. `size` bounds what they hold, counted when they came."""
 
-    __slots__ = ("entries", "keys", "size")
+    __slots__ = ("entries", "keys", "size", "opening")
 
     def __init__(self, size: int) -> None:
         self.entries: list[tuple[tuple[str, bytes], Any, int]] = []
         self.keys: list[tuple[str, bytes]] = []
         self.size = size
+        self.opening: tuple[str, bytes, bytes] = ("", b"", b"")
 
 
 def _entry_size(raw: bytes) -> int:
@@ -142,7 +144,7 @@ class DecodeMemo:
 
     Least-recently-used maps on OrderedDicts (their lookups and moves are C code: cachetools'
     LRUCache, pure Python, cost more per item than decoding saved on short messages), whose unit is
-    a turn: a hit touches its item's turn, and a turn leaves whole."""
+    a conversation: a hit touches its item's conversation, and a conversation leaves whole."""
 
     def __init__(self, max_bytes: int, *, admit_after: int = 2) -> None:
         if admit_after not in (1, 2):
@@ -150,7 +152,8 @@ class DecodeMemo:
         self.max_bytes = max_bytes
         # (scope, bytes) -> (decoded, its raw parts as `Known`, its turn): the protected items
         self._index: dict[tuple[str, bytes], tuple[Any, Known, _Turn]] = {}
-        self._protected: OrderedDict[_Turn, None] = OrderedDict()  # their turns, least recent first
+        # opening -> the conversation's protected items, least recently used first
+        self._protected: OrderedDict[tuple[str, bytes, bytes], _Turn] = OrderedDict()
         # (scope, first item's bytes, second item's bytes) -> the new items of the last request
         # that opened so
         self._probation: OrderedDict[tuple[str, bytes, bytes], _Turn] = OrderedDict()
@@ -239,7 +242,7 @@ class DecodeMemo:
         for raw in raws:
             entry = get((scope, raw)) if raw is not None else None
             if entry is not None:
-                touch(entry[2])
+                touch(entry[2].opening)
                 hits.append(entry)
             else:
                 hits.append(None)
@@ -248,7 +251,7 @@ class DecodeMemo:
             turn = self._probation.pop(opening, None)
             if turn is not None:  # evidence of reuse: the conversation goes on
                 self._probation_size -= turn.size
-                self._protect(turn)
+                self._protect(turn, opening)
                 return self._hits(scope, raws, opening)
         return hits
 
@@ -292,24 +295,31 @@ class DecodeMemo:
         self.misses += len(items.found) - hits
         return items
 
-    def _protect(self, turn: _Turn) -> None:
+    def _protect(self, turn: _Turn, opening: tuple[str, bytes, bytes]) -> None:
+        """`turn`'s items join the protected items of the conversation `opening` names."""
+        conversation = self._protected.get(opening)
+        if conversation is None:
+            conversation = self._protected[opening] = turn
+            turn.opening = opening
+        else:
+            conversation.size += turn.size
+            self._protected.move_to_end(opening)
         index = self._index
         for key, decoded, parts in turn.entries:
             old = index.get(key)
-            index[key] = (decoded, known(parts), turn)
-            if old is None:
-                turn.keys.append(key)
+            index[key] = (decoded, known(parts), conversation)
+            if old is None or old[2] is not conversation:
+                conversation.keys.append(key)
         turn.entries = []
-        self._protected[turn] = None
         self._protected_size += turn.size
-        # over its share: older turns go, never this one (a turn larger than the share, a long
-        # transcript's history, is protected alone as long as it fits the budget)
+        # over its share: older conversations go, never this one (a long transcript's history,
+        # larger than the share, is protected alone as long as it fits the budget)
         while self._protected_size > self._protected_max and len(self._protected) > 1:
             self._drop_oldest()
         self._evict()
 
     def _drop_oldest(self) -> None:
-        turn, _ = self._protected.popitem(last=False)
+        _, turn = self._protected.popitem(last=False)
         self._protected_size -= turn.size
         index = self._index
         for key in turn.keys:
@@ -323,7 +333,7 @@ class DecodeMemo:
         if size <= self.max_bytes:
             turn = _Turn(size)
             turn.entries.append((key, decoded, parts))
-            self._protect(turn)
+            self._protect(turn, (key[0], key[1], b""))
 
     def _evict(self) -> None:
         probation = self._probation
