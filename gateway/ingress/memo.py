@@ -285,8 +285,9 @@ class DecodeMemo:
                 if old is not None:
                     self._probation_size -= old.size
                 self._probation[opening] = turn
+                turn.opening = opening
                 self._probation_size += size
-                self._evict()
+                self._evict(turn)
         return Items(self, keys, found, parts, body, turn)
 
     def _counted(self, items: Items[Any]) -> Items[Any]:
@@ -335,12 +336,17 @@ class DecodeMemo:
             turn.entries.append((key, decoded, parts))
             self._protect(turn, (key[0], key[1], b""))
 
-    def _evict(self) -> None:
+    def _evict(self, newest: _Turn | None = None) -> None:
+        """Back within the budget: older turns on probation first, then the least recently used
+        conversations; `newest`, the turn just put on probation, only if nothing else is left."""
         probation = self._probation
         while probation and self.size > self.max_bytes:
-            _, turn = probation.popitem(last=False)
+            opening, turn = next(iter(probation.items()))
+            if turn is newest:
+                break
+            del probation[opening]
             self._probation_size -= turn.size
-        while self._protected and self.size > self.max_bytes:
+        while self._protected and self.size > self.max_bytes:  # `newest` fits the budget alone
             self._drop_oldest()
 
 

@@ -271,6 +271,25 @@ def test_a_history_larger_than_the_protected_share_is_still_found_on_the_next_tu
     assert memo.protected == len(history) and memo.size <= memo.max_bytes
 
 
+def test_a_new_long_conversation_pushes_the_least_recently_used_one_out_and_is_found_next_turn():
+    memo = DecodeMemo(128 << 10)
+
+    def session(name: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"{name} {i:03d} " + "x" * 800} for i in range(30)]
+
+    for name in ("old", "new"):
+        history = session(name)
+        first = memo.items("s", history, DEPTH)
+        for index in range(len(history)):
+            first.decode(index, lambda index=index, name=name: (name, index))
+        assert memo.items("s", [*history, {"role": "user", "content": "go on"}], DEPTH).found[:2] == [
+            (name, 0),
+            (name, 1),
+        ]
+        assert memo.size <= memo.max_bytes
+    assert memo.items("s", session("old"), DEPTH).found == [None] * 30  # out, least recently used
+
+
 def _bound_violations(memo: DecodeMemo) -> list[tuple[bytes, int, int]]:
     entries = [(key, decoded) for turn in memo._probation.values() for key, decoded, _ in turn.entries]
     entries += [(key, decoded) for key, (decoded, _, _) in memo._index.items()]
