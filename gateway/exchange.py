@@ -260,19 +260,21 @@ async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None
     field = exchange.codec.transcript_field
     if field is None:
         return await parse_within_budget(raw, server), None
-    await values_within_budget(raw, server)
-    return parse_transcript(raw, field, state.memo, f"{exchange.dialect.ingress}\0{exchange.tenant}", server)
+    values = await values_within_budget(raw, server)
+    scope = f"{exchange.dialect.ingress}\0{exchange.tenant}"
+    return parse_transcript(raw, field, state.memo, scope, server, values)
 
 
 def parse_transcript(
-    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig
+    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None = None
 ) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
     nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
-    is parsed whole, and its items found by their values."""
+    is parsed whole, and its items found by their values. `values`: at least the JSON values the
+    body holds (`values_within_budget`)."""
     limit = limits.max_json_depth
-    split = parse_split(raw, field, memo, scope, limit, partial(check_parts, limits=limits))
+    split = parse_split(raw, field, memo, scope, limit, partial(check_parts, limits=limits), values)
     if split is not None:
         return split
     body = parse_json_body(raw, limit, field)
@@ -370,9 +372,10 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
     return body
 
 
-async def values_within_budget(raw: bytes, limits: ServerConfig) -> None:
+async def values_within_budget(raw: bytes, limits: ServerConfig) -> int | None:
     """Refuse a body of more JSON values than the cap before it is parsed: counted in steps that
-    let other requests run, and only when one C-speed count cannot tell."""
+    let other requests run, and only when one C-speed count cannot tell. Returns the C-speed
+    count (`value_bound` of the whole body), when it was made whole."""
     cap = limits.max_json_values
     bound = 0
     for start in range(0, len(raw), _BOUND_STEP):
@@ -392,6 +395,8 @@ async def values_within_budget(raw: bytes, limits: ServerConfig) -> None:
                     code="too_many_values",
                 )
             await asyncio.sleep(0)
+        return None
+    return bound
 
 
 def check_parts(body: Any, limits: ServerConfig) -> None:

@@ -129,6 +129,14 @@ def _entry_size(raw: bytes) -> int:
     return int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
 
 
+def _body_turn_size(body: bytes, values: int, items: int, extra: int) -> int:
+    """At least `_turn_size` of `items` items taken from `body` plus `extra` bytes of opening,
+    from the body's own bound of its JSON values (`values`: counted before it was parsed)."""
+    chars = len(body) if body.isascii() and b"\\u" not in body else 4 * len(body)
+    per_item = sys.getsizeof(b"") + _PER_ITEM + _OVERHEAD
+    return int((len(body) + extra + chars + _PER_VALUE * values + items * per_item) * _RSS_FACTOR)
+
+
 def _turn_size(raws: list[bytes]) -> int:
     """At least the sum of `_entry_size` over `raws`, in one pass over their joined bytes."""
     joined = b"".join(raws)
@@ -208,28 +216,32 @@ class DecodeMemo:
         items.check_depth(values, max_depth)
         return self._counted(items)
 
-    def split(self, scope: str, raws: list[bytes], body: bytes) -> tuple[list[Any], Items[Any]] | None:
+    def split(
+        self, scope: str, raws: list[bytes], body: bytes, values: int | None = None
+    ) -> tuple[list[Any], Items[Any]] | None:
         """The transcript items of one request from their JSON texts as the client sent them
         (`gateway/ingress/split.py`): the values to put in the body (a found item stays unparsed:
         `Known` stands for it) and the items. None: a new item is not JSON orjson reads (the
         caller parses the body whole, for orjson's own error). The caller depth-checks the new
         items (`Items.check_depth`), in the order parsing the body whole does. `body`: the whole
-        body, parsed again only to report a validation error (`Items.whole`)."""
+        body, parsed again only to report a validation error (`Items.whole`). `values`: at least
+        the JSON values the body holds, when counted already (a turn of most of the body is
+        accounted from it)."""
         if not self._on:
             return None
-        values: list[Any] = []
+        parsed: list[Any] = []
         loads = orjson.loads
         scope = self._scopes.setdefault(scope, scope)
         opening = self._opening(scope, raws)
         hits = self._hits(scope, raws, opening)
         try:
             for raw, hit in zip(raws, hits, strict=True):
-                values.append(loads(raw) if hit is None else hit[1])
+                parsed.append(loads(raw) if hit is None else hit[1])
         except orjson.JSONDecodeError:
             return None
-        parts = [value.parts if type(value) is Known else item_parts(value) for value in values]
+        parts = [value.parts if type(value) is Known else item_parts(value) for value in parsed]
         kept = [raw if hit is None else None for raw, hit in zip(raws, hits, strict=True)]
-        return values, self._counted(self._lookup(scope, kept, parts, body, hits, opening))
+        return parsed, self._counted(self._lookup(scope, kept, parts, body, hits, opening, values))
 
     def _hits(
         self, scope: str, raws: list[bytes] | list[bytes | None], opening: tuple[str, bytes, bytes]
@@ -270,6 +282,7 @@ class DecodeMemo:
         body: bytes | None,
         hits: list[tuple[Any, Known, _Turn] | None],
         opening: tuple[str, bytes, bytes],
+        values: int | None = None,
     ) -> Items[Any]:
         """`kept`: the bytes each new item is kept under (None: found, or never kept)."""
         keys = [(scope, raw) if raw is not None else None for raw in kept]
@@ -278,7 +291,11 @@ class DecodeMemo:
         if self._admit_after == 2:
             new = [raw for raw in kept if raw is not None]
             # the opening's bytes are held too (shared with the first items' keys when new)
-            size = _turn_size([*new, opening[1], opening[2]]) if new else 0
+            if body is not None and values is not None and 2 * sum(map(len, new)) > len(body):
+                # most of the body: its own count of values, rather than another pass over it
+                size = _body_turn_size(body, values, len(new), len(opening[1]) + len(opening[2]))
+            else:
+                size = _turn_size([*new, opening[1], opening[2]]) if new else 0
             if new and size <= self.max_bytes:
                 turn = _Turn(size)
                 old = self._probation.pop(opening, None)

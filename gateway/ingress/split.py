@@ -34,11 +34,12 @@ def parse_split(
     scope: str,
     max_depth: int,
     check_parts: Callable[[Any], None],
+    values: int | None = None,
 ) -> tuple[dict[str, Any], Items[Any]] | None:
     """The body, with `field` holding the items' values (`Known` for an item the memo found,
     left unparsed), and the items as the memo found them; checked in the order of the whole
     parse: the body's depth without the items, `check_parts`, each new item's depth. None: parse
-    the body whole."""
+    the body whole. `values`: at least the JSON values of the body, when counted already."""
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
     try:
@@ -55,7 +56,7 @@ def parse_split(
             body[name] = None if name == field else orjson.loads(memoryview(value))
     except orjson.JSONDecodeError:
         return None
-    found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw)
+    found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
     if found is None:
         return None
     values, items = found

@@ -290,6 +290,21 @@ def test_a_new_long_conversation_pushes_the_least_recently_used_one_out_and_is_f
     assert memo.items("s", session("old"), DEPTH).found == [None] * 30  # out, least recently used
 
 
+def test_a_turn_of_most_of_the_body_is_accounted_at_least_what_its_items_are():
+    from bench.workloads import agent_messages
+    from gateway.ingress import memo as memo_module
+    from gateway.ingress.budget import value_bound
+
+    for messages in (agent_messages(40, "turn"), [{"role": "user", "content": "caf\u00e9 " * 50}] * 3):
+        memo = DecodeMemo(64 << 20)
+        raw = orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS})
+        body, items = parse_transcript(raw, "messages", memo, "s", LIMITS, value_bound(raw, 0, len(raw)))
+        CHAT.decode(body, {}, SEALER, items)
+        (turn,) = memo._probation.values()
+        entries = sum(memo_module._entry_size(key[1]) for key, _, _ in turn.entries)
+        assert turn.size >= entries + len(messages[0]["content"]) > 0
+
+
 def _bound_violations(memo: DecodeMemo) -> list[tuple[bytes, int, int]]:
     entries = [(key, decoded) for turn in memo._probation.values() for key, decoded, _ in turn.entries]
     entries += [(key, decoded) for key, (decoded, _, _) in memo._index.items()]
