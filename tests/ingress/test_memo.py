@@ -425,6 +425,24 @@ def test_another_tenant_neither_finds_nor_promotes_what_one_tenant_put_on_probat
     assert memo.protected == 1
 
 
+def test_a_conversation_kept_for_one_tenant_is_never_found_nor_continued_by_another():
+    memo = DecodeMemo(1 << 20)
+    history = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Task."}]
+    raw = orjson.dumps({"model": "m", "messages": history})
+    longer = orjson.dumps({"model": "m", "messages": [*history, {"role": "user", "content": "More."}]})
+    for tenant in ("alice", "bob"):
+        body, items = parse_transcript(raw, "messages", memo, f"chat\0{tenant}", LIMITS)
+        for index in range(2):
+            items.decode(index, lambda index=index, tenant=tenant: (tenant, index))
+    assert parse_transcript(longer, "messages", memo, "chat\0alice", LIMITS)[1].found[:2] == [
+        ("alice", 0),
+        ("alice", 1),
+    ]
+    found = parse_transcript(longer, "messages", memo, "chat\0bob", LIMITS)[1].found
+    assert found[:2] == [("bob", 0), ("bob", 1)]  # bob's own turn, never alice's
+    assert parse_transcript(longer, "messages", memo, "chat\0carol", LIMITS)[1].found == [None] * 3
+
+
 def test_memory_is_bounded_and_least_recently_used_goes_first():
     memo = DecodeMemo(8192, admit_after=1)
     items = [{"role": "user", "content": f"{i:04d}" + "x" * 500} for i in range(10)]
