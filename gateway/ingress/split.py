@@ -48,8 +48,8 @@ def parse_split(
         if listed is None:
             return None
         slices = _ITEMS.decode(listed)
-    except msgspec.DecodeError:  # not an object with a list there, or not JSON
-        return None
+    except (msgspec.DecodeError, RecursionError):  # not an object with a list there, not JSON, or
+        return None  # nested past what msgspec reads
     body: dict[str, Any] = {}
     try:
         for name, value in fields.items():

@@ -592,6 +592,13 @@ def test_messages_turns_edited_truncated_broken_or_of_another_tenant_decode_as_w
     _check_turns(MESSAGES, turns)
 
 
+@pytest.mark.parametrize("field", ["messages", "model"])
+def test_a_body_nested_past_what_msgspec_reads_is_refused_as_when_parsed_whole(field):
+    hostile = b'{"' + field.encode() + b'": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    assert _decode(CHAT, hostile, DecodeMemo(1 << 20)) == _decode(CHAT, hostile, None)
+    assert _decode(CHAT, hostile, None)[:2] == ("error", 400)
+
+
 def test_a_known_item_is_neither_parsed_nor_walked_again():
     memo = DecodeMemo(1 << 20)
     history = [{"role": "user", "content": "Task."}, {"role": "assistant", "content": "On it."}]
