@@ -48,8 +48,10 @@ def parse_split(
         if listed is None:
             return None
         slices = _ITEMS.decode(listed)
-    except (msgspec.DecodeError, RecursionError):  # not an object with a list there, not JSON, or
-        return None  # nested past what msgspec reads
+    # not an object with a list there, not JSON, a key not UTF-8 (ValueError), or nested past
+    # what msgspec reads: the whole parse says what is wrong
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
     body: dict[str, Any] = {}
     try:
         for name, value in fields.items():

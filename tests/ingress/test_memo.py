@@ -608,3 +608,35 @@ def test_a_known_item_is_neither_parsed_nor_walked_again():
     assert [type(v).__name__ for v in body["messages"]] == ["Known", "dict"]  # the second was never decoded
     assert items.found == ["first", None]
     assert items.whole(body) == orjson.loads(raw)
+
+
+edits = st.lists(st.tuples(st.integers(0, 10_000), st.binary(max_size=3)), min_size=1, max_size=3)
+
+
+def _check_bytes(codec: Any, body: dict[str, Any], edits: list[tuple[int, bytes]]) -> None:
+    """Bytes near a valid body (some replaced, removed or inserted): the memo's reading in parts
+    accepts and refuses exactly what the whole parse does, with the same error."""
+    memo = DecodeMemo(1 << 20)
+    raw = orjson.dumps(body)
+    _decode(codec, raw, memo)  # what the memo knows: the valid body's items
+    for at, insert in edits:
+        at %= len(raw) + 1
+        raw = raw[:at] + insert + raw[at + len(insert) // 2 :]
+    cold = _decode(codec, raw, None)
+    warm = _decode(codec, raw, memo)
+    if isinstance(cold, tuple):
+        assert warm == cold
+    else:
+        assert warm.request == cold.request and _outbound(warm) == _outbound(cold)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(chat_message(), min_size=1, max_size=4), edits)
+def test_any_chat_bytes_a_client_sends_decode_as_when_parsed_whole(messages, edits):
+    _check_bytes(CHAT, {"model": "m", "messages": messages, "tools": TOOLS}, edits)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(anthropic_message(), min_size=1, max_size=4), edits)
+def test_any_messages_bytes_a_client_sends_decode_as_when_parsed_whole(messages, edits):
+    _check_bytes(MESSAGES, {"model": "m", "max_tokens": 64, "messages": messages}, edits)
