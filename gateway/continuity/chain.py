@@ -123,15 +123,19 @@ async def resolve(
     try:
         return await _resolve(_Links(lookup, cache), history, tenant, max_depth, refresh_before)
     except StoreUnavailable:
-        raise ClientError(
-            503,
-            f"{history.source}: the continuity store holding {echo(history.id)!r} cannot be reached right"
-            " now; retry shortly",
-            type="server_error",
-            param=history.source,
-            code="store_unavailable",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        ) from None
+        raise unavailable(history.source, repr(echo(history.id))) from None
+
+
+def unavailable(param: str, what: str) -> ClientError:
+    """The retryable 503 of a request whose kept conversation the store cannot give now."""
+    return ClientError(
+        503,
+        f"{param}: the continuity store holding {what} cannot be reached right now; retry shortly",
+        type="server_error",
+        param=param,
+        code="store_unavailable",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 class _Links:
@@ -258,8 +262,11 @@ class History:
         return kept
 
     async def items(self, refs: Sequence[ItemRef], tenant: str) -> Found:
-        """The kept items `refs` name, strictly as `resolve` (gateway/continuity/items.py)."""
-        found = await resolve_items(self._lookup, refs, tenant)
+        """The kept items `refs` name (gateway/continuity/items.py), strictly as `resolve`."""
+        try:
+            found = await resolve_items(self._lookup, refs, tenant)
+        except StoreUnavailable:
+            raise unavailable(refs[0].param, "the items this request names") from None
         now = self._clock()
         for item_id, item in found.items():  # a conversation in use keeps its items
             if item.written < now - self._ttl / 2:

@@ -22,13 +22,10 @@ from gateway.continuity.codec import KeptItem, decode_item
 from gateway.continuity.keys import item_key
 from gateway.ingress.base import ItemRef
 from gateway.ingress.errors import ClientError, echo
-from gateway.store.base import StoreUnavailable
 from gateway.transcript.model import Block, Message
 
 # longer than any id the gateway or a provider issues: such a reference is not looked up
 MAX_ITEM_ID = 256
-# seconds a client waits before retrying a request the store could not answer
-RETRY_AFTER_SECONDS = 1
 
 Lookup = Callable[[Sequence[str]], Awaitable[list[bytes | None]]]
 Found = dict[str, KeptItem]  # by item id
@@ -36,21 +33,10 @@ Found = dict[str, KeptItem]  # by item id
 
 async def resolve_items(lookup: Lookup, refs: Sequence[ItemRef], tenant: str) -> Found:
     """The kept item each reference names (one lookup for all), or the client's error: 400
-    `item_not_found` for the first that names nothing this tenant keeps; 503 (retryable) when the
-    store cannot answer. `lookup` raises StoreUnavailable for a store that failed."""
+    `item_not_found` for the first that names nothing this tenant keeps. `lookup` raises
+    StoreUnavailable for a store that failed (not for a miss): the caller's 503."""
     ids = list(dict.fromkeys(r.id for r in refs if len(r.id) <= MAX_ITEM_ID))
-    try:
-        raws = await lookup([item_key(i, tenant) for i in ids]) if ids else []
-    except StoreUnavailable:
-        raise ClientError(
-            503,
-            f"{refs[0].param}: the continuity store holding the items this request names cannot be"
-            " reached right now; retry shortly",
-            type="server_error",
-            param=refs[0].param,
-            code="store_unavailable",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        ) from None
+    raws = await lookup([item_key(i, tenant) for i in ids]) if ids else []
     found: Found = {}
     for item_id, raw in zip(ids, raws, strict=True):
         item = decode_item(raw) if raw is not None else None

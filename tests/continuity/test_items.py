@@ -11,7 +11,7 @@ import pytest
 
 from gateway.continuity.chain import History
 from gateway.continuity.codec import KeptItem, decode_item, encode_item
-from gateway.continuity.items import expand, resolve_items
+from gateway.continuity.items import expand
 from gateway.continuity.keys import item_key
 from gateway.continuity.recorder import Recorder
 from gateway.ingress.base import ItemRef
@@ -96,11 +96,14 @@ async def test_an_unknown_or_overlong_id_is_a_400_quoting_it_bounded(item_id):
 
 
 async def test_an_unreachable_store_is_a_retryable_503():
+    kept, _ = history()
+
     async def down(keys: Sequence[str]) -> list[bytes | None]:
         raise StoreUnavailable("down")
 
+    kept._lookup = down  # type: ignore[method-assign]
     with pytest.raises(ClientError) as caught:
-        await resolve_items(down, (ref("msg_a_1"),), "t")
+        await kept.items((ref("msg_a_1"),), "t")
     error = caught.value
     assert (error.status, error.code) == (503, "store_unavailable") and error.headers["Retry-After"]
 
