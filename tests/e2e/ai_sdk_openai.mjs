@@ -3,21 +3,12 @@
 // reasoning and text items by id (`item_reference`) and sends its function calls in full. Run by
 // tests/e2e/test_ai_sdk_openai.py with the model group, the base URL and `generate` or `stream`;
 // prints one JSON line with what came back.
-import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
+import { generateText, stepCountIs, streamText } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
+import { weather } from './ai_sdk_weather.mjs';
 
 const [model, baseURL, mode] = process.argv.slice(2);
 const openai = createOpenAI({ baseURL, apiKey: 'client-key-never-forwarded' });
-const weather = tool({
-  description: 'Current weather for a city',
-  inputSchema: jsonSchema({
-    type: 'object',
-    properties: { city: { type: 'string' } },
-    required: ['city'],
-    additionalProperties: false,
-  }),
-  execute: async ({ city }) => `sunny in ${city}`,
-});
 const options = {
   model: openai(model),
   prompt: 'Weather in Paris?',

@@ -23,6 +23,7 @@ from tests.ops.conftest import running_stack
 pytestmark = pytest.mark.clients
 
 SCRIPT = Path(__file__).with_name("ai_sdk_openai.mjs")
+TOOL = SCRIPT.with_name("ai_sdk_weather.mjs")  # the tool it imports
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 SAID = "Let me look that up."
 THOUGHT = "The user wants the weather."
@@ -41,7 +42,8 @@ def clients() -> Clients:
 @pytest.mark.parametrize("name,kind", FAMILY)
 async def test_default_openai_provider_tool_loop(clients, tmp_path, name, kind, mode):
     script = tmp_path / SCRIPT.name
-    shutil.copyfile(SCRIPT, script)
+    for source in (SCRIPT, TOOL):
+        shutil.copyfile(source, tmp_path / source.name)
     (tmp_path / "node_modules").symlink_to(clients.root / "node_modules")  # the pinned packages
     async with running_stack() as stack:
         state = stack.hub.states[kind]

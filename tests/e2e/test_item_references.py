@@ -34,19 +34,7 @@ FIRST = Reply(
 )
 
 
-@pytest.fixture
-async def hub():
-    async with SimulatorHub() as hub:
-        yield hub
-
-
-@pytest.fixture
-async def gateway(hub):
-    async with serve(hub, config_with(hub)) as gateway:
-        yield gateway
-
-
-def client(gateway: Gateway, key: str = "client-key-never-forwarded") -> openai.AsyncOpenAI:
+def client(gateway: Gateway, key: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=gateway.v1, api_key=key, max_retries=0)
 
 
@@ -82,10 +70,10 @@ def referenced(output: list) -> list[dict]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-async def test_named_items_reach_the_provider_as_the_whole_earlier_turn(hub, gateway, stream):
-    state = hub.states["anthropic"]
+async def test_named_items_reach_the_provider_as_the_whole_earlier_turn(stack, stream):
+    state = stack.hub.states["anthropic"]
     state.push(FIRST, Reply(text="It is sunny in Paris."))
-    sdk = client(gateway)
+    sdk = stack.client()
     first = await create(sdk, stream, model="claude", input=[QUESTION])
     assert [i.type for i in first.output] == ["reasoning", "message", "function_call"]
     second = await create(sdk, stream, model="claude", input=[QUESTION, *referenced(first.output)])
@@ -98,10 +86,10 @@ async def test_named_items_reach_the_provider_as_the_whole_earlier_turn(hub, gat
     assert "sunny, 21C" in json.dumps(state.requests[1].body["messages"][2])
 
 
-async def test_items_of_older_answers_and_with_previous_response_id(hub, gateway):
-    state = hub.states["anthropic"]
+async def test_items_of_older_answers_and_with_previous_response_id(stack):
+    state = stack.hub.states["anthropic"]
     state.push(FIRST, Reply(text="Sunny."), Reply(text="Still sunny."), Reply(text="Yes."))
-    sdk = client(gateway)
+    sdk = stack.client()
     first = await create(sdk, False, model="claude", input=[QUESTION])
     second = await create(sdk, False, model="claude", input=[QUESTION, *referenced(first.output)])
     # the whole conversation as items: both earlier answers named by id
@@ -124,10 +112,11 @@ async def test_items_of_older_answers_and_with_previous_response_id(hub, gateway
     assert state.rejections == []
 
 
-async def test_items_kept_from_one_family_replay_to_another_by_its_rules(hub, gateway):
+async def test_items_kept_from_one_family_replay_to_another_by_its_rules(stack):
+    hub = stack.hub
     hub.states["anthropic"].push(FIRST)
     hub.states["gemini"].push(Reply(text="Sunny, says Gemini."))
-    sdk = client(gateway)
+    sdk = stack.client()
     first = await create(sdk, False, model="claude", input=[QUESTION])
     second = await create(sdk, True, model="gemini", input=[QUESTION, *referenced(first.output)])
     assert second.output_text == "Sunny, says Gemini."
@@ -135,9 +124,15 @@ async def test_items_kept_from_one_family_replay_to_another_by_its_rules(hub, ga
     assert "Let me look that up." in json.dumps(hub.states["gemini"].requests[0].body)
 
 
-async def test_another_tenants_or_an_unknown_item_is_item_not_found(hub):
-    config = config_with(hub, auth={"tokens_env": ["TOKEN_A", "TOKEN_B"]})
-    async with serve(hub, config, {"TOKEN_A": "token-a", "TOKEN_B": "token-b"}) as gateway:
+async def test_another_tenants_or_an_unknown_item_is_item_not_found():
+    async with (
+        SimulatorHub() as hub,
+        serve(
+            hub,
+            config_with(hub, auth={"tokens_env": ["TOKEN_A", "TOKEN_B"]}),
+            {"TOKEN_A": "token-a", "TOKEN_B": "token-b"},
+        ) as gateway,
+    ):
         hub.states["anthropic"].push(FIRST)
         first = await create(client(gateway, "token-a"), False, model="claude", input=[QUESTION])
         for key, named in (("token-b", first.output[1].id), ("token-a", "msg_" + "9" * 5000)):
