@@ -58,9 +58,11 @@ def expand(
     messages: tuple[Message, ...], refs: Iterable[ItemRef], found: Found, continued: frozenset[str]
 ) -> tuple[Message, ...]:
     """`messages` with each reference's blocks in its place (`ItemRef.message`, `.block`), in
-    request order; references to items of the `continued` answers add nothing. An assistant
-    message left empty (it named only such items) is dropped."""
+    request order; references to items of the `continued` answers add nothing, nor does a second
+    reference to one item (OpenAI refuses it as a duplicate; its blocks once are what was meant).
+    An assistant message left empty (it named only such items) is dropped."""
     emptied: set[int] = set()
+    placed: set[str] = set()
     by_message: dict[int, list[ItemRef]] = {}
     for ref in refs:
         by_message.setdefault(ref.message, []).append(ref)
@@ -73,7 +75,8 @@ def expand(
             blocks.extend(message.blocks[at : ref.block])
             at = max(at, ref.block)
             item = found[ref.id]
-            if item.answer not in continued:
+            if item.answer not in continued and ref.id not in placed:
+                placed.add(ref.id)
                 blocks.extend(item.blocks)
         blocks.extend(message.blocks[at:])
         out[index] = replace(message, blocks=tuple(blocks))

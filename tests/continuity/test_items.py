@@ -74,6 +74,15 @@ async def test_references_between_full_items_keep_their_order():
     assert out[1].blocks == (other, SAID, CALL, other, THOUGHT)
 
 
+async def test_a_second_reference_to_one_item_adds_nothing():
+    kept, _ = history()
+    await keep(kept)
+    refs = (ref("rs_a_0", n=1), ref("msg_a_1", n=2), ref("rs_a_0", n=3))
+    messages = (QUESTION, Message(Role.ASSISTANT, (CALL,)))
+    out = expand(messages, refs, await kept.items(refs, "t"), frozenset())
+    assert out[1].blocks == (THOUGHT, SAID, CALL)
+
+
 async def test_another_tenant_cannot_name_an_item():
     kept, _ = history()
     await keep(kept, tenant="t")
