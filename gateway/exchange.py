@@ -272,19 +272,22 @@ def parse_transcript(
     """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
     nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
-    is parsed whole, and its items found by their values. `values`: at least the JSON values the
+    is parsed whole, and its items found by their values; a body whose opening the memo has not
+    seen is parsed whole and decoded as without the memo. `values`: at least the JSON values the
     body holds (`values_within_budget`)."""
     limit = limits.max_json_depth
-    split = parse_split(raw, field, memo, scope, limit, partial(check_parts, limits=limits), values)
-    if split is not None:
-        return split
+    seen = memo.seen(scope, raw, field)  # evidence of reuse: else parsed and decoded as without a memo
+    if seen:
+        split = parse_split(raw, field, memo, scope, limit, partial(check_parts, limits=limits), values)
+        if split is not None:
+            return split
     body = parse_json_body(raw, limit, field)
     check_parts(body, limits)
     items = None
     if type(body) is dict:
         values = body.get(field)
         if type(values) is list:
-            items = memo.items(scope, values, limit)
+            items = memo.items(scope, values, limit) if seen else memo.unseen(values, limit)
     return body, items
 
 

@@ -10,15 +10,20 @@ What is kept is immutable (the canonical model is frozen), so requests share it 
 
 Entries are scoped by dialect and tenant (one tenant never learns from timing what another sent).
 
-Admission on evidence of reuse: the new items of a request are kept together on probation (it
-costs one entry per request: the request decoded them anyway), under the request's opening items
-(its first two). A later request of the same scope that opens the same way is the same
-conversation going on: that turn's items are protected then, and found by their bytes from then
-on. An agent's second turn finds its whole history this way; traffic that never repeats costs an
-entry per request, never a lookup structure per item, and churns probation: older turns on
-probation go first, protected items only when one request's new items need more room than
-probation has. Protected items take at most three quarters of the budget (but for one turn
-larger than that), the least recently used turn going first.
+Admission on evidence of reuse, in two steps. First sight: a request whose opening (its first two
+items, found by a bounded scan of its bytes: `seen`) was not seen lately in its scope is parsed
+whole and decoded as without the memo, and its opening remembered as a hash in a table bounded in
+entries; reading a body in parts and keeping its items cost 30-40% more than parsing it whole
+(bench/memo.py), which traffic that never repeats must not pay. Second sight: the new items of a
+request are kept together on probation (one entry per request: the request decoded them anyway),
+under the request's opening items. A later request of the same scope that opens the same way is
+the same conversation going on: that turn's items are protected then, and found by their bytes
+from then on. An agent's third turn finds its whole history this way; probation churns with
+conversations that stop: older turns on probation go first, protected items only when one
+request's new items need more room than probation has. Protected items take at most three
+quarters of the budget (but for one turn larger than that), the least recently used turn going
+first. A first message shared by unrelated requests (a long system prompt sent with one-off
+questions) is evidence too when it alone fills the opening's scan: such traffic is read in parts.
 
 The budget counts what entries hold, bounded from their bytes without walking what they decoded
 to (`bound_size`: walking a thousand messages took longer than decoding them): the key's bytes,
@@ -35,6 +40,7 @@ when it was first checked.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
@@ -62,6 +68,16 @@ _PER_ITEM = 512
 _RSS_FACTOR = 1.3
 # probation keeps at least this share of the budget, whatever the protected entries hold
 _PROBATION_SHARE = 4
+# the opening a request is recognised by before anything is parsed: its transcript field's key
+# through the end of the second value closed in its list (a `}` followed by `,` or `]`: the end of
+# an item, or of a block inside one), at most this many bytes of it (a long system prompt is
+# recognised by its start)
+_OPENING_BYTES = 16 << 10
+_CLOSED = re.compile(rb"\}\s*[,\]]")
+# what remembering an opening costs (a key tuple of the shared scope and a hash, in an
+# OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
+_SEEN_ENTRY = 240
+_SEEN_SHARE = 20
 _ATOMIC = (str, bytes, int, float)
 _SHARED = (bool, type(None), Enum)
 
@@ -158,6 +174,9 @@ class DecodeMemo:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
+        # the openings seen (`seen`) take their share of the budget, the items the rest
+        self._seen_max = max_bytes // (_SEEN_SHARE * _SEEN_ENTRY) if admit_after == 2 else 0
+        self._items_max = max_bytes - self._seen_max * _SEEN_ENTRY
         # (scope, bytes) -> (decoded, its raw parts as `Known`, its turn): the protected items
         self._index: dict[tuple[str, bytes], tuple[Any, Known, _Turn]] = {}
         # opening -> the conversation's protected items, least recently used first
@@ -168,10 +187,13 @@ class DecodeMemo:
         self._on = max_bytes > 0
         self._admit_after = admit_after
         # probation keeps at least its share of the budget (admitted at once: one LRU over all)
-        self._protected_max = max_bytes - max_bytes // _PROBATION_SHARE if admit_after == 2 else max_bytes
+        items_max = self._items_max
+        self._protected_max = items_max - items_max // _PROBATION_SHARE if admit_after == 2 else items_max
         self._scopes: dict[str, str] = {}  # one string per scope, shared by its entries' keys
         self._probation_size = 0
         self._protected_size = 0
+        # (scope, hash of an opening) -> None: the openings seen lately, least recently first
+        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -180,7 +202,8 @@ class DecodeMemo:
 
     @property
     def size(self) -> int:
-        """What the entries hold, as counted against `max_bytes`."""
+        """What the entries hold, as counted against `max_bytes` (less the share of the openings
+        remembered as seen, at most `max_bytes / _SEEN_SHARE`)."""
         return self._probation_size + self._protected_size
 
     @property
@@ -191,6 +214,46 @@ class DecodeMemo:
     @property
     def enabled(self) -> bool:
         return self._on
+
+    def seen(self, scope: str, raw: bytes, field: str) -> bool:
+        """Whether a request of `scope` opened as `raw` does (its transcript `field`'s first two
+        values, by a bounded scan of its bytes) was seen lately: the evidence of reuse that an
+        exchange needs before it reads a body in parts and puts its items on probation. A first
+        sight is remembered (a hash), and the body is parsed whole and decoded as without the memo
+        (`unseen`): traffic that never repeats costs a scan, a hash and a dict insert. When
+        admitting at once, every request is taken as seen."""
+        if not self._on:
+            return False
+        if self._admit_after == 1:
+            return True
+        start = raw.find(b'"%s"' % field.encode())
+        if start < 0:
+            return False
+        end = min(len(raw), start + _OPENING_BYTES)
+        closed = 0
+        for match in _CLOSED.finditer(raw, start, end):
+            closed += 1
+            if closed == 2:
+                end = match.start() + 1
+                break
+        key = (self._scopes.setdefault(scope, scope), hash(raw[start:end]))
+        table = self._seen
+        if key in table:
+            table.move_to_end(key)
+            return True
+        table[key] = None
+        if len(table) > self._seen_max:
+            table.popitem(last=False)
+        return False
+
+    def unseen(self, values: list[Any], max_depth: int) -> Items[Any]:
+        """The items of a request whose opening was not seen (`seen`): decoded and depth-checked
+        as without the memo, nothing looked up or kept."""
+        count = len(values)
+        items: Items[Any] = Items(self, [None] * count, [None] * count, [item_parts(v) for v in values])
+        items.check_depth(values, max_depth)
+        self.misses += count
+        return items
 
     def items(self, scope: str, values: list[Any], max_depth: int) -> Items[Any]:
         """The transcript items of one request (`values`: a list in a top-level field of the
@@ -296,7 +359,7 @@ class DecodeMemo:
                 size = _body_turn_size(body, values, len(new), len(opening[1]) + len(opening[2]))
             else:
                 size = _turn_size([*new, opening[1], opening[2]]) if new else 0
-            if new and size <= self.max_bytes:
+            if new and size <= self._items_max:
                 turn = _Turn(size)
                 old = self._probation.pop(opening, None)
                 if old is not None:
@@ -348,7 +411,7 @@ class DecodeMemo:
     def _keep(self, key: tuple[str, bytes], decoded: Any, parts: int) -> None:
         """Admitted at once (`admit_after` 1): a turn of one item."""
         size = _entry_size(key[1])
-        if size <= self.max_bytes:
+        if size <= self._items_max:
             turn = _Turn(size)
             turn.entries.append((key, decoded, parts))
             self._protect(turn, (key[0], key[1], b""))
@@ -357,13 +420,13 @@ class DecodeMemo:
         """Back within the budget: older turns on probation first, then the least recently used
         conversations; `newest`, the turn just put on probation, only if nothing else is left."""
         probation = self._probation
-        while probation and self.size > self.max_bytes:
+        while probation and self.size > self._items_max:
             opening, turn = next(iter(probation.items()))
             if turn is newest:
                 break
             del probation[opening]
             self._probation_size -= turn.size
-        while self._protected and self.size > self.max_bytes:  # `newest` fits the budget alone
+        while self._protected and self.size > self._items_max:  # `newest` fits the budget alone
             self._drop_oldest()
 
 

@@ -216,10 +216,11 @@ def _agent_turns(memo: DecodeMemo) -> list[tuple[int, int]]:
 
 
 def test_a_message_is_decoded_once_and_found_on_every_turn_after():
-    # the turn before put its messages on probation: the next turn finds them (evidence of
-    # reuse: they become protected) and decodes only the two new ones
+    # the first turn's opening is only remembered (parsed whole, kept nowhere); the second, which
+    # opens the same way, goes on probation; from the third on, the turn before is found
+    # (evidence of reuse: it becomes protected) and only the two new messages are decoded
     memo = DecodeMemo(1 << 20)
-    assert _agent_turns(memo) == [(0, 3), (3, 2), (5, 2), (7, 2), (9, 2)]
+    assert _agent_turns(memo) == [(0, 3), (0, 5), (5, 2), (7, 2), (9, 2)]
     assert memo.protected == 9 and len(memo) == 11  # the last turn's two new ones: on probation
 
 
@@ -298,8 +299,9 @@ def test_a_turn_of_most_of_the_body_is_accounted_at_least_what_its_items_are():
     for messages in (agent_messages(40, "turn"), [{"role": "user", "content": "caf\u00e9 " * 50}] * 3):
         memo = DecodeMemo(64 << 20)
         raw = orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS})
-        body, items = parse_transcript(raw, "messages", memo, "s", LIMITS, value_bound(raw, 0, len(raw)))
-        CHAT.decode(body, {}, SEALER, items)
+        for _ in range(2):  # the second sight goes on probation
+            body, items = parse_transcript(raw, "messages", memo, "s", LIMITS, value_bound(raw, 0, len(raw)))
+            CHAT.decode(body, {}, SEALER, items)
         (turn,) = memo._probation.values()
         entries = sum(memo_module._entry_size(key[1]) for key, _, _ in turn.entries)
         assert turn.size >= entries + len(messages[0]["content"]) > 0
@@ -431,6 +433,8 @@ def test_a_conversation_kept_for_one_tenant_is_never_found_nor_continued_by_anot
     raw = orjson.dumps({"model": "m", "messages": history})
     longer = orjson.dumps({"model": "m", "messages": [*history, {"role": "user", "content": "More."}]})
     for tenant in ("alice", "bob"):
+        # first sight: remembered, nothing kept; the second goes on probation
+        assert parse_transcript(raw, "messages", memo, f"chat\0{tenant}", LIMITS)[1]._turn is None
         body, items = parse_transcript(raw, "messages", memo, f"chat\0{tenant}", LIMITS)
         for index in range(2):
             items.decode(index, lambda index=index, tenant=tenant: (tenant, index))
@@ -603,6 +607,7 @@ def test_a_known_item_is_neither_parsed_nor_walked_again():
     memo = DecodeMemo(1 << 20)
     history = [{"role": "user", "content": "Task."}, {"role": "assistant", "content": "On it."}]
     raw = orjson.dumps({"model": "m", "messages": history})
+    parse_transcript(raw, "messages", memo, "s", LIMITS)  # first sight: remembered, nothing kept
     parse_transcript(raw, "messages", memo, "s", LIMITS)[1].decode(0, lambda: "first")
     body, items = parse_transcript(raw, "messages", memo, "s", LIMITS)
     assert [type(v).__name__ for v in body["messages"]] == ["Known", "dict"]  # the second was never decoded
@@ -618,7 +623,8 @@ def _check_bytes(codec: Any, body: dict[str, Any], edits: list[tuple[int, bytes]
     accepts and refuses exactly what the whole parse does, with the same error."""
     memo = DecodeMemo(1 << 20)
     raw = orjson.dumps(body)
-    _decode(codec, raw, memo)  # what the memo knows: the valid body's items
+    for _ in range(2):  # what the memo knows: the valid body's items, on probation at the second sight
+        _decode(codec, raw, memo)
     for at, insert in edits:
         at %= len(raw) + 1
         raw = raw[:at] + insert + raw[at + len(insert) // 2 :]
@@ -640,3 +646,42 @@ def test_any_chat_bytes_a_client_sends_decode_as_when_parsed_whole(messages, edi
 @given(st.lists(anthropic_message(), min_size=1, max_size=4), edits)
 def test_any_messages_bytes_a_client_sends_decode_as_when_parsed_whole(messages, edits):
     _check_bytes(MESSAGES, {"model": "m", "max_tokens": 64, "messages": messages}, edits)
+
+
+def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(monkeypatch):
+    # admission on evidence of reuse: a request whose opening was never seen costs what it costs
+    # without the memo (one whole parse, nothing kept); the same opening seen again (its next turn)
+    # is read in parts and its items go on probation; per tenant, and within a bounded table
+    from gateway import exchange
+
+    paths: list[str] = []
+    split, whole = exchange.parse_split, exchange.parse_json_body
+
+    def spy_split(*args: Any, **kwargs: Any) -> Any:
+        paths.append("split")
+        return split(*args, **kwargs)
+
+    def spy_whole(*args: Any, **kwargs: Any) -> Any:
+        paths.append("whole")
+        return whole(*args, **kwargs)
+
+    monkeypatch.setattr(exchange, "parse_split", spy_split)
+    monkeypatch.setattr(exchange, "parse_json_body", spy_whole)
+    memo = DecodeMemo(1 << 20)
+    history = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Task."}]
+    first = orjson.dumps({"model": "m", "messages": history, "tools": TOOLS})
+    items = parse_transcript(first, "messages", memo, "chat\0alice", LIMITS)[1]
+    assert paths == ["whole"] and items._turn is None and items.found == [None, None]
+    items.decode(0, lambda: "decoded")
+    assert len(memo) == 0  # nothing kept at first sight
+    longer = orjson.dumps({"model": "m", "messages": [*history, {"role": "assistant", "content": "Ok."}]})
+    paths.clear()
+    items = parse_transcript(longer, "messages", memo, "chat\0alice", LIMITS)[1]
+    assert paths == ["split"] and items._turn is not None  # the same opening: on probation
+    paths.clear()
+    assert parse_transcript(longer, "messages", memo, "chat\0bob", LIMITS)[1]._turn is None
+    assert paths == ["whole"]  # alice's opening is no evidence for bob
+    for n in range(3 * memo._seen_max):
+        one_off = orjson.dumps({"messages": [{"role": "user", "content": f"{n}"}]})
+        memo.seen("chat\0alice", one_off, "messages")
+    assert len(memo._seen) == memo._seen_max
