@@ -45,6 +45,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from enum import Enum
+from functools import cache
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -140,6 +141,12 @@ class _Turn:
         self.opening: tuple[str, bytes, bytes] = ("", b"", b"")
 
 
+@cache
+def _list_key(field: str) -> re.Pattern[bytes]:
+    """`field` as a key holding a list (never a tool parameter's property of that name)."""
+    return re.compile(rb'"%s"\s*:\s*\[' % re.escape(field.encode()))
+
+
 def _entry_size(raw: bytes) -> int:
     """What an entry kept under `raw` is counted."""
     return int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
@@ -226,9 +233,10 @@ class DecodeMemo:
             return False
         if self._admit_after == 1:
             return True
-        start = raw.find(b'"%s"' % field.encode())
-        if start < 0:
+        found = _list_key(field).search(raw)
+        if found is None:
             return False
+        start = found.start()
         end = min(len(raw), start + _OPENING_BYTES)
         closed = 0
         for match in _CLOSED.finditer(raw, start, end):
