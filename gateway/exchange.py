@@ -273,10 +273,11 @@ def parse_transcript(
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
     nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
     is parsed whole, and its items found by their values; a body whose opening the memo has not
-    seen is parsed whole and decoded as without the memo. `values`: at least the JSON values the
+    seen is parsed whole and decoded as without the memo (and waits on probation whole for the
+    next request that opens so). `values`: at least the JSON values the
     body holds (`values_within_budget`)."""
     limit = limits.max_json_depth
-    seen = memo.seen(scope, raw, field)  # evidence of reuse: else parsed and decoded as without a memo
+    seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
         split = parse_split(raw, field, memo, scope, limit, partial(check_parts, limits=limits), values)
         if split is not None:
@@ -285,9 +286,12 @@ def parse_transcript(
     check_parts(body, limits)
     items = None
     if type(body) is dict:
-        values = body.get(field)
-        if type(values) is list:
-            items = memo.items(scope, values, limit) if seen else memo.unseen(values, limit)
+        listed = body.get(field)
+        if type(listed) is list:
+            if seen:
+                items = memo.items(scope, listed, limit)
+            else:
+                items = memo.first_sight(listed, limit, raw, field, opening, values)
     return body, items
 
 

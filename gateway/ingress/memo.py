@@ -11,10 +11,13 @@ What is kept is immutable (the canonical model is frozen), so requests share it 
 Entries are scoped by dialect and tenant (one tenant never learns from timing what another sent).
 
 Admission on evidence of reuse, in two steps. First sight: a request whose opening (its first two
-items, found by a bounded scan of its bytes: `seen`) was not seen lately in its scope is parsed
-whole and decoded as without the memo, and its opening remembered as a hash in a table bounded in
-entries; reading a body in parts and keeping its items cost 30-40% more than parsing it whole
-(bench/memo.py), which traffic that never repeats must not pay. Second sight: the new items of a
+items, found by a bounded scan of its bytes: `admit`) was not seen lately in its scope is parsed
+whole and decoded as without the memo, and its opening remembered as a hash in a table bounded by
+a share of the budget; reading a body in parts and keeping its items cost 30-40% more than
+parsing it whole (bench/memo.py), which traffic that never repeats must not pay. A long
+transcript (`_LONG_TRANSCRIPT` items: it went on before) is the exception: at first sight its
+body and what its items decoded to wait on probation whole, read in parts only when the next turn
+opens the same way (`_recall`), so that turn finds them. Second sight: the new items of a
 request are kept together on probation (one entry per request: the request decoded them anyway),
 under the request's opening items. A later request of the same scope that opens the same way is
 the same conversation going on: that turn's items are protected then, and found by their bytes
@@ -50,8 +53,9 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from gateway.ingress.budget import Known, item_parts, known
+from gateway.ingress.budget import Known, item_parts, known, value_bound
 from gateway.ingress.errors import check_depth
+from gateway.ingress.slices import item_texts
 
 T = TypeVar("T")
 
@@ -75,6 +79,11 @@ _PROBATION_SHARE = 4
 # recognised by its start)
 _OPENING_BYTES = 16 << 10
 _CLOSED = re.compile(rb"\}\s*[,\]]")
+# a first sight of at least this many items waits on probation whole (its items' decoded values
+# held, so that the next turn finds them): a transcript this long went on before (a resumed or
+# forked session, or one whose opening was forgotten); holding a request's decoded items until
+# evicted costs a request that never repeats ~10% (bench/memo.py), which shorter ones never pay
+_LONG_TRANSCRIPT = 64
 # what remembering an opening costs (a key tuple of the shared scope and a hash, in an
 # OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
 _SEEN_ENTRY = 240
@@ -147,15 +156,37 @@ def _list_key(field: str) -> re.Pattern[bytes]:
     return re.compile(rb'"%s"\s*:\s*\[' % re.escape(field.encode()))
 
 
+class _FirstSight:
+    """A request whose opening was seen for the first time, on probation whole: its body (held,
+    not copied) and what its items decoded to (`records`, by index: None for an item whose decode
+    raised or was never asked for), read in parts only if
+    a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
+    what it decoded to as a turn of all its items would be."""
+
+    __slots__ = ("body", "field", "parts", "records", "size", "values")
+    entries = ()  # none is found by its bytes yet
+
+    def __init__(self, body: bytes, field: str, parts: list[int], values: int, size: int) -> None:
+        self.body = body
+        self.values = values
+        self.field = field
+        self.parts = parts
+        self.records: list[Any] = [None] * len(parts)
+        self.size = size
+
+
 def _entry_size(raw: bytes) -> int:
     """What an entry kept under `raw` is counted."""
     return int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
 
 
-def _body_turn_size(body: bytes, values: int, items: int, extra: int) -> int:
+def _body_turn_size(body: bytes, values: int, items: int, extra: int, *, scan: bool = True) -> int:
     """At least `_turn_size` of `items` items taken from `body` plus `extra` bytes of opening,
-    from the body's own bound of its JSON values (`values`: counted before it was parsed)."""
-    chars = len(body) if body.isascii() and b"\\u" not in body else 4 * len(body)
+    from the body's own bound of its JSON values (`values`: counted before it was parsed).
+    Without `scan`, every string is taken as wide (a scan for \\u escapes costs a tenth of a
+    request that never repeats)."""
+    narrow = scan and body.isascii() and b"\\u" not in body
+    chars = len(body) if narrow else 4 * len(body)
     per_item = sys.getsizeof(b"") + _PER_ITEM + _OVERHEAD
     return int((len(body) + extra + chars + _PER_VALUE * values + items * per_item) * _RSS_FACTOR)
 
@@ -190,7 +221,8 @@ class DecodeMemo:
         self._protected: OrderedDict[tuple[str, bytes, bytes], _Turn] = OrderedDict()
         # (scope, first item's bytes, second item's bytes) -> the new items of the last request
         # that opened so
-        self._probation: OrderedDict[tuple[str, bytes, bytes], _Turn] = OrderedDict()
+        # (scope, b"\0", an opening's hash) -> the request that opened so first (`_FirstSight`)
+        self._probation: OrderedDict[tuple[str, bytes, bytes], _Turn | _FirstSight] = OrderedDict()
         self._on = max_bytes > 0
         self._admit_after = admit_after
         # probation keeps at least its share of the budget (admitted at once: one LRU over all)
@@ -222,20 +254,19 @@ class DecodeMemo:
     def enabled(self) -> bool:
         return self._on
 
-    def seen(self, scope: str, raw: bytes, field: str) -> bool:
+    def admit(self, scope: str, raw: bytes, field: str) -> tuple[bool, tuple[str, int] | None]:
         """Whether a request of `scope` opened as `raw` does (its transcript `field`'s first two
         values, by a bounded scan of its bytes) was seen lately: the evidence of reuse that an
-        exchange needs before it reads a body in parts and puts its items on probation. A first
-        sight is remembered (a hash), and the body is parsed whole and decoded as without the memo
-        (`unseen`): traffic that never repeats costs a scan, a hash and a dict insert. When
-        admitting at once, every request is taken as seen."""
+        exchange needs before it reads a body in parts. A first sight is remembered (a hash, the
+        opening's key returned with False), and the body is parsed whole and decoded as without
+        the memo (`first_sight`). When admitting at once, every request is taken as seen."""
         if not self._on:
-            return False
+            return False, None
         if self._admit_after == 1:
-            return True
+            return True, None
         found = _list_key(field).search(raw)
         if found is None:
-            return False
+            return False, None
         start = found.start()
         end = min(len(raw), start + _OPENING_BYTES)
         closed = 0
@@ -248,20 +279,77 @@ class DecodeMemo:
         table = self._seen
         if key in table:
             table.move_to_end(key)
-            return True
+            self._recall(key)
+            return True, None
         table[key] = None
         if len(table) > self._seen_max:
             table.popitem(last=False)
-        return False
+        return False, key
 
-    def unseen(self, values: list[Any], max_depth: int) -> Items[Any]:
-        """The items of a request whose opening was not seen (`seen`): decoded and depth-checked
-        as without the memo, nothing looked up or kept."""
+    def first_sight(
+        self,
+        values: list[Any],
+        max_depth: int,
+        raw: bytes,
+        field: str,
+        opening: tuple[str, int] | None,
+        body_values: int | None = None,
+    ) -> Items[Any]:
+        """The items of a request (`values`, parsed whole from `raw`) whose opening was not seen
+        (`admit`): decoded and depth-checked as without the memo. A long transcript remembered
+        under `opening`: the body and what its items decode to wait on probation for the next
+        request that opens so (its bytes are not read again unless one does). `body_values`: at
+        least the JSON values `raw` holds, when counted already."""
         count = len(values)
-        items: Items[Any] = Items(self, [None] * count, [None] * count, [item_parts(v) for v in values])
+        parts = [item_parts(v) for v in values]
+        items: Items[Any] = Items(self, [None] * count, [None] * count, parts)
         items.check_depth(values, max_depth)
         self.misses += count
+        if opening is None or count < _LONG_TRANSCRIPT:
+            return items
+        if body_values is None:
+            body_values = value_bound(raw, 0, len(raw))
+        # at most what it holds (accounted precisely if a request opening so follows: `_recall`)
+        size = _body_turn_size(raw, body_values, count, 0, scan=False)
+        if size <= self._items_max:
+            sight = _FirstSight(raw, field, parts, body_values, size)
+            items._record = sight.records
+            self._on_probation(_first_key(opening), sight)
         return items
+
+    def _recall(self, opening: tuple[str, int]) -> None:
+        """The request that first opened as `opening` names, if still on probation, read in parts:
+        its decoded items go on probation as its turn, under its opening items (what a request
+        opening the same way finds, and protects)."""
+        sight = self._probation.pop(_first_key(opening), None)
+        if sight is None:
+            return
+        self._probation_size -= sight.size
+        assert type(sight) is _FirstSight
+        raws = item_texts(sight.body, sight.field)
+        if raws is None or len(raws) != len(sight.parts):
+            return
+        scope = opening[0]
+        turn = _Turn(_body_turn_size(sight.body, sight.values, len(raws), 0))
+        turn.entries = [
+            ((scope, raw), value, parts)
+            for raw, value, parts in zip(raws, sight.records, sight.parts, strict=True)
+            if value is not None
+        ]
+        if not turn.entries:
+            return
+        turn.opening = self._opening(scope, raws)
+        self._on_probation(turn.opening, turn)
+
+    def _on_probation(self, key: tuple[str, bytes, bytes], turn: _Turn | _FirstSight) -> None:
+        """`turn` on probation under `key`, in place of what was there; older turns go when the
+        budget is full."""
+        old = self._probation.pop(key, None)
+        if old is not None:
+            self._probation_size -= old.size
+        self._probation[key] = turn
+        self._probation_size += turn.size
+        self._evict(turn)
 
     def items(self, scope: str, values: list[Any], max_depth: int) -> Items[Any]:
         """The transcript items of one request (`values`: a list in a top-level field of the
@@ -332,7 +420,7 @@ class DecodeMemo:
                 missing = True
         if missing and raws and self._admit_after == 2:
             turn = self._probation.pop(opening, None)
-            if turn is not None:  # evidence of reuse: the conversation goes on
+            if type(turn) is _Turn:  # evidence of reuse: the conversation goes on
                 self._probation_size -= turn.size
                 self._protect(turn, opening)
                 return self._hits(scope, raws, opening)
@@ -369,13 +457,8 @@ class DecodeMemo:
                 size = _turn_size([*new, opening[1], opening[2]]) if new else 0
             if new and size <= self._items_max:
                 turn = _Turn(size)
-                old = self._probation.pop(opening, None)
-                if old is not None:
-                    self._probation_size -= old.size
-                self._probation[opening] = turn
                 turn.opening = opening
-                self._probation_size += size
-                self._evict(turn)
+                self._on_probation(opening, turn)
         return Items(self, keys, found, parts, body, turn)
 
     def _counted(self, items: Items[Any]) -> Items[Any]:
@@ -424,7 +507,7 @@ class DecodeMemo:
             turn.entries.append((key, decoded, parts))
             self._protect(turn, (key[0], key[1], b""))
 
-    def _evict(self, newest: _Turn | None = None) -> None:
+    def _evict(self, newest: _Turn | _FirstSight | None = None) -> None:
         """Back within the budget: older turns on probation first, then the least recently used
         conversations; `newest`, the turn just put on probation, only if nothing else is left."""
         probation = self._probation
@@ -441,7 +524,7 @@ class DecodeMemo:
 class Items(Generic[T]):
     """One request's transcript items, as `DecodeMemo.items` found them."""
 
-    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "found")
+    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "_record", "found")
 
     def __init__(
         self,
@@ -457,6 +540,7 @@ class Items(Generic[T]):
         self._parts = parts
         self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
         self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
+        self._record: list[T | None] | None = None  # a first sight's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
 
     def decode(self, index: int, decode: Callable[[], T]) -> T:
@@ -467,6 +551,8 @@ class Items(Generic[T]):
             value = decode()
             key = self._keys[index]
             if key is None:
+                if self._record is not None:
+                    self._record[index] = value
                 return value
             turn = self._turn
             if turn is not None:
@@ -491,6 +577,11 @@ class Items(Generic[T]):
             return orjson.loads(self._body)
         except orjson.JSONDecodeError:  # nested past what orjson reads at once: its parts were read
             return body
+
+
+def _first_key(opening: tuple[str, int]) -> tuple[str, bytes, bytes]:
+    """Where a first sight waits on probation: never an opening of items (no JSON text is NUL)."""
+    return (opening[0], b"\0", opening[1].to_bytes(8, "little", signed=True))
 
 
 def fresh_items(count: int) -> Items[Any]:

@@ -14,17 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
 import orjson
 
 from gateway.ingress.errors import check_depth
 from gateway.ingress.memo import DecodeMemo, Items
+from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
 # refuses, so a body checked against one is parsed whole
 ORJSON_DEPTH = 1024
-_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def parse_split(
@@ -43,14 +41,12 @@ def parse_split(
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
     try:
-        fields = _FIELDS.decode(raw)
+        fields = FIELDS.decode(raw)
         listed = fields.get(field)
         if listed is None:
             return None
-        slices = _ITEMS.decode(listed)
-    # not an object with a list there, not JSON, a key not UTF-8 (ValueError), or nested past
-    # what msgspec reads: the whole parse says what is wrong
-    except (msgspec.DecodeError, ValueError, RecursionError):
+        slices = ITEMS.decode(listed)
+    except UNREADABLE:  # the whole parse says what is wrong
         return None
     body: dict[str, Any] = {}
     try:

@@ -21,6 +21,7 @@ from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items, bound_size, deep_size
 from gateway.ingress.messages.codec import CODEC as MESSAGES
+from gateway.ingress.slices import item_texts
 from gateway.providers import KINDS, get_adapter
 from gateway.providers.base import EncodeError
 from gateway.repair import prepare
@@ -216,9 +217,10 @@ def _agent_turns(memo: DecodeMemo) -> list[tuple[int, int]]:
 
 
 def test_a_message_is_decoded_once_and_found_on_every_turn_after():
-    # the first turn's opening is only remembered (parsed whole, kept nowhere); the second, which
-    # opens the same way, goes on probation; from the third on, the turn before is found
-    # (evidence of reuse: it becomes protected) and only the two new messages are decoded
+    # the first turn's opening is only remembered (parsed whole, kept nowhere: a short transcript
+    # never seen); the second, which opens the same way, goes on probation; from the third on,
+    # the turn before is found (evidence of reuse: it becomes protected) and only the two new
+    # messages are decoded
     memo = DecodeMemo(1 << 20)
     assert _agent_turns(memo) == [(0, 3), (0, 5), (5, 2), (7, 2), (9, 2)]
     assert memo.protected == 9 and len(memo) == 11  # the last turn's two new ones: on probation
@@ -296,12 +298,30 @@ def test_a_turn_of_most_of_the_body_is_accounted_at_least_what_its_items_are():
     from gateway.ingress import memo as memo_module
     from gateway.ingress.budget import value_bound
 
+    # a long first sight waits whole, accounted at least what its turn holds once read in parts
+    messages = agent_messages(memo_module._LONG_TRANSCRIPT, "long")
+    memo = DecodeMemo(64 << 20)
+    raw = orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS})
+    body, items = parse_transcript(raw, "messages", memo, "s", LIMITS, value_bound(raw, 0, len(raw)))
+    CHAT.decode(body, {}, SEALER, items)
+    (sight,) = memo._probation.values()
+    texts = item_texts(raw, "messages")
+    assert texts is not None and len(sight.records) == len(texts) and None not in sight.records
+    entries = sum(memo_module._entry_size(text) for text in texts)
+    # waiting, it holds the body in place of its items' texts
+    assert sight.size >= max(entries, entries + len(raw) - sum(map(len, texts)))
+    memo._recall(next(iter(memo._seen)))
+    (turn,) = memo._probation.values()
+    assert turn.size >= sum(memo_module._entry_size(key[1]) for key, _, _ in turn.entries) >= entries
     for messages in (agent_messages(40, "turn"), [{"role": "user", "content": "caf\u00e9 " * 50}] * 3):
-        memo = DecodeMemo(64 << 20)
+        # a turn read in parts (its opening seen before, its items new), of most of the body
         raw = orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS})
-        for _ in range(2):  # the second sight goes on probation
-            body, items = parse_transcript(raw, "messages", memo, "s", LIMITS, value_bound(raw, 0, len(raw)))
-            CHAT.decode(body, {}, SEALER, items)
+        memo = DecodeMemo(64 << 20)
+        opening = orjson.dumps({"model": "m", "messages": messages[:2], "tools": TOOLS})
+        parse_transcript(opening, "messages", memo, "s", LIMITS)  # seen, nothing decoded
+        body, items = parse_transcript(raw, "messages", memo, "s", LIMITS, value_bound(raw, 0, len(raw)))
+        assert items._turn is not None
+        CHAT.decode(body, {}, SEALER, items)
         (turn,) = memo._probation.values()
         entries = sum(memo_module._entry_size(key[1]) for key, _, _ in turn.entries)
         assert turn.size >= entries + len(messages[0]["content"]) > 0
@@ -653,6 +673,7 @@ def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(m
     # without the memo (one whole parse, nothing kept); the same opening seen again (its next turn)
     # is read in parts and its items go on probation; per tenant, and within a bounded table
     from gateway import exchange
+    from gateway.ingress import memo as memo_module
 
     paths: list[str] = []
     split, whole = exchange.parse_split, exchange.parse_json_body
@@ -673,15 +694,29 @@ def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(m
     items = parse_transcript(first, "messages", memo, "chat\0alice", LIMITS)[1]
     assert paths == ["whole"] and items._turn is None and items.found == [None, None]
     items.decode(0, lambda: "decoded")
-    assert len(memo) == 0  # nothing kept at first sight
+    assert len(memo) == 0 and memo.size == 0  # nothing kept at a short first sight
     longer = orjson.dumps({"model": "m", "messages": [*history, {"role": "assistant", "content": "Ok."}]})
     paths.clear()
     items = parse_transcript(longer, "messages", memo, "chat\0alice", LIMITS)[1]
     assert paths == ["split"] and items._turn is not None  # the same opening: on probation
+    assert items.found == [None, None, None]
     paths.clear()
     assert parse_transcript(longer, "messages", memo, "chat\0bob", LIMITS)[1]._turn is None
     assert paths == ["whole"]  # alice's opening is no evidence for bob
+    # a long first sight waits on probation whole: its next turn finds what it decoded
+    long = [{"role": "user", "content": f"m{n}"} for n in range(memo_module._LONG_TRANSCRIPT)]
+    paths.clear()
+    items = parse_transcript(orjson.dumps({"messages": long}), "messages", memo, "chat\0alice", LIMITS)[1]
+    for index in range(len(long)):
+        items.decode(index, lambda index=index: index)
+    assert paths == ["whole"] and len(memo._probation) == 2
+    more = orjson.dumps({"messages": [*long, {"role": "user", "content": "go on"}]})
+    assert parse_transcript(more, "messages", memo, "chat\0alice", LIMITS)[1].found == [
+        *range(len(long)),
+        None,
+    ]
+    assert paths == ["whole", "split"]
     for n in range(3 * memo._seen_max):
         one_off = orjson.dumps({"messages": [{"role": "user", "content": f"{n}"}]})
-        memo.seen("chat\0alice", one_off, "messages")
+        memo.admit("chat\0alice", one_off, "messages")
     assert len(memo._seen) == memo._seen_max
