@@ -43,42 +43,21 @@ when it was first checked.
 
 from __future__ import annotations
 
-import re
-import sys
 from collections import OrderedDict
 from collections.abc import Callable
-from enum import Enum
-from functools import cache
 from typing import Any, Generic, TypeVar
 
 import orjson
 
 from gateway.ingress.budget import Known, item_parts, known, value_bound
 from gateway.ingress.errors import check_depth
-from gateway.ingress.slices import item_texts
+from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
+from gateway.ingress.slices import item_texts, opening_hash
 
 T = TypeVar("T")
 
-# what an entry costs beyond its key's bytes and its decoded objects: the key and value tuples,
-# the size and part count, the OrderedDict's slot and links (measured at ~280 bytes with tracemalloc)
-_OVERHEAD = 320
-# the most the canonical objects cost per JSON value (a container or a separator) of the item
-# they were decoded from, and per item (a message, its tuple of blocks, a block): the bound's
-# constants (tests/ingress/test_memo.py checks the bound holds on generated transcripts)
-_PER_VALUE = 96
-_PER_ITEM = 512
-# RSS over the bytes the objects hold: what an entry leaves unusable around it in the
-# allocator's pools once entries come and go (measured with bench/memo.py: RSS growth was 1.26x
-# to 1.40x the tracemalloc-measured size for agent and for short chat transcripts)
-_RSS_FACTOR = 1.3
 # probation keeps at least this share of the budget, whatever the protected entries hold
 _PROBATION_SHARE = 4
-# the opening a request is recognised by before anything is parsed: its transcript field's key
-# through the end of the second value closed in its list (a `}` followed by `,` or `]`: the end of
-# an item, or of a block inside one), at most this many bytes of it (a long system prompt is
-# recognised by its start)
-_OPENING_BYTES = 16 << 10
-_CLOSED = re.compile(rb"\}\s*[,\]]")
 # a first sight of at least this many items waits on probation whole (its items' decoded values
 # held, so that the next turn finds them): a transcript this long went on before (a resumed or
 # forked session, or one whose opening was forgotten); holding a request's decoded items until
@@ -88,50 +67,6 @@ _LONG_TRANSCRIPT = 64
 # OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
 _SEEN_ENTRY = 240
 _SEEN_SHARE = 20
-_ATOMIC = (str, bytes, int, float)
-_SHARED = (bool, type(None), Enum)
-
-
-def deep_size(value: Any) -> int:
-    """The bytes `value` and everything it refers to hold (each object once): strings, numbers,
-    tuples, lists, dicts, and objects with __slots__ or a __dict__. Shared singletons (None, bools,
-    enum members) cost nothing."""
-    seen: set[int] = set()
-    stack = [value]
-    total = 0
-    getsizeof = sys.getsizeof
-    while stack:
-        obj = stack.pop()
-        if isinstance(obj, _SHARED) or id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        total += getsizeof(obj)
-        if isinstance(obj, _ATOMIC):
-            continue
-        if isinstance(obj, tuple | list | set | frozenset):
-            stack.extend(obj)
-        elif isinstance(obj, dict):
-            stack.extend(obj.keys())
-            stack.extend(obj.values())
-        else:
-            for cls in type(obj).__mro__:
-                for name in getattr(cls, "__slots__", ()):
-                    if hasattr(obj, name):
-                        stack.append(getattr(obj, name))
-            attrs = getattr(obj, "__dict__", None)
-            if attrs is not None:
-                stack.append(attrs)
-    return total
-
-
-def bound_size(raw: bytes) -> int:
-    """At least what an item decoded from the JSON text `raw` holds, its canonical objects and
-    strings (not the key): a string never holds more characters than its JSON literal has bytes,
-    one byte each when the text is ASCII without \\u escapes (which can widen a whole string)."""
-    narrow = raw.isascii() and b"\\u" not in raw
-    chars = len(raw) if narrow else 4 * len(raw)
-    values = raw.count(b"{") + raw.count(b"[") + raw.count(b",")
-    return chars + _PER_VALUE * values + _PER_ITEM
 
 
 class _Turn:
@@ -148,12 +83,6 @@ class _Turn:
         self.keys: list[tuple[str, bytes]] = []
         self.size = size
         self.opening: tuple[str, bytes, bytes] = ("", b"", b"")
-
-
-@cache
-def _list_key(field: str) -> re.Pattern[bytes]:
-    """`field` as a key holding a list (never a tool parameter's property of that name)."""
-    return re.compile(rb'"%s"\s*:\s*\[' % re.escape(field.encode()))
 
 
 class _FirstSight:
@@ -173,29 +102,6 @@ class _FirstSight:
         self.parts = parts
         self.records: list[Any] = [None] * len(parts)
         self.size = size
-
-
-def _entry_size(raw: bytes) -> int:
-    """What an entry kept under `raw` is counted."""
-    return int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * _RSS_FACTOR)
-
-
-def _body_turn_size(body: bytes, values: int, items: int, extra: int, *, scan: bool = True) -> int:
-    """At least `_turn_size` of `items` items taken from `body` plus `extra` bytes of opening,
-    from the body's own bound of its JSON values (`values`: counted before it was parsed).
-    Without `scan`, every string is taken as wide (a scan for \\u escapes costs a tenth of a
-    request that never repeats)."""
-    narrow = scan and body.isascii() and b"\\u" not in body
-    chars = len(body) if narrow else 4 * len(body)
-    per_item = sys.getsizeof(b"") + _PER_ITEM + _OVERHEAD
-    return int((len(body) + extra + chars + _PER_VALUE * values + items * per_item) * _RSS_FACTOR)
-
-
-def _turn_size(raws: list[bytes]) -> int:
-    """At least the sum of `_entry_size` over `raws`, in one pass over their joined bytes."""
-    joined = b"".join(raws)
-    per_item = sys.getsizeof(b"") + _PER_ITEM + _OVERHEAD
-    return int((len(joined) + bound_size(joined) + len(raws) * per_item) * _RSS_FACTOR)
 
 
 class DecodeMemo:
@@ -264,18 +170,10 @@ class DecodeMemo:
             return False, None
         if self._admit_after == 1:
             return True, None
-        found = _list_key(field).search(raw)
+        found = opening_hash(raw, field)
         if found is None:
             return False, None
-        start = found.start()
-        end = min(len(raw), start + _OPENING_BYTES)
-        closed = 0
-        for match in _CLOSED.finditer(raw, start, end):
-            closed += 1
-            if closed == 2:
-                end = match.start() + 1
-                break
-        key = (self._scopes.setdefault(scope, scope), hash(raw[start:end]))
+        key = (self._scopes.setdefault(scope, scope), found)
         table = self._seen
         if key in table:
             table.move_to_end(key)
@@ -310,7 +208,7 @@ class DecodeMemo:
         if body_values is None:
             body_values = value_bound(raw, 0, len(raw))
         # at most what it holds (accounted precisely if a request opening so follows: `_recall`)
-        size = _body_turn_size(raw, body_values, count, 0, scan=False)
+        size = body_turn_size(raw, body_values, count, 0, scan=False)
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, body_values, size)
             items._record = sight.records
@@ -330,7 +228,7 @@ class DecodeMemo:
         if raws is None or len(raws) != len(sight.parts):
             return
         scope = opening[0]
-        turn = _Turn(_body_turn_size(sight.body, sight.values, len(raws), 0))
+        turn = _Turn(body_turn_size(sight.body, sight.values, len(raws), 0))
         turn.entries = [
             ((scope, raw), value, parts)
             for raw, value, parts in zip(raws, sight.records, sight.parts, strict=True)
@@ -452,9 +350,9 @@ class DecodeMemo:
             # the opening's bytes are held too (shared with the first items' keys when new)
             if body is not None and values is not None and 2 * sum(map(len, new)) > len(body):
                 # most of the body: its own count of values, rather than another pass over it
-                size = _body_turn_size(body, values, len(new), len(opening[1]) + len(opening[2]))
+                size = body_turn_size(body, values, len(new), len(opening[1]) + len(opening[2]))
             else:
-                size = _turn_size([*new, opening[1], opening[2]]) if new else 0
+                size = turn_size([*new, opening[1], opening[2]]) if new else 0
             if new and size <= self._items_max:
                 turn = _Turn(size)
                 turn.opening = opening
@@ -501,7 +399,7 @@ class DecodeMemo:
 
     def _keep(self, key: tuple[str, bytes], decoded: Any, parts: int) -> None:
         """Admitted at once (`admit_after` 1): a turn of one item."""
-        size = _entry_size(key[1])
+        size = entry_size(key[1])
         if size <= self._items_max:
             turn = _Turn(size)
             turn.entries.append((key, decoded, parts))

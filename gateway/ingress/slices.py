@@ -3,6 +3,9 @@ client sent: msgspec reads them in C, building nothing but the slices (`msgspec.
 
 from __future__ import annotations
 
+import re
+from functools import cache
+
 import msgspec
 
 FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -10,6 +13,38 @@ ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 # what reading a body in parts raises for one it cannot read: not an object with a list there, not
 # JSON, a key not UTF-8 (ValueError), or nested past what msgspec reads
 UNREADABLE = (msgspec.DecodeError, ValueError, RecursionError)
+
+
+# the opening a request is recognised by before anything is parsed: its transcript field's key
+# through the end of the second value closed in its list (a `}` followed by `,` or `]`: the end of
+# an item, or of a block inside one), at most this many bytes of it (a long system prompt is
+# recognised by its start)
+_OPENING_BYTES = 16 << 10
+_CLOSED = re.compile(rb"\}\s*[,\]]")
+
+
+@cache
+def _list_key(field: str) -> re.Pattern[bytes]:
+    """`field` as a key holding a list (never a tool parameter's property of that name)."""
+    return re.compile(rb'"%s"\s*:\s*\[' % re.escape(field.encode()))
+
+
+def opening_hash(raw: bytes, field: str) -> int | None:
+    """A hash of how the list in `field` of the body `raw` opens (its first two items, or its
+    first bytes), by a scan of at most `_OPENING_BYTES`: the same for every turn of a conversation
+    that re-sends its history. None: no such list in sight."""
+    found = _list_key(field).search(raw)
+    if found is None:
+        return None
+    start = found.start()
+    end = min(len(raw), start + _OPENING_BYTES)
+    closed = 0
+    for match in _CLOSED.finditer(raw, start, end):
+        closed += 1
+        if closed == 2:
+            end = match.start() + 1
+            break
+    return hash(raw[start:end])
 
 
 def item_texts(raw: bytes, field: str) -> list[bytes] | None:

@@ -19,7 +19,8 @@ from gateway.config import ServerConfig
 from gateway.exchange import check_parts, parse_transcript
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
-from gateway.ingress.memo import DecodeMemo, Items, bound_size, deep_size
+from gateway.ingress.memo import DecodeMemo, Items
+from gateway.ingress.memo_size import RSS_FACTOR, bound_size, deep_size, entry_size
 from gateway.ingress.messages.codec import CODEC as MESSAGES
 from gateway.ingress.slices import item_texts
 from gateway.providers import KINDS, get_adapter
@@ -307,12 +308,12 @@ def test_a_turn_of_most_of_the_body_is_accounted_at_least_what_its_items_are():
     (sight,) = memo._probation.values()
     texts = item_texts(raw, "messages")
     assert texts is not None and len(sight.records) == len(texts) and None not in sight.records
-    entries = sum(memo_module._entry_size(text) for text in texts)
+    entries = sum(entry_size(text) for text in texts)
     # waiting, it holds the body in place of its items' texts
     assert sight.size >= max(entries, entries + len(raw) - sum(map(len, texts)))
     memo._recall(next(iter(memo._seen)))
     (turn,) = memo._probation.values()
-    assert turn.size >= sum(memo_module._entry_size(key[1]) for key, _, _ in turn.entries) >= entries
+    assert turn.size >= sum(entry_size(key[1]) for key, _, _ in turn.entries) >= entries
     for messages in (agent_messages(40, "turn"), [{"role": "user", "content": "caf\u00e9 " * 50}] * 3):
         # a turn read in parts (its opening seen before, its items new), of most of the body
         raw = orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS})
@@ -323,7 +324,7 @@ def test_a_turn_of_most_of_the_body_is_accounted_at_least_what_its_items_are():
         assert items._turn is not None
         CHAT.decode(body, {}, SEALER, items)
         (turn,) = memo._probation.values()
-        entries = sum(memo_module._entry_size(key[1]) for key, _, _ in turn.entries)
+        entries = sum(entry_size(key[1]) for key, _, _ in turn.entries)
         assert turn.size >= entries + len(messages[0]["content"]) > 0
 
 
@@ -384,8 +385,6 @@ def test_the_accounting_matches_what_tracemalloc_measures():
     import gc
     import tracemalloc
 
-    from gateway.ingress import memo as memo_module
-
     memo = DecodeMemo(64 << 20, admit_after=1)
     bodies = [
         {
@@ -423,7 +422,7 @@ def test_the_accounting_matches_what_tracemalloc_measures():
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    accounted = memo.size / memo_module._RSS_FACTOR
+    accounted = memo.size / RSS_FACTOR
     assert len(memo) == 9000
     assert held <= accounted <= 2 * held, (accounted, held)
 
