@@ -26,12 +26,21 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _access = logging.getLogger(ACCESS_LOGGER)
 
 
+_SESSION_HASHES = 4096  # sessions whose pseudonym is kept (every turn of a session logs it)
+_session_hashes: dict[str, str] = {}
+
+
 def session_hash(session: str) -> str:
     """A stable pseudonym for a session key: lines of one conversation can be grouped, but a
     client-chosen X-Session-Id (possibly naming a user) is not written out."""
     if not session:
         return ""
-    return hashlib.sha256(session.encode()).hexdigest()[:16]
+    found = _session_hashes.get(session)
+    if found is None:
+        if len(_session_hashes) >= _SESSION_HASHES:
+            _session_hashes.clear()
+        found = _session_hashes[session] = hashlib.sha256(session.encode()).hexdigest()[:16]
+    return found
 
 
 # No field of a line is longer: a line stays one short line whatever a client sent (the direct
