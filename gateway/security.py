@@ -373,22 +373,54 @@ def _drop(headers: MutableMapping[str, str], name: str, direction: str) -> None:
     del headers[name]
 
 
+class _Verdicts(dict[str, bool]):
+    """A header name as written -> whether an allow-list takes it, decided once per spelling (the
+    adapters and the gateway write the same few names on every request; a name never seen is
+    judged by `allowed`). Bounded: past `_MAX_VERDICTS` spellings, a name is judged afresh."""
+
+    __slots__ = ("_allowed",)
+
+    def __init__(self, allowed: Callable[[str], bool]) -> None:
+        super().__init__()
+        self._allowed = allowed
+
+    def __missing__(self, name: str) -> bool:
+        verdict = self._allowed(name.lower())
+        if len(self) < _MAX_VERDICTS:
+            self[name] = verdict
+        return verdict
+
+
+_MAX_VERDICTS = 1024
+
+
+def _upstream_header_allowed(name: str) -> bool:
+    return name in UPSTREAM_REQUEST_HEADERS
+
+
+_UPSTREAM_VERDICTS = _Verdicts(_upstream_header_allowed)
+
+
 async def upstream_header_allowlist(
     request: aiohttp.ClientRequest,
     handler: Callable[[aiohttp.ClientRequest], Awaitable[aiohttp.ClientResponse]],
 ) -> aiohttp.ClientResponse:
     """aiohttp client middleware: a provider call carries only allow-listed headers."""
     headers = request.headers
-    for name in dict.fromkeys(n for n in headers if n.lower() not in UPSTREAM_REQUEST_HEADERS):
-        _drop(headers, name, "upstream request")
+    verdicts = _UPSTREAM_VERDICTS
+    if not all(verdicts[n] for n in headers):
+        for name in dict.fromkeys(n for n in headers if not verdicts[n]):
+            _drop(headers, name, "upstream request")
     return await handler(request)
 
 
 async def restrict_response_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
     """`on_response_prepare` signal: a client response carries only the gateway's own headers."""
     headers = response.headers
-    for name in dict.fromkeys(n for n in headers if not _client_header_allowed(n.lower())):
-        _drop(headers, name, "client response")
+    verdicts = _CLIENT_VERDICTS
+    if not all(verdicts[n] for n in headers):
+        for name in dict.fromkeys(n for n in headers if not verdicts[n]):
+            _drop(headers, name, "client response")
     headers["Server"] = SERVER_HEADER
     origin = request.get(CORS_ORIGIN)
     if origin is not None:
@@ -397,3 +429,6 @@ async def restrict_response_headers(request: web.BaseRequest, response: web.Stre
 
 def _client_header_allowed(name: str) -> bool:
     return name in CLIENT_RESPONSE_HEADERS or name.startswith(GATEWAY_HEADER_PREFIX)
+
+
+_CLIENT_VERDICTS = _Verdicts(_client_header_allowed)

@@ -24,7 +24,6 @@ from gateway.transcript.model import StopReason
 from gateway.transcript.target import Target
 from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
 
-
 _NO_LIMIT = contextlib.nullcontext()
 
 
