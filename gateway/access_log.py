@@ -103,6 +103,21 @@ def log_access(record: RequestRecord) -> None:
     )
 
 
+class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The access log's handler: each record's message is its whole line (what its "%(message)s"
+    formatter writes), written and flushed without the formatter's per-record work."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = self.stream
+            stream.write(record.getMessage() + self.terminator)
+            stream.flush()
+        except RecursionError:  # as logging.StreamHandler
+            raise
+        except Exception:
+            self.handleError(record)
+
+
 def configure_logging(level: str, redactor: Redactor, stream: IO[str] | None = None) -> None:
     """Set up the process's logging: the gateway's own records as text lines, the access log as
     bare JSON lines (its own handler, so each line is exactly one JSON object), both at `level`
@@ -123,7 +138,7 @@ def configure_logging(level: str, redactor: Redactor, stream: IO[str] | None = N
     root.addHandler(text)
     root.setLevel(numeric)
 
-    access = logging.StreamHandler(stream)
+    access = _LineHandler(stream)
     access.setFormatter(logging.Formatter("%(message)s"))
     access.addFilter(redacting)
     for handler in list(_access.handlers):
