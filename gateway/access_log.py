@@ -128,6 +128,9 @@ def configure_logging(level: str, redactor: Redactor, stream: IO[str] | None = N
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
     redacting = RedactingFilter(redactor)
+    # no format here names a record's thread or process: every record (an access line per
+    # request) skips looking them up
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
 
     text = logging.StreamHandler(stream)
     text.setFormatter(logging.Formatter(TEXT_FORMAT))
