@@ -350,11 +350,13 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
     again: a kept history adds to it)."""
     cap = limits.max_json_values
     bound = 0
+    whole = True  # `bound` covers the whole body
     for start in range(0, len(raw), _BOUND_STEP):
         if start:
             await asyncio.sleep(0)
         bound += value_bound(raw, start, start + _BOUND_STEP)
         if bound > cap:
+            whole = start + _BOUND_STEP >= len(raw)
             break
     if bound > cap:
         values = JsonValues(raw)
@@ -368,8 +370,10 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
                 )
             await asyncio.sleep(0)
     body = parse_json_body(raw, limits.max_json_depth, skip)
-    parts = raw_parts(body)
     most = limits.max_blocks + limits.max_messages + limits.max_tools
+    # what raw_parts counts (list items, a content list's for its message) is at most the body's
+    # brackets and commas: a body whose bound is within the caps needs no count (a small request)
+    parts = raw_parts(body) if bound > most or not whole else 0
     if parts > most:
         raise ClientError(
             400,

@@ -1,6 +1,7 @@
-"""`parse_json_body` skips the depth walk when the body has no more opening brackets than the
-limit: it must refuse exactly the bodies the full walk refuses, whatever the nesting and however
-many brackets sit inside strings."""
+"""The bounds that let a small body skip work: `parse_json_body` skips the depth walk when the
+body has no more opening brackets than the limit (it must refuse exactly what the full walk
+refuses, however many brackets sit inside strings), and `parse_within_budget` skips counting the
+parts when the brackets and commas are within the caps (the parts never exceed them)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.ingress.budget import raw_parts, value_bound
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 
-_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(alphabet="ab[]{}\"\\", max_size=6))
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(alphabet='ab[]{}"\\', max_size=6))
 _json = st.recursive(
     _leaf,
     lambda inner: st.one_of(
@@ -49,3 +51,17 @@ def test_a_body_at_the_limit_is_taken_and_one_past_it_refused():
                 parse_json_body(raw, 4)
         else:
             assert parse_json_body(raw, 4) == orjson.loads(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["messages", "tools", "contents", "x"]), _json, max_size=4))
+def test_the_parts_counted_never_exceed_the_value_bound(body):
+    # `parse_within_budget` skips `raw_parts` when the bound is within the caps
+    raw = orjson.dumps(body)
+    assert raw_parts(orjson.loads(raw)) <= value_bound(raw, 0, len(raw))
+
+
+def test_the_parts_of_a_message_list_are_counted_against_the_bound():
+    body = {"messages": [{"role": "user", "content": [{"type": "text"}, {"type": "text"}]}, {"role": "x"}]}
+    raw = orjson.dumps(body)
+    assert raw_parts(body) == 3 <= value_bound(raw, 0, len(raw))
