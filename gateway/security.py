@@ -208,16 +208,29 @@ class Tenants:
     (a bare hash of a token found in a store dump could be checked against guesses offline).
     Without configured tokens every client is the one tenant ""."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_known")
 
     def __init__(self, secret: bytes) -> None:
         # domain-separated from the same secret's other use (sealing continuity blobs)
         self._key = hmac.new(secret, b"gateway tenant key", hashlib.sha256).digest()
+        # the tenant of each credential seen, keyed by the credential's SHA-256 (as BearerTokens
+        # keeps them: no token is held here): one plain hash per request instead of an HMAC
+        self._known: dict[bytes, str] = {}
 
     def of(self, credential: str | None) -> str:
         if not credential:
             return ""
-        return hmac.new(self._key, credential.encode(), hashlib.sha256).hexdigest()[:32]
+        raw = credential.encode()
+        digest = hashlib.sha256(raw).digest()
+        tenant = self._known.get(digest)
+        if tenant is None:
+            tenant = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:32]
+            if len(self._known) < _TENANTS_KEPT:  # admitted credentials: the configured tokens
+                self._known[digest] = tenant
+        return tenant
+
+
+_TENANTS_KEPT = 4096
 
 
 def _check_inspector_access(request: web.BaseRequest, tokens: BearerTokens) -> str | None:
