@@ -16,7 +16,7 @@ TEXTS = ["plain", 'quote " and \\ backslash', "line\nbreak\ttab", "\u2028 Ã© ðŸ˜
 @pytest.mark.parametrize("kind", [BlockKind.TEXT, BlockKind.REASONING])
 @pytest.mark.parametrize("text", TEXTS)
 def test_a_delta_is_the_chunk_object_rendered(kind, text):
-    encoder = ChatStreamEncoder("chatcmpl-1", "group/model \"x\"", False, Sealer(b"k" * 32), 7)
+    encoder = ChatStreamEncoder("chatcmpl-1", 'group/model "x"', False, Sealer(b"k" * 32), 7)
     encoder.event(BlockStart(0, kind))
     chunk = encoder.event(BlockDelta(0, text))
     key = "content" if kind is BlockKind.TEXT else "reasoning_content"
