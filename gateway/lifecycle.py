@@ -46,9 +46,25 @@ def shutting_down() -> ClientError:
 
 @dataclass(slots=True)
 class _Open:
-    scope: asyncio.Timeout
+    """A request's cancel scope: the shutdown cancels its task and marks it `ended`; the
+    cancellation is the shutdown's when the task had no other one pending (as asyncio.timeout
+    tells its own expiry from an outside cancel, without a Timeout object and its timer handle
+    per request)."""
+
+    task: asyncio.Task[object]
+    cancelling: int  # the task's pending cancellations when the request began
+    ended: bool = False
     response: web.StreamResponse | None = None
     error_event: ErrorEvent | None = None
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.task.cancel()
+
+    def ended_it(self) -> bool:
+        """A CancelledError in the request is the shutdown's (and is consumed here)."""
+        return self.ended and self.task.uncancel() <= self.cancelling
 
 
 class InFlight:
@@ -84,14 +100,15 @@ class InFlight:
         @web.middleware
         async def in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
             key = id(request)
-            entry = self._open[key] = _Open(asyncio.timeout(None))
+            task = asyncio.current_task()
+            assert task is not None
+            entry = self._open[key] = _Open(task, task.cancelling())
             self._idle.clear()
             try:
-                async with entry.scope:
-                    return await handler(request)
-            except TimeoutError:
-                if not entry.scope.expired():
-                    raise  # the handler's own timeout, not the shutdown's
+                return await handler(request)
+            except asyncio.CancelledError:
+                if not entry.ended_it():
+                    raise  # the client went away, or the task was cancelled from elsewhere
                 if entry.response is not None and entry.error_event is not None:
                     await _end_stream(entry.response, entry.error_event, self._end_by)
                     return entry.response
@@ -112,10 +129,9 @@ class InFlight:
         if await self._wait_idle(grace):
             return
         log.warning("shutdown grace period over: ending %d request(s) still in flight", len(self._open))
-        now = loop.time()
-        self._end_by = now + END_BOUND
-        for entry in self._open.values():
-            entry.scope.reschedule(now)
+        self._end_by = loop.time() + END_BOUND
+        for entry in list(self._open.values()):
+            entry.end()
         if not await self._wait_idle(END_BOUND):
             log.warning(
                 "%d request(s) did not end within %gs of the grace period", len(self._open), END_BOUND

@@ -208,16 +208,29 @@ class Tenants:
     (a bare hash of a token found in a store dump could be checked against guesses offline).
     Without configured tokens every client is the one tenant ""."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_known")
 
     def __init__(self, secret: bytes) -> None:
         # domain-separated from the same secret's other use (sealing continuity blobs)
         self._key = hmac.new(secret, b"gateway tenant key", hashlib.sha256).digest()
+        # the tenant of each credential seen, keyed by the credential's SHA-256 (as BearerTokens
+        # keeps them: no token is held here): one plain hash per request instead of an HMAC
+        self._known: dict[bytes, str] = {}
 
     def of(self, credential: str | None) -> str:
         if not credential:
             return ""
-        return hmac.new(self._key, credential.encode(), hashlib.sha256).hexdigest()[:32]
+        raw = credential.encode()
+        digest = hashlib.sha256(raw).digest()
+        tenant = self._known.get(digest)
+        if tenant is None:
+            tenant = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:32]
+            if len(self._known) < _TENANTS_KEPT:  # admitted credentials: the configured tokens
+                self._known[digest] = tenant
+        return tenant
+
+
+_TENANTS_KEPT = 4096
 
 
 def _check_inspector_access(request: web.BaseRequest, tokens: BearerTokens) -> str | None:
@@ -373,22 +386,54 @@ def _drop(headers: MutableMapping[str, str], name: str, direction: str) -> None:
     del headers[name]
 
 
+class _Verdicts(dict[str, bool]):
+    """A header name as written -> whether an allow-list takes it, decided once per spelling (the
+    adapters and the gateway write the same few names on every request; a name never seen is
+    judged by `allowed`). Bounded: past `_MAX_VERDICTS` spellings, a name is judged afresh."""
+
+    __slots__ = ("_allowed",)
+
+    def __init__(self, allowed: Callable[[str], bool]) -> None:
+        super().__init__()
+        self._allowed = allowed
+
+    def __missing__(self, name: str) -> bool:
+        verdict = self._allowed(name.lower())
+        if len(self) < _MAX_VERDICTS:
+            self[name] = verdict
+        return verdict
+
+
+_MAX_VERDICTS = 1024
+
+
+def _upstream_header_allowed(name: str) -> bool:
+    return name in UPSTREAM_REQUEST_HEADERS
+
+
+_UPSTREAM_VERDICTS = _Verdicts(_upstream_header_allowed)
+
+
 async def upstream_header_allowlist(
     request: aiohttp.ClientRequest,
     handler: Callable[[aiohttp.ClientRequest], Awaitable[aiohttp.ClientResponse]],
 ) -> aiohttp.ClientResponse:
     """aiohttp client middleware: a provider call carries only allow-listed headers."""
     headers = request.headers
-    for name in dict.fromkeys(n for n in headers if n.lower() not in UPSTREAM_REQUEST_HEADERS):
-        _drop(headers, name, "upstream request")
+    verdicts = _UPSTREAM_VERDICTS
+    if not all(verdicts[n] for n in headers):
+        for name in dict.fromkeys(n for n in headers if not verdicts[n]):
+            _drop(headers, name, "upstream request")
     return await handler(request)
 
 
 async def restrict_response_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
     """`on_response_prepare` signal: a client response carries only the gateway's own headers."""
     headers = response.headers
-    for name in dict.fromkeys(n for n in headers if not _client_header_allowed(n.lower())):
-        _drop(headers, name, "client response")
+    verdicts = _CLIENT_VERDICTS
+    if not all(verdicts[n] for n in headers):
+        for name in dict.fromkeys(n for n in headers if not verdicts[n]):
+            _drop(headers, name, "client response")
     headers["Server"] = SERVER_HEADER
     origin = request.get(CORS_ORIGIN)
     if origin is not None:
@@ -397,3 +442,6 @@ async def restrict_response_headers(request: web.BaseRequest, response: web.Stre
 
 def _client_header_allowed(name: str) -> bool:
     return name in CLIENT_RESPONSE_HEADERS or name.startswith(GATEWAY_HEADER_PREFIX)
+
+
+_CLIENT_VERDICTS = _Verdicts(_client_header_allowed)

@@ -20,11 +20,7 @@ def derive_session_key(request: Request, tenant: str = "") -> str:
     one conversation maps to the same key without any client cooperation. `tenant`: two clients
     with different credentials never share a derived session."""
     first_user = next((m for m in request.messages if m.role is Role.USER), None)
-    h = hashlib.sha256()
-    h.update(tenant.encode())
-    h.update(b"\x00")
-    h.update(request.system_text().encode())
-    h.update(b"\x00")
-    if first_user is not None:
-        h.update(first_user.text().encode())
-    return "sess_" + h.hexdigest()[:32]
+    user = first_user.text() if first_user is not None else ""
+    # one digest of the joined text: the same bytes as hashing the parts in turn
+    text = f"{tenant}\x00{request.system_text()}\x00{user}"
+    return "sess_" + hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -32,6 +32,22 @@ class Timeouts:
     idle: float = 120.0
     total: float = 600.0
 
+    def client(self, stream: bool) -> aiohttp.ClientTimeout:
+        """aiohttp's timeouts for one response (built once per Timeouts and kind of answer)."""
+        found = _CLIENT_TIMEOUTS.get((self, stream))
+        if found is None:
+            # a non-streamed answer arrives in one piece after the whole generation: no idle gap
+            # applies to it, only `total`
+            found = aiohttp.ClientTimeout(
+                total=self.total, sock_connect=self.connect, sock_read=self.idle if stream else None
+            )
+            if len(_CLIENT_TIMEOUTS) < 1024:  # one per provider and group override, in practice
+                _CLIENT_TIMEOUTS[(self, stream)] = found
+        return found
+
+
+_CLIENT_TIMEOUTS: dict[tuple[Timeouts, bool], aiohttp.ClientTimeout] = {}
+
 
 class UpstreamFailure(Exception):
     def __init__(self, error: UpstreamError) -> None:
@@ -65,17 +81,13 @@ class Upstream:
         self._session = session
         self._request = request
         self._timeouts = timeouts
-        # a non-streamed answer arrives in one piece after the whole generation: no idle gap
-        # applies to it, only `total`
         self._stream = stream
         self._response: aiohttp.ClientResponse | None = None
         self._deadline: asyncio.TimerHandle | None = None
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
-        timeout = aiohttp.ClientTimeout(
-            total=t.total, sock_connect=t.connect, sock_read=t.idle if self._stream else None
-        )
+        timeout = t.client(self._stream)
         loop = asyncio.get_running_loop()
         ends = loop.time() + t.total
         try:

@@ -37,6 +37,11 @@ class ServerToolsAsText:
 
     def event(self, event: Event) -> bytes | None:
         t = type(event)
+        if t is BlockDelta:  # nearly every event: one test
+            if event.index in self._calls:
+                self._calls[event.index][2].append(event.text)
+                return None
+            return self._inner.event(event)
         if t is BlockStart and event.kind is BlockKind.SERVER_TOOL_CALL:
             # its issuer is known when it stops: it goes out whole then (providers stream one
             # such block at a time)
@@ -51,9 +56,6 @@ class ServerToolsAsText:
                 BlockStart(event.index, BlockKind.TEXT),
                 BlockDelta(event.index, result_text(event.result) + BREAK),
             )
-        if t is BlockDelta and event.index in self._calls:
-            self._calls[event.index][2].append(event.text)
-            return None
         if t is BlockStop:
             call = self._calls.pop(event.index, None)
             if call is not None:

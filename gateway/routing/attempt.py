@@ -5,6 +5,7 @@ client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import aiohttp
 
@@ -22,6 +23,8 @@ from gateway.transcript.events import (
 from gateway.transcript.model import StopReason
 from gateway.transcript.target import Target
 from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
+
+_NO_LIMIT = contextlib.nullcontext()
 
 
 def commits(event: Event) -> bool:
@@ -50,7 +53,8 @@ async def run_attempt(
     handed_over = False
     upstream_open = True
     try:
-        async with asyncio.timeout(limit):
+        # no scope at all without a limit (every non-streamed attempt, a stream's last target)
+        async with _NO_LIMIT if limit is None else asyncio.timeout(limit):
             await upstream.__aenter__()
             if upstream.status != 200:
                 body = await upstream.read(MAX_ERROR_BODY, truncate=True)

@@ -103,6 +103,11 @@ class AllTargetsFailed(Exception):
         self.final = final
 
 
+# (provider, group overrides) pairs whose merged timeouts are kept (config objects: a bound only
+# against a caller that builds overrides per request)
+_TIMEOUTS_KEPT = 1024
+
+
 class Engine:
     """Routes requests over the configured targets. `clock`, `sleep` and `rng` are injectable so
     tests can observe backoff and cooldown without waiting for them."""
@@ -129,6 +134,7 @@ class Engine:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._budgets: dict[str, RetryBudget] = {}
+        self._timeouts: dict[tuple[str, int], tuple[object, Timeouts]] = {}  # see timeouts()
         self.sessions = SessionMemory(clock=clock)
 
     @property
@@ -137,10 +143,20 @@ class Engine:
         return self._env
 
     def timeouts(self, target: Target, plan: Plan | None = None) -> Timeouts:
+        overrides = plan.timeouts if plan is not None else None
+        # decided once per provider and group overrides (config objects, alive as long as the
+        # config): merging pydantic models cost a few us per request
+        key = (target.provider, id(overrides))
+        found = self._timeouts.get(key)
+        if found is not None and found[0] is overrides:
+            return found[1]
         t = self.config.providers[target.provider].timeouts
-        if plan is not None:
-            t = plan.timeouts.over(t)
-        return Timeouts(t.connect_seconds, t.first_token_seconds, t.idle_seconds, t.total_seconds)
+        if overrides is not None:
+            t = overrides.over(t)
+        timeouts = Timeouts(t.connect_seconds, t.first_token_seconds, t.idle_seconds, t.total_seconds)
+        if len(self._timeouts) < _TIMEOUTS_KEPT:
+            self._timeouts[key] = (overrides, timeouts)
+        return timeouts
 
     def budget(self, plan: Plan) -> RetryBudget:
         found = self._budgets.get(plan.model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gateway.config import GatewayConfig, ModelGroupConfig, RetryConfig, TargetConfig, TimeoutOverrides
 from gateway.providers import get_adapter
@@ -13,6 +13,10 @@ from gateway.transcript.target import Target
 # the metric label for a model name that is neither a group nor a configured provider
 UNKNOWN_MODEL = "unknown"
 
+
+# a direct address's (frozen) defaults, shared: the engine keeps what it derives from them by identity
+_DEFAULT_RETRY = RetryConfig()
+_NO_OVERRIDES = TimeoutOverrides()
 
 # No group or direct address is longer; a longer `model` is refused without being looked at
 MAX_MODEL_CHARS = 512
@@ -33,8 +37,8 @@ class Plan:
     targets: tuple[Target, ...]  # in the order to try them
     affinity: bool = False  # put the issuer of an open tool loop's tokens first (engine)
     sessions: bool = False  # keep a session on the target that served its previous turn (engine)
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    timeouts: TimeoutOverrides = field(default_factory=TimeoutOverrides)
+    retry: RetryConfig = _DEFAULT_RETRY
+    timeouts: TimeoutOverrides = _NO_OVERRIDES
     overflow: Target | None = None  # where a request goes after a context-window overflow
 
 

@@ -105,12 +105,21 @@ class ThinkingRule:
 
     models: tuple[ThinkingModel, ...] = ()
     effort_budgets: Mapping[str, int] = field(default_factory=lambda: EFFORT_BUDGETS)
+    # name -> its entry, found once (a regex scan per entry ran a few times per request);
+    # bounded, as a direct address names any model
+    _found: dict[str, ThinkingModel] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def model(self, name: str) -> ThinkingModel:
-        for entry in self.models:
-            if entry.matches(name):
-                return entry
-        return NEVER
+        found = self._found.get(name)
+        if found is not None:
+            return found
+        found = next((entry for entry in self.models if entry.matches(name)), NEVER)
+        if len(self._found) < _MODELS_KEPT:
+            self._found[name] = found
+        return found
+
+
+_MODELS_KEPT = 256
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,10 @@ def error_json(error: UpstreamError) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
+# what follows a delta's one string in a chunk (see ChatStreamEncoder._text_head)
+_DELTA_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+
+
 class ChatStreamEncoder:
     """Per-response state: block index -> message position and tool-call index."""
 
@@ -85,6 +89,8 @@ class ChatStreamEncoder:
         "_usage",
         "_finish",
         "_refused",
+        "_text_head",
+        "_reasoning_head",
     )
 
     content_type = "text/event-stream"
@@ -99,6 +105,12 @@ class ChatStreamEncoder:
         self._head = orjson.dumps(
             {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model}
         )[:-1]
+        # a text or reasoning delta (nearly every chunk) is its JSON string between two
+        # pre-rendered halves: the same bytes `_chunk` writes, without building its dicts
+        self._text_head = b"data: " + self._head + b',"choices":[{"index":0,"delta":{"content":'
+        self._reasoning_head = (
+            b"data: " + self._head + b',"choices":[{"index":0,"delta":{"reasoning_content":'
+        )
         self._include_usage = include_usage
         self._position: dict[int, int] = {}
         self._tool_index: dict[int, int] = {}
@@ -122,12 +134,12 @@ class ChatStreamEncoder:
         if t is BlockDelta:
             kind = self._kinds.get(event.index)
             if kind is BlockKind.TEXT:
-                return self._chunk({"content": event.text}) if event.text else None
+                return self._text_head + orjson.dumps(event.text) + _DELTA_TAIL if event.text else None
             if kind is BlockKind.REASONING:
                 if not event.text:
                     return None
                 self._reasoning[event.index].append(event.text)
-                return self._chunk({"reasoning_content": event.text})
+                return self._reasoning_head + orjson.dumps(event.text) + _DELTA_TAIL
             if kind is BlockKind.TOOL_CALL:
                 if not event.text:
                     return None
