@@ -5,7 +5,8 @@ sits on (parse, memo lookup, decode of a Chat Completions body):
   twice, until the memo has been full for a while; the process's RSS growth over the same traffic
   with the memo off, and over the budget.
 - non-repeating traffic: every request a transcript never seen before; time per request with the
-  memo on against off, interleaved round by round so the machine's load hits both alike.
+  memo on against off, interleaved round by round so the machine's load hits both alike (a
+  transcript of 64+ messages waits on probation at first sight: `--messages 100` shows its cost).
 
     python bench/memo.py [--budget-mib 32] [--messages 40] [--requests 400]
 
