@@ -92,12 +92,11 @@ class _FirstSight:
     a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
     what it decoded to as a turn of all its items would be."""
 
-    __slots__ = ("body", "field", "parts", "records", "size", "values")
+    __slots__ = ("body", "field", "parts", "records", "size")
     entries = ()  # none is found by its bytes yet
 
-    def __init__(self, body: bytes, field: str, parts: list[int], values: int, size: int) -> None:
+    def __init__(self, body: bytes, field: str, parts: list[int], size: int) -> None:
         self.body = body
-        self.values = values
         self.field = field
         self.parts = parts
         self.records: list[Any] = [None] * len(parts)
@@ -207,10 +206,13 @@ class DecodeMemo:
             return items
         if body_values is None:
             body_values = value_bound(raw, 0, len(raw))
-        # at most what it holds (accounted precisely if a request opening so follows: `_recall`)
+        # at least what it holds, and what its turn holds once read in parts: without a scan for
+        # \\u escapes (every string taken as wide) unless that bound leaves it out of the budget
         size = body_turn_size(raw, body_values, count, 0, scan=False)
+        if size > self._items_max:
+            size = body_turn_size(raw, body_values, count, 0)
         if size <= self._items_max:
-            sight = _FirstSight(raw, field, parts, body_values, size)
+            sight = _FirstSight(raw, field, parts, size)
             items._record = sight.records
             self._on_probation(_first_key(opening), sight)
         return items
@@ -228,7 +230,7 @@ class DecodeMemo:
         if raws is None or len(raws) != len(sight.parts):
             return
         scope = opening[0]
-        turn = _Turn(body_turn_size(sight.body, sight.values, len(raws), 0))
+        turn = _Turn(sight.size)
         turn.entries = [
             ((scope, raw), value, parts)
             for raw, value, parts in zip(raws, sight.records, sight.parts, strict=True)
