@@ -4,10 +4,13 @@ in front of the simulators:
 - a ~31 MB body of tiny content blocks on every ingress route, while `/healthz` is asked every
   few milliseconds on another connection: the slowest `/healthz` answer is how long the event
   loop was held;
-- N streamed answers whose clients never read: the gateway process's RSS, before and with them.
+- N streamed answers whose clients never read: the gateway process's RSS before, with them (once
+  it stops growing), and after the write timeout ended them (`--write-timeout`, 60 s by default
+  in a config, short here so the run is too).
 
     python bench/stall.py                      # this tree
     python bench/stall.py --tree ../main       # another checkout's gateway, for a before/after
+    python bench/stall.py --only stall         # one of the two attacks
 
 Not a test (it measures wall-clock time); tests/security/test_limits.py checks the behaviour.
 """
@@ -59,7 +62,7 @@ def bodies(size: int) -> dict[str, bytes]:
     }
 
 
-def write_config(path: Path, hub: SimulatorHub, port: int) -> None:
+def write_config(path: Path, hub: SimulatorHub, port: int, write_timeout: float) -> None:
     path.write_text(
         "\n".join(
             [
@@ -68,6 +71,7 @@ def write_config(path: Path, hub: SimulatorHub, port: int) -> None:
                 f"port = {port}",
                 "workers = 1",
                 'log_level = "warning"',
+                f"write_timeout_seconds = {write_timeout}",
                 "[providers.claude]",
                 'kind = "anthropic"',
                 f'base_url = "{hub.base_url("anthropic")}"',
@@ -114,9 +118,14 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-async def stalled_readers(url: str, hub: SimulatorHub, pid: int, count: int) -> tuple[float, float]:
-    """RSS before and with `count` streamed answers nobody reads (each 1 MiB of text in deltas of
-    12 characters, as the simulator streams): once it stops growing, every stream stalled."""
+async def stalled_readers(
+    url: str, hub: SimulatorHub, pid: int, count: int, write_timeout: float
+) -> tuple[float, float, float, int]:
+    """RSS before, with `count` streamed answers nobody reads (each 1 MiB of text in deltas of
+    12 characters, as the simulator streams; once it stops growing, every stream stalled) and
+    after the write timeout ended them; and how many upstream streams were cancelled."""
+    simulator = hub.states["anthropic"]
+    closed_early = simulator.closed_early
     for _ in range(count):
         hub.states["anthropic"].push(Reply(text="x" * (1 << 20)))
     before = rss_mib(pid)
@@ -140,9 +149,15 @@ async def stalled_readers(url: str, hub: SimulatorHub, pid: int, count: int) -> 
         await asyncio.sleep(3)
         now = rss_mib(pid)
         grown, with_them = now > with_them + 1, now
+    await asyncio.sleep(write_timeout + 2)  # the gateway ends each stalled stream
+    for _ in range(60):
+        if not simulator.open_streams:
+            break
+        await asyncio.sleep(0.5)
+    after = rss_mib(pid)
     for _, writer in writers:
         writer.transport.abort()
-    return before, with_them
+    return before, with_them, after, simulator.closed_early - closed_early
 
 
 async def main() -> None:
@@ -152,13 +167,15 @@ async def main() -> None:
     parser.add_argument("--tree", type=Path, default=ROOT, help="the gateway source tree to run")
     parser.add_argument("--size-mb", type=float, default=31.0)
     parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--write-timeout", type=float, default=10.0, help="[server] write_timeout_seconds")
+    parser.add_argument("--only", choices=("attack", "stall"), help="run one of the two attacks")
     args = parser.parse_args()
     tree = args.tree.resolve()
     async with SimulatorHub(api_key=KEY) as hub:
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
             config = Path(tmp) / "gateway.toml"
-            write_config(config, hub, port)
+            write_config(config, hub, port, args.write_timeout)
             env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
             env.update(STALL_BENCH_KEY=KEY, PYTHONPATH=str(tree))
             process = await asyncio.create_subprocess_exec(
@@ -177,15 +194,23 @@ async def main() -> None:
                 stop.set()
                 await poller
                 print(f"idle: slowest /healthz {max(idle) * 1000:.1f} ms")
-                for path, body in bodies(int(args.size_mb * 1e6)).items():
+                for path, body in bodies(int(args.size_mb * 1e6)).items() if args.only != "stall" else ():
                     route = "/v1/messages" if path == "one string" else path
                     status, took, worst = await attack(url, route, body)
                     print(
                         f"{path}: {len(body) / 1e6:.1f} MB -> {status} in {took * 1000:.0f} ms;"
                         f" slowest /healthz meanwhile {worst * 1000:.0f} ms"
                     )
-                before, with_them = await stalled_readers(url, hub, process.pid, args.streams)
-                print(f"{args.streams} stalled readers: RSS {before:.0f} MiB -> {with_them:.0f} MiB")
+                if args.only == "attack":
+                    return
+                before, with_them, after, cancelled = await stalled_readers(
+                    url, hub, process.pid, args.streams, args.write_timeout
+                )
+                print(
+                    f"{args.streams} stalled readers: RSS {before:.0f} MiB -> {with_them:.0f} MiB with them"
+                    f" -> {after:.0f} MiB after the write timeout ended them"
+                    f" ({cancelled} upstream streams cancelled)"
+                )
             finally:
                 process.kill()
                 await process.wait()

@@ -56,6 +56,7 @@ from gateway.state import GatewayState
 from gateway.store import open_store
 from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
+from gateway.upstream import UPSTREAM_READ_BUFFER
 
 log = logging.getLogger("gateway")
 
@@ -210,6 +211,9 @@ def create_app(
             trust_env=False,
             headers={"User-Agent": USER_AGENT},
             middlewares=(upstream_header_allowlist,),
+            # what an answer's reader holds before it stops reading the socket (twice this): a
+            # stream whose client stopped reading keeps that much, then TCP throttles the provider
+            read_bufsize=UPSTREAM_READ_BUFFER,
         )
         store = open_store(config.store, on_op=metrics.count_store_operation)
         recorder = Recorder(store)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -553,6 +554,7 @@ async def _stream(
     assembler = Assembler()  # the turn as it streams, to record once it completed
     keepalive: asyncio.Task[None] | None = None
     try:
+        _bound_kernel_buffer(http)
         await response.prepare(http)
         state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
@@ -590,6 +592,22 @@ async def _stream(
         await answer.aclose()
 
 
+# the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
+# autotuning it grows to net.ipv4.tcp_wmem's maximum (4 MiB): a client that stops reading then
+# takes that much of the answer before the relay feels it, kernel memory plus the answer's text
+# held meanwhile. A stream's tokens come far slower than this buffer empties on any network.
+STREAM_SEND_BUFFER = 64 * 1024
+
+
+def _bound_kernel_buffer(http: web.Request) -> None:
+    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
+        except OSError:  # not a TCP socket (a test's pipe): nothing to bound
+            pass
+
+
 def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
@@ -601,7 +619,11 @@ def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
 
 
 class _Relay:
-    """Writes an answer's events as they arrive (one write per upstream chunk)."""
+    """Writes an answer's events as they arrive (one write per upstream chunk). A client that
+    reads slower than the answer comes holds the relay: while its connection's buffer is above
+    the high-water mark the next chunk is not pulled from the upstream (backpressure), so a
+    stalled client costs one chunk plus that buffer until the write timeout ends it
+    (gateway/server.py)."""
 
     __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
 
@@ -624,6 +646,8 @@ class _Relay:
         """Relay every event; the stream's error, if it ends with one."""
         encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response = self._response
+        # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
+        protocol, writer = exchange.http.protocol, exchange.http.writer
         async for batch in answer.batches():
             self._last = time.monotonic()
             out = bytearray()
@@ -649,6 +673,8 @@ class _Relay:
                     out += chunk
             if out:
                 await response.write(bytes(out))
+                if protocol.writing_paused:
+                    await writer.drain()
         return None
 
     async def keep_alive(self, interval: float) -> None:
