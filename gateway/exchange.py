@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -35,6 +36,7 @@ from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
+from gateway.offload import OFFLOAD_BYTES
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -107,6 +109,8 @@ class Exchange:
     received: Request | None = None  # the client's transcript, decoded (kept history prepended)
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
+    # a large body: its decode, repair and encode run in a worker thread (gateway/offload.py)
+    offload: bool = False
 
     def saw(self, event: Event) -> None:
         """An event on its way to the client: the first content (`is_first_content`) sets the
@@ -199,10 +203,15 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
+    exchange.offload = offload = len(raw) >= OFFLOAD_BYTES
     body, items = await _parse(exchange, raw)
-    inbound = exchange.codec.decode(
-        body, http.headers, state.sealer, items, params=http.match_info, query=http.query
-    )
+    decode = exchange.codec.decode
+    if offload:
+        inbound = await asyncio.to_thread(
+            partial(decode, body, http.headers, state.sealer, None, params=http.match_info, query=http.query)
+        )
+    else:
+        inbound = decode(body, http.headers, state.sealer, items, params=http.match_info, query=http.query)
     exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -213,7 +222,10 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.model = exchange.plan.model
     if exchange.key:
         await _admit(exchange)
-    exchange.session = _session(inbound.session_hint, request, exchange.tenant)
+    if offload:
+        exchange.session = await asyncio.to_thread(_session, inbound.session_hint, request, exchange.tenant)
+    else:
+        exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
         # as the access log writes it: a client-chosen X-Session-Id may name a person
         exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
@@ -221,7 +233,9 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     request = exchange.request = exchange.routed = await _restore(exchange, request)
 
     try:
-        answer = await state.engine.open(request, exchange.plan, _affinity_key(exchange), exchange.trace)
+        answer = await state.engine.open(
+            request, exchange.plan, _affinity_key(exchange), exchange.trace, offload
+        )
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -257,6 +271,8 @@ async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
     state = exchange.state
+    if exchange.offload:  # the memo's cache belongs to the event loop: a large body is decoded whole
+        return await parse_within_budget(raw, state.config.server, offload=True), None
     field = exchange.codec.transcript_field
     limit = state.config.server.max_json_depth
     body = await parse_within_budget(raw, state.config.server, field)
@@ -344,11 +360,13 @@ _BOUND_STEP = 1 << 20
 _COUNT_STEP = 20_000
 
 
-async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
+async def parse_within_budget(
+    raw: bytes, limits: ServerConfig, skip: str | None = None, offload: bool = False
+) -> Any:
     """The parsed body, once it is known to be within the caps that bound its parse and decode:
     its JSON values (counted in steps that let other requests run, and only when one C-speed
     count cannot tell), then the blocks its lists hold (`check_size` checks the decoded transcript
-    again: a kept history adds to it)."""
+    again: a kept history adds to it). `offload`: parsed and counted in a worker thread."""
     cap = limits.max_json_values
     bound = 0
     for start in range(0, len(raw), _BOUND_STEP):
@@ -368,8 +386,11 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
                     code="too_many_values",
                 )
             await asyncio.sleep(0)
-    body = parse_json_body(raw, limits.max_json_depth, skip)
-    parts = raw_parts(body)
+    if offload:
+        body, parts = await asyncio.to_thread(_parse_and_count, raw, limits.max_json_depth, skip)
+    else:
+        body = parse_json_body(raw, limits.max_json_depth, skip)
+        parts = raw_parts(body)
     most = limits.max_blocks + limits.max_messages + limits.max_tools
     if parts > most:
         raise ClientError(
@@ -381,6 +402,11 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
             code="too_many_blocks",
         )
     return body
+
+
+def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any, int]:
+    body = parse_json_body(raw, max_depth, skip)
+    return body, raw_parts(body)
 
 
 def check_size(request: Request, limits: ServerConfig) -> None:
