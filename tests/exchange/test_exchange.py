@@ -149,3 +149,27 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
         status, _, body = await stack.chat({"model": "openai-chat", "messages": USER})
         assert status == 200 and orjson.loads(body)["choices"][0]["message"]["content"] == "small"
         assert ran == {"parse": {True}, "decode": {True}, "repair": {True}, "encode": {True}}
+
+
+async def test_a_large_count_tokens_request_is_counted_off_the_event_loop(monkeypatch):
+    import threading
+
+    from gateway.offload import OFFLOAD_BYTES
+    from gateway.routing import count
+
+    on_loop: list[bool] = []
+
+    def estimate(request):
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return real(request)
+
+    real = count.estimate_input_tokens
+    monkeypatch.setattr(count, "estimate_input_tokens", estimate)
+    blocks = [{"type": "text", "text": "a"}] * (OFFLOAD_BYTES // 20)
+    async with running_stack() as stack:
+        for content in (blocks, "small"):
+            body = {"model": "claude", "messages": [{"role": "user", "content": content}]}
+            async with stack.http.post(f"{stack.url}/v1/messages/count_tokens", json=body) as resp:
+                assert resp.status == 200, await resp.text()
+                assert (await resp.json())["input_tokens"] > 0
+    assert on_loop == [False, True]
