@@ -251,7 +251,7 @@ class SqliteStore:
         if self._write_conn is None:
             self._open_writer()
 
-    def _put(self, keys: Sequence[str], value: bytes, tenant: str = "") -> None:
+    def _put(self, keys: Sequence[str], value: bytes, tenant: str = "") -> int:
         # checked here too: writes queued before the first busy one fail at once instead of each
         # waiting out the busy timeout
         if self._monotonic() < self._retry_writes_at:
@@ -272,7 +272,7 @@ class SqliteStore:
                 )
                 if now >= self._next_purge:
                     self._purge(conn, now)
-                self._bound(conn, tenant, now)
+                evicted = self._bound(conn, tenant, now)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -289,6 +289,7 @@ class SqliteStore:
         if self._backoff:
             log.warning("continuity store %s: writes go through again", self.path)
             self._backoff = 0.0
+        return evicted
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> None:
         deleted = conn.execute(
@@ -298,13 +299,15 @@ class SqliteStore:
         # A full batch means more is waiting: purge again on the next put instead of after the interval.
         self._next_purge = now if deleted >= _PURGE_BATCH_ROWS else now + _PURGE_INTERVAL_SECONDS
 
-    def _bound(self, conn: sqlite3.Connection, tenant: str, now: float) -> None:
+    def _bound(self, conn: sqlite3.Connection, tenant: str, now: float) -> int:
         """The writing tenant within its share, then the file within `max_bytes`: expired rows
-        go first, then the oldest of the tenant over its share (or holding the most)."""
+        go first, then the oldest of the tenant over its share (or holding the most). How many
+        live rows were evicted."""
+        evicted = 0
         share = self._tenant_bytes(conn, tenant)
         if share > self._tenant_max_bytes:
             conn.execute("DELETE FROM continuity WHERE tenant = ? AND expires <= ?", (tenant, now))
-            self._evict(conn, tenant, self._tenant_bytes(conn, tenant) - self._tenant_max_bytes)
+            evicted += self._evict(conn, tenant, self._tenant_bytes(conn, tenant) - self._tenant_max_bytes)
         while True:
             row = conn.execute(
                 "SELECT SUM(bytes), (SELECT tenant FROM tenant_bytes ORDER BY bytes DESC LIMIT 1)"
@@ -312,11 +315,13 @@ class SqliteStore:
             ).fetchone()
             total, largest = (row[0] or 0), row[1]
             if total <= self._max_bytes or largest is None:
-                return
+                return evicted
             if conn.execute("DELETE FROM continuity WHERE expires <= ?", (now,)).rowcount:
                 continue
-            if not self._evict(conn, largest, total - self._max_bytes):
-                return
+            more = self._evict(conn, largest, total - self._max_bytes)
+            if not more:
+                return evicted
+            evicted += more
 
     @staticmethod
     def _tenant_bytes(conn: sqlite3.Connection, tenant: str) -> int:
@@ -435,9 +440,9 @@ class SqliteStore:
             ]
         return values
 
-    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> int:
         if not keys:
-            return
+            return 0
         now = self._monotonic()
         if now < self._retry_writes_at:
             raise StoreBusy(f"{self.path}: writes back off while another connection holds the lock")
@@ -466,7 +471,7 @@ class SqliteStore:
                 pass
 
         job.add_done_callback(done)
-        await asyncio.wrap_future(job)
+        return await asyncio.wrap_future(job)
 
     def _written(self, keys: list[str], value: bytes) -> None:
         unwritten = self._unwritten

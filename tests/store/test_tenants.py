@@ -52,14 +52,15 @@ async def test_redis_a_tenant_over_its_share_evicts_only_its_own_records(redis_s
     raw = Redis.from_url(redis_server.url)
     try:
         await store.put(["b:kept"], RECORD, tenant="b")
+        evicted = 0
         for n in range(50):
-            await store.put([f"a:{n}"], RECORD, tenant="a")
+            evicted += await store.put([f"a:{n}"], RECORD, tenant="a")
         await store.put(["a:49"], RECORD, tenant="a")  # written again: counted once
         assert await store.get_many(["b:kept", "a:0", "a:49"]) == [RECORD, None, RECORD]
         kept = [v for v in await store.get_many([f"a:{n}" for n in range(50)]) if v is not None]
         total = int(await raw.hget("gw:tenant:a:sizes", ""))
         assert total <= share and total == len(kept) * (len(RECORD) + 256)
-        assert 8 <= len(kept) <= 10
+        assert 8 <= len(kept) <= 10 and evicted == 50 - len(kept)
         with pytest.raises(RecordTooLarge):
             await store.put(["a:huge"], b"h" * share, tenant="a")
     finally:
@@ -170,3 +171,27 @@ def _tenant_bytes(path) -> dict[str, int]:
         return {t: b for t, b in conn.execute("SELECT tenant, bytes FROM tenant_bytes") if b}
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_evictions_are_counted_in_the_store_operations(
+    backend: str, clock: FakeClock, tmp_path
+) -> None:
+    from gateway.store.failopen import FailOpenStore
+
+    per = len(RECORD) + ENTRY_OVERHEAD_BYTES
+    inner = (
+        MemoryStore(3600, 100_000, max_bytes=100 * per, tenant_max_bytes=3 * per, clock=clock)
+        if backend == "memory"
+        else SqliteStore(tmp_path / "c.db", 3600, clock=clock, tenant_max_bytes=3 * per)
+    )
+    seen: list[tuple[str, str, str]] = []
+    store = FailOpenStore(inner, lambda *op: seen.append(op))
+    try:
+        for n in range(5):
+            await store.put([f"a:{n}"], RECORD, tenant="a")
+        await store.put(["a:5", "a:6"], RECORD, tenant="a")
+    finally:
+        await store.close()
+    assert seen.count((backend, "evict", "ok")) == 4  # 7 records, a share of 3
+    assert seen.count((backend, "put", "ok")) == 6
