@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 import aiohttp
 from aiohttp import web
 
-from gateway import __version__
+from gateway import __version__, offload
 from gateway.browser import BrowserPolicy
 from gateway.config import (
     GatewayConfig,
@@ -203,6 +203,7 @@ def create_app(
     metrics.bind_keys(config.keys)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
+        offload.start()  # the thread large requests are worked on in (gateway/offload.py)
         # upstream URLs come only from config: no proxies from the environment, no cookies kept,
         # and only allow-listed headers leave (see gateway/security.py)
         session = aiohttp.ClientSession(

@@ -36,7 +36,7 @@ from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
-from gateway.offload import OFFLOAD_BYTES
+from gateway.offload import OFFLOAD_BYTES, off_loop
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -207,7 +207,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     body, items = await _parse(exchange, raw)
     decode = exchange.codec.decode
     if offload:
-        inbound = await asyncio.to_thread(
+        inbound = await off_loop(
             partial(decode, body, http.headers, state.sealer, None, params=http.match_info, query=http.query)
         )
     else:
@@ -223,7 +223,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if exchange.key:
         await _admit(exchange)
     if offload:
-        exchange.session = await asyncio.to_thread(_session, inbound.session_hint, request, exchange.tenant)
+        exchange.session = await off_loop(_session, inbound.session_hint, request, exchange.tenant)
     else:
         exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
@@ -387,7 +387,7 @@ async def parse_within_budget(
                 )
             await asyncio.sleep(0)
     if offload:
-        body, parts = await asyncio.to_thread(_parse_and_count, raw, limits.max_json_depth, skip)
+        body, parts = await off_loop(_parse_and_count, raw, limits.max_json_depth, skip)
     else:
         body = parse_json_body(raw, limits.max_json_depth, skip)
         parts = raw_parts(body)

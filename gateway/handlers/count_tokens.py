@@ -5,7 +5,6 @@ access-log line under the route's own `ingress` label value (`CountRoute.ingress
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from gateway.exchange import check_size, parse_within_budget, plan_for
 from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.errors import ClientError
 from gateway.metrics import AttemptOutcome, RequestRecord
-from gateway.offload import OFFLOAD_BYTES
+from gateway.offload import OFFLOAD_BYTES, off_loop
 from gateway.routing.count import PROVIDER, CountRefused, count_input_tokens
 from gateway.state import TENANT, GatewayState
 from gateway.transcript.events import ErrorCategory
@@ -55,7 +54,7 @@ async def _count(
         decode = partial(
             count.decode, body, request.headers, state.sealer, params=request.match_info, query=request.query
         )
-        inbound = await asyncio.to_thread(decode) if offload else decode()
+        inbound = await off_loop(decode) if offload else decode()
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
         record.model = plan.model

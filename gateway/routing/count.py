@@ -8,10 +8,10 @@ gateway's documented estimate (gateway.transcript.estimate).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from gateway.config import MissingApiKey, resolve_api_key
+from gateway.offload import off_loop
 from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import prepare
@@ -52,7 +52,7 @@ async def count_input_tokens(
     target = plan.targets[0]
     adapter = get_adapter(target.kind)
     if offload:
-        estimate, http = await asyncio.to_thread(_estimate_and_encode, engine, request, target, adapter)
+        estimate, http = await off_loop(_estimate_and_encode, engine, request, target, adapter)
     else:
         estimate, http = _estimate_and_encode(engine, request, target, adapter)
     answer = getattr(adapter, "count_answer", None)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
+from gateway.offload import off_loop
 from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import Prepared, prepare
@@ -358,7 +359,7 @@ class Engine:
             return self._traced(trace, target, prepared, partial(attempt, prepared))
 
         if offload:
-            prepared = await asyncio.to_thread(prepare, request, target, adapter.capabilities)
+            prepared = await off_loop(prepare, request, target, adapter.capabilities)
         else:
             prepared = prepare(request, target, adapter.capabilities)
         started = self._clock()
@@ -366,7 +367,7 @@ class Engine:
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
             strict = (
-                await asyncio.to_thread(partial(prepare, request, target, adapter.capabilities, strict=True))
+                await off_loop(partial(prepare, request, target, adapter.capabilities, strict=True))
                 if offload
                 else prepare(request, target, adapter.capabilities, strict=True)
             )
@@ -417,7 +418,7 @@ class Engine:
     ) -> tuple[EventStream | UpstreamError, HttpRequest | None]:
         """Encode for the target and send once; what was sent (None: nothing was)."""
         if offload:
-            http = await asyncio.to_thread(self.encode, adapter, target, prepared)
+            http = await off_loop(self.encode, adapter, target, prepared)
         else:
             http = self.encode(adapter, target, prepared)
         if isinstance(http, UpstreamError):
