@@ -28,8 +28,9 @@ from aiohttp import web
 from gateway.access_log import session_hash
 from gateway.config import ServerConfig
 from gateway.continuity import chain
+from gateway.continuity.items import expand
 from gateway.continuity.restore import answer_position, message_keys, restore
-from gateway.ingress.base import Dialect, HistoryRef, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
+from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
@@ -215,8 +216,8 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
-    if inbound.history is not None:
-        request = await _continue(exchange, inbound.history, request)
+    if inbound.history is not None or inbound.references:
+        request = await _continue(exchange, inbound, request)
     check_size(request, state.config.server)
     exchange.plan = plan_for(state, request.model)
     exchange.model = exchange.plan.model
@@ -482,10 +483,20 @@ def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     return hint.value
 
 
-async def _continue(exchange: Exchange, history: HistoryRef, request: Request) -> Request:
-    """The kept conversation of the answer `history` names, then the request's own messages."""
-    exchange.kept = await exchange.state.history.resolve(history, exchange.tenant)
-    return replace(request, messages=exchange.kept.messages + request.messages)
+async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> Request:
+    """The kept conversation of the answer `inbound.history` names, then the request's own
+    messages with the kept items they name by id in place."""
+    history = exchange.state.history
+    if inbound.history is not None:
+        exchange.kept = await history.resolve(inbound.history, exchange.tenant)
+    messages = request.messages
+    if inbound.references:
+        found = await history.items(inbound.references, exchange.tenant)
+        continued = exchange.kept.answers if exchange.kept is not None else frozenset()
+        messages = expand(messages, inbound.references, found, continued)
+    if exchange.kept is not None:
+        messages = exchange.kept.messages + messages
+    return replace(request, messages=messages)
 
 
 async def _restore(exchange: Exchange, request: Request) -> Request:
@@ -536,8 +547,16 @@ async def _record_turn(exchange: Exchange, inbound: Inbound, request: Request, t
     state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
     if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
         assert exchange.reply is not None
+        assert exchange.answer is not None
+        seen = turn  # the items are those the client got: without the reasoning it did not see
+        if not exchange.answer.prepared.decision.shown:
+            seen = replace(turn, blocks=visible_blocks(turn.blocks, False))
         await state.history.keep(
-            exchange.reply.id, tenant, exchange.kept, (*request.messages, turn.message())
+            exchange.reply.id,
+            tenant,
+            exchange.kept,
+            (*request.messages, turn.message()),
+            exchange.codec.kept_items(inbound, exchange.reply, seen),
         )
 
 

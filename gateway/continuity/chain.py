@@ -24,10 +24,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.continuity.codec import Link, decode_link, encode_link
-from gateway.continuity.keys import history_key
+from gateway.continuity.codec import KeptItem, Link, decode_link, encode_item, encode_link
+from gateway.continuity.items import Found, resolve_items
+from gateway.continuity.keys import history_key, item_key
 from gateway.continuity.recorder import Recorder
-from gateway.ingress.base import HistoryRef
+from gateway.ingress.base import HistoryRef, ItemRef, KeptItems
 from gateway.ingress.errors import ClientError, echo
 from gateway.store.base import StoreUnavailable
 from gateway.store.failopen import FailOpenStore
@@ -87,6 +88,7 @@ class Kept:
     ancestors: tuple[str, ...]  # answer ids, parent first: the ancestors of an answer to it
     messages: tuple[Message, ...]  # the whole conversation up to and including the kept answer
     stale: tuple[tuple[str, Link], ...]  # links to write again (older than half the TTL)
+    answers: frozenset[str] = frozenset()  # the ids of every answer of the chain, this one included
 
     def child(self, messages: tuple[Message, ...], now: float) -> Link:
         """The link of an answer that continues this one, adding `messages`."""
@@ -121,15 +123,19 @@ async def resolve(
     try:
         return await _resolve(_Links(lookup, cache), history, tenant, max_depth, refresh_before)
     except StoreUnavailable:
-        raise ClientError(
-            503,
-            f"{history.source}: the continuity store holding {echo(history.id)!r} cannot be reached right"
-            " now; retry shortly",
-            type="server_error",
-            param=history.source,
-            code="store_unavailable",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        ) from None
+        raise unavailable(history.source, repr(echo(history.id))) from None
+
+
+def unavailable(param: str, what: str) -> ClientError:
+    """The retryable 503 of a request whose kept conversation the store cannot give now."""
+    return ClientError(
+        503,
+        f"{param}: the continuity store holding {what} cannot be reached right now; retry shortly",
+        type="server_error",
+        param=param,
+        code="store_unavailable",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 class _Links:
@@ -195,6 +201,7 @@ async def _resolve(
         (history.id, *tip.ancestors)[:ANCESTORS],
         tuple(messages),
         tuple((i, link) for i, link in links if link.written < refresh_before),
+        frozenset(i for i, _ in links),
     )
 
 
@@ -212,8 +219,9 @@ LINK_CACHE_BYTES = 32 << 20
 
 
 class History:
-    """The process's kept answers: resolves a `previous_response_id` (the recorder's writes in
-    flight first, then the store, strictly: a store that fails is a 503) and keeps new answers."""
+    """The process's kept answers: resolves a `previous_response_id` and the items a request names
+    by id (the recorder's writes in flight first, then the store, strictly: a store that fails is
+    a 503) and keeps new answers with their items."""
 
     def __init__(
         self,
@@ -253,18 +261,43 @@ class History:
             self._put(history_key(answer_id, tenant), refreshed(link, now), tenant)
         return kept
 
+    async def items(self, refs: Sequence[ItemRef], tenant: str) -> Found:
+        """The kept items `refs` name (gateway/continuity/items.py), strictly as `resolve`."""
+        try:
+            found = await resolve_items(self._lookup, refs, tenant)
+        except StoreUnavailable:
+            raise unavailable(refs[0].param, "the items this request names") from None
+        now = self._clock()
+        for item_id, item in found.items():  # a conversation in use keeps its items
+            if item.written < now - self._ttl / 2:
+                self._write_item(item_id, KeptItem(item.answer, now, item.blocks), tenant)
+        return found
+
     def keep(
-        self, answer_id: str, tenant: str, continued: Kept | None, messages: tuple[Message, ...]
-    ) -> asyncio.Future[None]:
+        self,
+        answer_id: str,
+        tenant: str,
+        continued: Kept | None,
+        messages: tuple[Message, ...],
+        items: KeptItems = (),
+    ) -> Awaitable[object]:
         """Keep an answer under its id: `messages` is the whole conversation it ends (what it
-        continued included). Awaiting the result waits until the store has it (or failed open:
-        it then waits in the store's retry queue)."""
+        continued included), `items` the answer's items by the ids the client got for them (a
+        later request may name them). Awaiting the result waits until the store has them all (or
+        failed open: they then wait in the store's retry queue)."""
         now = self._clock()
         if continued is None:
             link = root(messages, now)
         else:
             link = continued.child(messages[len(continued.messages) :], now)
-        return self._put(history_key(answer_id, tenant), link, tenant)
+        writes = [self._put(history_key(answer_id, tenant), link, tenant)]
+        writes.extend(
+            self._write_item(item_id, KeptItem(answer_id, now, blocks), tenant) for item_id, blocks in items
+        )
+        return writes[0] if len(writes) == 1 else asyncio.gather(*writes)
+
+    def _write_item(self, item_id: str, item: KeptItem, tenant: str) -> asyncio.Future[None]:
+        return self._recorder.write([item_key(item_id, tenant)], encode_item(item), tenant)
 
     def _put(self, key: str, link: Link, tenant: str) -> asyncio.Future[None]:
         raw = encode_link(link)

@@ -28,6 +28,7 @@ from gateway.transcript.model import (
 
 _VERSION = 1
 _LINK_VERSION = 2
+_ITEM_VERSION = 1
 _ASSISTANT_KINDS = (Text, Reasoning, ToolCall, ServerToolCall, ServerToolResult)
 
 
@@ -190,3 +191,30 @@ def decode_link(raw: bytes) -> Link | None:
         )
     except (orjson.JSONDecodeError, ValueError, TypeError, IndexError, KeyError):
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class KeptItem:
+    """One output item of a kept answer: the answer's id and the blocks the item was made of."""
+
+    answer: str
+    written: float  # wall-clock seconds when the record was (re)written, as a Link's
+    blocks: tuple[Block, ...]
+
+
+def encode_item(item: KeptItem) -> bytes:
+    return orjson.dumps([_ITEM_VERSION, item.answer, item.written, [_block(b) for b in item.blocks]])
+
+
+def decode_item(raw: bytes) -> KeptItem | None:
+    """A kept item, or None for a record this version cannot read (treated as a miss)."""
+    try:
+        version, answer, written, blocks = orjson.loads(raw)
+        if version != _ITEM_VERSION or type(answer) is not str:
+            return None
+        item = KeptItem(answer, float(written), tuple(_unblock(b) for b in blocks))
+    except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
+        return None
+    if any(type(b) not in _ASSISTANT_KINDS for b in item.blocks):
+        return None
+    return item

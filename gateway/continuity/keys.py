@@ -55,3 +55,8 @@ def lookup_key(blocks: tuple[Block, ...], session: str, position: int, tenant: s
 def history_key(answer_id: str, tenant: str = "") -> str:
     """Where an answer the client may continue by its id is kept, with the transcript it ends."""
     return f"history:{tenant}:{answer_id}" if tenant else "history:" + answer_id
+
+
+def item_key(item_id: str, tenant: str = "") -> str:
+    """Where one output item of a kept answer is kept, by the id the client got for it."""
+    return f"item:{tenant}:{item_id}" if tenant else "item:" + item_id

@@ -1,6 +1,7 @@
 """What of the Gemini API its dialect records (gateway/ingress/gemini/codec.py) have no place for:
 the embeddings methods (`POST {base}/models/{model}:embedContent`, `:batchEmbedContents`: not a
-conversation, no transcript; served by the group's Gemini target), models.get
+conversation, no transcript; served by the group's Gemini target, within a client key's model
+list and request limits), models.get
 (`GET {base}/models/{model}`, which under /v1 is OpenAI's models.retrieve too), and a 404 naming
 the methods served for any other `POST {base}/models/...`. Registered after the records' routes,
 which take generateContent, streamGenerateContent and countTokens first."""
@@ -14,7 +15,7 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini.codec import BASES, google_client
 from gateway.ingress.gemini.models import model_json
 from gateway.routing.embed import embed
-from gateway.state import GatewayState
+from gateway.state import TENANT, GatewayState
 
 EMBED = ("embedContent", "batchEmbedContents")
 SERVED = "generateContent, streamGenerateContent, countTokens, embedContent, batchEmbedContents"
@@ -44,7 +45,12 @@ async def other_method(request: web.Request) -> web.Response:
         )
     state: GatewayState = request.app[GatewayState.KEY]
     body = await parse_within_budget(await request.read(), state.config.server)
-    status, payload, provider = await embed(state.engine, plan_for(state, model), method, body)
+    plan = plan_for(state, model)
+    if state.limits:  # a key's model list and request limits hold here as for a conversation
+        refusal = await state.limits.admit(state.limits.identify(request.get(TENANT, "")), plan.model)
+        if refusal is not None:
+            raise refusal.error()
+    status, payload, provider = await embed(state.engine, plan, method, body)
     return web.Response(
         status=status, body=payload, content_type="application/json", headers={"X-Gateway-Provider": provider}
     )

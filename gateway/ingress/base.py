@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
 from gateway.transcript.events import BlockKind, Event, UpstreamError
-from gateway.transcript.model import AssistantTurn, Continuity, Request
+from gateway.transcript.model import AssistantTurn, Block, Continuity, Request
 from gateway.transcript.seal import Sealer
 
 
@@ -43,6 +43,18 @@ class HistoryRef:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemRef:
+    """An output item of an earlier kept answer that the request names by its id instead of
+    sending it (a Responses `item_reference`): the exchange puts the blocks kept under that id in
+    its place (gateway/continuity/items.py)."""
+
+    id: str
+    param: str  # where the request named it (errors name it)
+    message: int  # the index in `Request.messages` of the assistant message it belongs to
+    block: int  # its blocks go before that message's block at this index
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """A decoded client request: the canonical transcript plus what answering it needs."""
 
@@ -55,6 +67,8 @@ class Inbound:
     # keep the answer with its whole transcript (history included) under the answer's id, for the
     # store's TTL, so a later request can continue it by that id
     keep: bool = False
+    # items named by id, in request order: the assistant messages they belong to hold the rest
+    references: tuple[ItemRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +103,8 @@ class StreamEncoder(Protocol):
 
 
 NO_PARAMS: Mapping[str, str] = MappingProxyType({})
+# an answer's items by the id the client got for each: (item id, the blocks it was made of)
+KeptItems = tuple[tuple[str, tuple[Block, ...]], ...]
 
 
 class IngressCodec(Protocol):
@@ -118,6 +134,13 @@ class IngressCodec(Protocol):
 
     def answer(self, inbound: Inbound, reply: Reply, turn: AssistantTurn, sealer: Sealer) -> bytes:
         """The non-streamed answer: a fold of the same events the stream encoder takes."""
+        ...
+
+    def kept_items(self, inbound: Inbound, reply: Reply, turn: AssistantTurn) -> KeptItems:
+        """For an answer kept under its id (`inbound.keep`): the ids the client got for the
+        answer's items, each with the blocks it was made of, so a later request can name an item
+        by its id (`ItemRef`). `turn` is the answer as the client saw it. () for a dialect whose
+        clients cannot name items."""
         ...
 
     def continuity_token(self, kind: BlockKind, meta: Continuity, sealer: Sealer) -> str:

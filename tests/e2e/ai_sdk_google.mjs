@@ -1,21 +1,12 @@
 // The Vercel AI SDK's Google provider (@ai-sdk/google) pointed at the gateway: a tool loop with
 // generateText, then streamText. Run by tests/e2e/test_ai_sdk_google.py with the model group and
 // base URL as arguments; prints one JSON line with what came back.
-import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
+import { generateText, stepCountIs, streamText } from 'ai';
 import { createGoogleGenerativeAI } from '@ai-sdk/google';
+import { weather } from './ai_sdk_weather.mjs';
 
 const [model, baseURL] = process.argv.slice(2);
 const google = createGoogleGenerativeAI({ baseURL, apiKey: 'client-key-never-forwarded' });
-const weather = tool({
-  description: 'Current weather for a city',
-  inputSchema: jsonSchema({
-    type: 'object',
-    properties: { city: { type: 'string' } },
-    required: ['city'],
-    additionalProperties: false,
-  }),
-  execute: async ({ city }) => `sunny in ${city}`,
-});
 
 const loop = await generateText({
   model: google(model),

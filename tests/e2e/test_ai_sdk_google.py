@@ -20,6 +20,7 @@ from tests.ops.conftest import running_stack
 pytestmark = pytest.mark.clients
 
 SCRIPT = Path(__file__).with_name("ai_sdk_google.mjs")
+TOOL = SCRIPT.with_name("ai_sdk_weather.mjs")  # the tool it imports
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 
 
@@ -31,7 +32,8 @@ def clients() -> Clients:
 @pytest.mark.parametrize("name,kind", FAMILY)
 async def test_tool_loop_and_stream(clients, tmp_path, name, kind):
     script = tmp_path / SCRIPT.name
-    shutil.copyfile(SCRIPT, script)
+    for source in (SCRIPT, TOOL):
+        shutil.copyfile(source, tmp_path / source.name)
     (tmp_path / "node_modules").symlink_to(clients.root / "node_modules")  # the pinned packages
     async with running_stack() as stack:
         stack.hub.states[kind].push(

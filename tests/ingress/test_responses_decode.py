@@ -189,7 +189,6 @@ def test_sessions_and_stored_answers():
             {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1"}]}]},
             "input[0].content[0].file_id",
         ),
-        ({"input": [{"type": "item_reference", "id": "msg_gone"}]}, "input[0].id"),
         ({"input": "hi", "tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name"),
         ({"input": "hi", "tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice.type"),
         ({"input": "hi", "reasoning": {"effort": "maximal"}}, "reasoning.effort"),
@@ -206,6 +205,33 @@ def test_an_item_reference_to_an_earlier_item_repeats_it():
     user = {"type": "message", "id": "msg_1", "role": "user", "content": "Again?"}
     request = decode({"input": [user, {"type": "item_reference", "id": "msg_1"}]}).request
     assert [m.text() for m in request.messages] == ["Again?", "Again?"]
+
+
+def test_item_references_to_kept_items_become_places_in_their_assistant_turn():
+    call = {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "done"}
+    inbound = decode(
+        {
+            "input": [
+                {"role": "user", "content": "Go"},
+                {"type": "item_reference", "id": "rs_a_0"},
+                {"type": "item_reference", "id": "msg_a_1"},
+                call,
+                output,
+                {"type": "item_reference", "id": "msg_b_0"},
+            ],
+            "tools": [FUNCTION],
+        }
+    )
+    messages = inbound.request.messages
+    assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert messages[1].blocks == (ToolCall("call_1", "exec_command", "{}"),)
+    assert messages[3].blocks == ()  # filled by the exchange
+    assert [(r.id, r.param, r.message, r.block) for r in inbound.references] == [
+        ("rs_a_0", "input[1].id", 1, 0),
+        ("msg_a_1", "input[2].id", 1, 0),
+        ("msg_b_0", "input[5].id", 3, 0),
+    ]
 
 
 def test_compaction_requests_end_with_the_summary_prompt_and_offer_no_tools():

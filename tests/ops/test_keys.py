@@ -62,6 +62,23 @@ async def test_a_model_the_key_may_not_use_is_a_403_in_each_dialects_envelope():
         assert sample("gateway_key_requests_total", {"key": "team-a", "outcome": "ok"}) == 1
 
 
+@pytest.mark.parametrize("method", ["embedContent", "batchEmbedContents"])
+async def test_embeddings_hold_to_the_keys_model_list_in_googles_envelope(method):
+    one = {"content": {"parts": [{"text": "x"}]}}
+    body = one if method == "embedContent" else {"requests": [{"model": "models/gemini", **one}]}
+    goog = {"x-goog-api-key": ENV["TEAM_A_TOKEN"]}
+    async with running_stack(with_keys(models=["claude"]), env=ENV) as stack:
+        status, _, raw = await stack.chat(body, goog, path=f"/v1beta/models/gemini:{method}")
+        assert status == 403
+        error = orjson.loads(raw)["error"]
+        assert error["status"] == "PERMISSION_DENIED" and "may not use model 'gemini'" in error["message"]
+        assert stack.hub.states["gemini"].requests == []
+    async with running_stack(with_keys(models=["gemini"]), env=ENV) as stack:
+        status, _, raw = await stack.chat(body, goog, path=f"/v1beta/models/gemini:{method}")
+        assert status == 200, raw
+        assert len(stack.hub.states["gemini"].requests) == 1
+
+
 async def test_over_its_requests_per_minute_a_key_gets_429_with_retry_after_and_others_are_not_limited():
     async with running_stack(with_keys(auth=True, requests_per_minute=2), env=ENV) as stack:
         for _ in range(2):

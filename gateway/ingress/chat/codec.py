@@ -9,6 +9,7 @@ from gateway.ingress.base import (
     NO_PARAMS,
     Dialect,
     Inbound,
+    KeptItems,
     ModelsList,
     Reply,
     Route,
@@ -53,6 +54,9 @@ class ChatCodec:
 
     def answer_id(self, request_id: str) -> str:
         return "chatcmpl-" + request_id
+
+    def kept_items(self, inbound: Inbound, reply: Reply, turn: AssistantTurn) -> KeptItems:
+        return ()  # the dialect's clients name no items of an answer
 
     # the dialect has no server-tool blocks: a provider's web search reaches the client as text
     def stream_encoder(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> StreamEncoder:

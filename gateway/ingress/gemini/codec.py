@@ -11,7 +11,16 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import NO_PARAMS, CountRoute, Dialect, Inbound, ModelsList, Reply, Route
+from gateway.ingress.base import (
+    NO_PARAMS,
+    CountRoute,
+    Dialect,
+    Inbound,
+    KeptItems,
+    ModelsList,
+    Reply,
+    Route,
+)
 from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.ingress.gemini.encode import AnswerParts, GeminiStreamEncoder, answer_json, continuity_token
 from gateway.ingress.gemini.errors import google_error
@@ -58,6 +67,9 @@ class GeminiCodec:
 
     def answer_id(self, request_id: str) -> str:
         return request_id
+
+    def kept_items(self, inbound: Inbound, reply: Reply, turn: AssistantTurn) -> KeptItems:
+        return ()  # the dialect's clients name no items of an answer
 
     def _parts(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> AnswerParts:
         return AnswerParts(reply.id, reply.model, inbound.context.include_thoughts, sealer)

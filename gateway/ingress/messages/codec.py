@@ -14,6 +14,7 @@ from gateway.ingress.base import (
     CountRoute,
     Dialect,
     Inbound,
+    KeptItems,
     ModelsList,
     Reply,
     Route,
@@ -79,6 +80,9 @@ class MessagesCodec:
 
     def answer_id(self, request_id: str) -> str:
         return "msg_" + request_id
+
+    def kept_items(self, inbound: Inbound, reply: Reply, turn: AssistantTurn) -> KeptItems:
+        return ()  # the dialect's clients name no items of an answer
 
     def _events(self, inbound: Inbound, reply: Reply, sealer: Sealer) -> MessageEvents:
         return MessageEvents(reply.id, reply.model, inbound.request, inbound.context.omit_thinking, sealer)

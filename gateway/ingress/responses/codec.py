@@ -16,7 +16,16 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.base import NO_PARAMS, Dialect, Inbound, ModelsList, Reply, Route, StreamEncoder
+from gateway.ingress.base import (
+    NO_PARAMS,
+    Dialect,
+    Inbound,
+    KeptItems,
+    ModelsList,
+    Reply,
+    Route,
+    StreamEncoder,
+)
 from gateway.ingress.chat.codec import openai_error
 from gateway.ingress.chat.models import openai_model_list
 from gateway.ingress.memo import Items
@@ -25,7 +34,9 @@ from gateway.ingress.responses.output import (
     ERROR_FINISH,
     Answering,
     base_of,
+    carrier_id,
     compaction_item,
+    item_blocks,
     output_items,
     response_json,
     status_of,
@@ -66,10 +77,21 @@ class ResponsesCodec:
             context=decoded.answering,
             history=decoded.history,
             keep=decoded.keep,
+            references=decoded.references,
         )
 
     def answer_id(self, request_id: str) -> str:
         return "resp_" + request_id
+
+    def kept_items(self, inbound: Inbound, reply: Reply, turn: AssistantTurn) -> KeptItems:
+        answering: Answering = inbound.context
+        if answering.compaction:
+            return ()
+        base = base_of(reply.id)
+        items = item_blocks(textual_turn(turn, OPENAI_RESPONSES).blocks, base)
+        if answering.encrypted:  # its data rides on the turn's blocks: naming it adds nothing
+            items.append((carrier_id(base), ()))
+        return tuple(items)
 
     # OpenAI's own web/file search items and annotations go out as OpenAI sent them; another
     # family's server tools and citations as text

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.ingress.base import HistoryRef, SessionHint
+from gateway.ingress.base import HistoryRef, ItemRef, SessionHint
 from gateway.ingress.errors import invalid
 from gateway.ingress.responses.fields import (
     array,
@@ -56,6 +56,7 @@ class Decoded:
     history: HistoryRef | None
     keep: bool
     ignored_tokens: int
+    references: tuple[ItemRef, ...] = ()
 
 
 def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compact: bool = False) -> Decoded:
@@ -135,6 +136,7 @@ def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compac
         HistoryRef("previous_response_id", previous, "previous_response_not_found") if previous else None,
         keep=store is not False and not compaction,
         ignored_tokens=items.ignored_tokens,
+        references=tuple(items.references),
     )
 
 

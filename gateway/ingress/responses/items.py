@@ -3,7 +3,9 @@
 Items group into messages the way the Responses API reads them: consecutive assistant-side items
 (assistant messages, reasoning, function and custom tool calls) are one assistant turn,
 consecutive tool outputs one tool message; system/developer messages before the first other item
-are the opening instructions, later ones stay in place (Role.SYSTEM).
+are the opening instructions, later ones stay in place (Role.SYSTEM). An `item_reference` to an
+item this request does not hold names an output item of an earlier kept answer: it is an
+assistant-side item whose blocks the exchange puts in its place (`ItemRef`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from gateway.ingress.base import ItemRef
 from gateway.ingress.errors import invalid
 from gateway.ingress.responses.fields import array, obj, optional_text, path_of, text
 from gateway.ingress.responses.tokens import (
@@ -80,6 +83,7 @@ class Items:
     messages: list[Message] = field(default_factory=list)
     compaction_trigger: bool = False
     ignored_tokens: int = 0
+    references: list[ItemRef] = field(default_factory=list)
 
 
 class _Reader:
@@ -88,6 +92,7 @@ class _Reader:
         self.tools = tools
         self.out = Items()
         self.assistant: list[Block] | None = None
+        self.referenced = False  # the open assistant turn names items of a kept answer
         self.results: list[ToolResult] | None = None
         self.seen: dict[str, tuple[dict[str, Any], str]] = {}  # item id -> (item, path)
 
@@ -95,9 +100,10 @@ class _Reader:
 
     def _flush(self) -> None:
         if self.assistant is not None:
-            if self.assistant:
+            if self.assistant or self.referenced:  # the referenced blocks fill it later
                 self.out.messages.append(Message(Role.ASSISTANT, tuple(self.assistant)))
             self.assistant = None
+            self.referenced = False
         if self.results is not None:
             self.out.messages.append(Message(Role.TOOL, tuple(self.results)))
             self.results = None
@@ -265,14 +271,13 @@ class _Reader:
     def _reference(self, item: dict[str, Any], path: str) -> None:
         item_id = text(item, "id", path)
         found = self.seen.get(item_id)
-        if found is None:
-            raise invalid(
-                f"item {item_id!r} is not in this request: the gateway keeps whole responses "
-                "(continue one with previous_response_id), not single items",
-                param=path_of(path, "id"),
-                code="item_not_found",
-            )
-        self.item(*found)
+        if found is not None:  # the item itself came earlier in this request
+            self.item(*found)
+            return
+        blocks = self._assistant_blocks()
+        # the open turn becomes the next message: nothing else is appended while it is open
+        self.out.references.append(ItemRef(item_id, path_of(path, "id"), len(self.out.messages), len(blocks)))
+        self.referenced = True
 
     def _compaction(self, item: dict[str, Any], path: str) -> None:
         summary = compaction_summary(item.get("encrypted_content"), self.sealer)

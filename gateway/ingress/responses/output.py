@@ -63,6 +63,10 @@ def call_item_id(call_id: str, custom: bool) -> str:
     return prefix + hashlib.sha256(call_id.encode()).hexdigest()[:24]
 
 
+def carrier_id(base: str) -> str:
+    return f"rs_{base}_c"
+
+
 def reasoning_item_id(block_id: str, base: str, index: int) -> str:
     return block_id or f"rs_{base}_{index}"
 
@@ -153,11 +157,39 @@ def carrier_item(
     token = carrier_token(blocks, sealer)
     if token is None:
         return None
-    return {"id": f"rs_{base}_c", "type": "reasoning", "summary": [], "encrypted_content": token}
+    return {"id": carrier_id(base), "type": "reasoning", "summary": [], "encrypted_content": token}
 
 
 def compaction_item(base: str, summary: str, sealer: Sealer) -> dict[str, Any]:
     return {"id": f"cmp_{base}", "type": "compaction", "encrypted_content": compaction_token(summary, sealer)}
+
+
+def item_blocks(blocks: list[Block] | tuple[Block, ...], base: str) -> list[tuple[str, tuple[Block, ...]]]:
+    """Every output item of an answer, in order, as its id and the blocks it is made of: the one
+    place item ids are given (the whole answer here, the stream alike in stream.py), and what a
+    later `item_reference` to the id puts back."""
+    items: list[tuple[str, tuple[Block, ...]]] = []
+    for n, block in enumerate(blocks):
+        t = type(block)
+        if t is Reasoning:
+            items.append((reasoning_item_id(reasoning_id(block.meta) or "", base, len(items)), (block,)))
+        elif t is Text:
+            if block.text:
+                items.append((message_id(base, len(items)), (block,)))
+        elif t is ServerToolCall:
+            # OpenAI's search item is its call and its result at once
+            result = next(
+                (b for b in blocks[n + 1 :] if type(b) is ServerToolResult and b.call_id == block.id), None
+            )
+            group = (block,) if result is None else (block, result)
+            items.append((server_item(block).get("id") or block.id, group))
+        elif t is ServerToolResult:
+            pass  # it went out with its call
+        elif t is ToolCall:
+            items.append((call_item_id(block.id, block.custom), (block,)))
+        else:  # pragma: no cover - assistant turns hold only these kinds
+            raise TypeError(f"unexpected block in an assistant turn: {block!r}")
+    return items
 
 
 def output_items(
@@ -165,27 +197,21 @@ def output_items(
 ) -> list[dict]:
     """Every output item of an answer, in order."""
     items: list[dict[str, Any]] = []
-    for block in blocks:
+    for item_id, group in item_blocks(blocks, base):
+        block = group[0]
         t = type(block)
         if t is Reasoning:
-            item_id = reasoning_item_id(reasoning_id(block.meta) or "", base, len(items))
             items.append(reasoning_item(block, item_id, answering, sealer))
         elif t is Text:
-            if block.text:
-                notes = annotations(block.citations)
-                items.append(
-                    message_item(message_id(base, len(items)), block.text, status, block.refusal, notes)
-                )
+            notes = annotations(block.citations)
+            items.append(message_item(item_id, block.text, status, block.refusal, notes))
         elif t is ServerToolCall:
             items.append(server_item(block))
-        elif t is ServerToolResult:
-            pass  # OpenAI's search item is its call and its result at once: it went out with the call
-        elif t is ToolCall:
+        else:
+            assert t is ToolCall
             items.append(
                 call_item(block.id, block.name, block.arguments, block.custom, answering.names, "completed")
             )
-        else:  # pragma: no cover - assistant turns hold only these kinds
-            raise TypeError(f"unexpected block in an assistant turn: {block!r}")
     carrier = carrier_item(blocks, base, answering, sealer)
     if carrier is not None:
         items.append(carrier)
