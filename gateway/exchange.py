@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -30,13 +31,14 @@ from gateway.continuity import chain
 from gateway.continuity.items import expand
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.budget import JsonValues, raw_parts, value_bound
+from gateway.ingress.budget import JsonValues, offloads, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.split import parse_split
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
+from gateway.offload import off_loop
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -109,6 +111,8 @@ class Exchange:
     received: Request | None = None  # the client's transcript, decoded (kept history prepended)
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
+    # a large body: its decode, repair and encode run in a worker thread (gateway/offload.py)
+    offload: bool = False
 
     def saw(self, event: Event) -> None:
         """An event on its way to the client: the first content (`is_first_content`) sets the
@@ -201,10 +205,15 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
+    exchange.offload = offload = offloads(raw)
     body, items = await _parse(exchange, raw)
-    inbound = exchange.codec.decode(
-        body, http.headers, state.sealer, items, params=http.match_info, query=http.query
-    )
+    decode = exchange.codec.decode
+    if offload:
+        inbound = await off_loop(
+            partial(decode, body, http.headers, state.sealer, None, params=http.match_info, query=http.query)
+        )
+    else:
+        inbound = decode(body, http.headers, state.sealer, items, params=http.match_info, query=http.query)
     exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -215,7 +224,10 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.model = exchange.plan.model
     if exchange.key:
         await _admit(exchange)
-    exchange.session = _session(inbound.session_hint, request, exchange.tenant)
+    if offload:
+        exchange.session = await off_loop(_session, inbound.session_hint, request, exchange.tenant)
+    else:
+        exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
         # as the access log writes it: a client-chosen X-Session-Id may name a person
         exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
@@ -223,7 +235,9 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     request = exchange.request = exchange.routed = await _restore(exchange, request)
 
     try:
-        answer = await state.engine.open(request, exchange.plan, _affinity_key(exchange), exchange.trace)
+        answer = await state.engine.open(
+            request, exchange.plan, _affinity_key(exchange), exchange.trace, offload
+        )
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -258,6 +272,8 @@ async def _admit(exchange: Exchange) -> None:
 async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
     state = exchange.state
     server = state.config.server
+    if exchange.offload:  # the memo's cache belongs to the event loop: a large body is decoded whole
+        return await parse_within_budget(raw, server, offload=True), None
     field = exchange.codec.transcript_field
     if field is None:
         return await parse_within_budget(raw, server), None
@@ -372,12 +388,19 @@ _BOUND_STEP = 1 << 20
 _COUNT_STEP = 20_000
 
 
-async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
+async def parse_within_budget(
+    raw: bytes, limits: ServerConfig, skip: str | None = None, offload: bool = False
+) -> Any:
     """The parsed body, once it is known to be within the caps that bound its parse and decode:
-    its JSON values (`values_within_budget`), then the blocks its lists hold (`check_parts`)."""
+    its JSON values (`values_within_budget`), then the blocks its lists hold (`check_parts`).
+    `offload`: parsed and counted in a worker thread."""
     values = await values_within_budget(raw, limits)
-    body = parse_json_body(raw, limits.max_json_depth, skip)
-    check_parts(body, limits, values)
+    if offload:
+        body, parts = await off_loop(_parse_and_count, raw, limits.max_json_depth, skip)
+        check_parts(body, limits, parts=parts)
+    else:
+        body = parse_json_body(raw, limits.max_json_depth, skip)
+        check_parts(body, limits, values)
     return body
 
 
@@ -408,14 +431,16 @@ async def values_within_budget(raw: bytes, limits: ServerConfig) -> int | None:
     return bound
 
 
-def check_parts(body: Any, limits: ServerConfig, values: int | None = None) -> None:
+def check_parts(body: Any, limits: ServerConfig, values: int | None = None, parts: int | None = None) -> None:
     """Refuse a body whose lists hold more blocks than the caps allow, before it is decoded
     (`check_size` checks the decoded transcript again: a kept history adds to it). `values`: the
-    C-speed bound of the whole body's values (`values_within_budget`), when made."""
+    C-speed bound of the whole body's values (`values_within_budget`), when made; `parts`: the
+    body's `raw_parts`, when counted already."""
     most = limits.max_blocks + limits.max_messages + limits.max_tools
-    # what raw_parts counts (list items, a content list's for its message) is at most the body's
-    # brackets and commas: a body whose bound is within the caps needs no count (a small request)
-    parts = raw_parts(body) if values is None or values > most else 0
+    if parts is None:
+        # what raw_parts counts (list items, a content list's for its message) is at most the
+        # body's brackets and commas: a body whose bound is within the caps needs no count
+        parts = raw_parts(body) if values is None or values > most else 0
     if parts > most:
         raise ClientError(
             400,
@@ -425,6 +450,11 @@ def check_parts(body: Any, limits: ServerConfig, values: int | None = None) -> N
             param="messages",
             code="too_many_blocks",
         )
+
+
+def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any, int]:
+    body = parse_json_body(raw, max_depth, skip)
+    return body, raw_parts(body)
 
 
 def check_size(request: Request, limits: ServerConfig) -> None:
@@ -622,6 +652,7 @@ async def _stream(
     assembler = Assembler()  # the turn as it streams, to record once it completed
     keepalive: asyncio.Task[None] | None = None
     try:
+        _bound_kernel_buffer(http)
         await response.prepare(http)
         state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
@@ -659,6 +690,22 @@ async def _stream(
         await answer.aclose()
 
 
+# the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
+# autotuning it grows to net.ipv4.tcp_wmem's maximum (4 MiB): a client that stops reading then
+# takes that much of the answer before the relay feels it, kernel memory plus the answer's text
+# held meanwhile. A stream's tokens come far slower than this buffer empties on any network.
+STREAM_SEND_BUFFER = 64 * 1024
+
+
+def _bound_kernel_buffer(http: web.Request) -> None:
+    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
+        except OSError:  # not a TCP socket (a test's pipe): nothing to bound
+            pass
+
+
 def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
@@ -670,7 +717,11 @@ def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
 
 
 class _Relay:
-    """Writes an answer's events as they arrive (one write per upstream chunk)."""
+    """Writes an answer's events as they arrive (one write per upstream chunk). A client that
+    reads slower than the answer comes holds the relay: while its connection's buffer is above
+    the high-water mark the next chunk is not pulled from the upstream (backpressure), so a
+    stalled client costs one chunk plus that buffer until the write timeout ends it
+    (gateway/server.py)."""
 
     __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
 
@@ -693,6 +744,8 @@ class _Relay:
         """Relay every event; the stream's error, if it ends with one."""
         encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response, stream = self._response, answer.stream
+        # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
+        protocol, writer = exchange.http.protocol, exchange.http.writer
         # the stream's batches read directly (not through `Answer.batches`, one async generator
         # less per chunk); released as soon as it ended, as `batches` does
         try:
@@ -723,6 +776,8 @@ class _Relay:
                         out.append(chunk)
                 if out:
                     await response.write(b"".join(out))
+                    if protocol.writing_paused:
+                        await writer.drain()
         finally:
             await stream.aclose()
         return None
