@@ -28,6 +28,19 @@ class SSEParser:
         self._max_event = max_event
 
     def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        if not self._buf and not self._data and not self._event:
+            # nearly every upstream chunk is one whole `data: ...` event (a provider writes an
+            # event at a time): framed with two searches, the same pair the lines below give
+            end = len(chunk) - 2
+            if (
+                chunk[:6] == b"data: "
+                and chunk[end:] == b"\n\n"
+                and chunk.find(b"\n", 6) == end
+                and b"\r" not in chunk
+                and end <= self._max_line
+                and end - 6 <= self._max_event
+            ):
+                return [("", chunk[6:end].decode("utf-8", "replace"))]
         buf = self._buf + chunk if self._buf else chunk
         if b"\n" not in buf and b"\r" not in buf:
             if len(buf) > self._max_line:
