@@ -50,7 +50,18 @@ def test_an_event_of_many_data_lines_is_bounded_as_a_whole():
 
 EVENT_LINES = st.lists(
     st.sampled_from(
-        [b"data: ", b"data:", b"data: {}", b"data: a:b", b"data:  x", b"event: e", b": c", b"", b"\r", b"id: 1"]
+        [
+            b"data: ",
+            b"data:",
+            b"data: {}",
+            b"data: a:b",
+            b"data:  x",
+            b"event: e",
+            b": c",
+            b"",
+            b"\r",
+            b"id: 1",
+        ]
     ),
     max_size=8,
 )

@@ -8,6 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, sse
+from gateway.ingress.responses import stream as responses_stream
+from gateway.ingress.responses.output import Answering
+from gateway.ingress.responses.stream import ResponsesStreamEncoder
+from gateway.ingress.responses.tools import ToolNames
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Finish
 from gateway.transcript.model import StopReason
 from gateway.transcript.seal import Sealer
@@ -23,9 +27,14 @@ TEXTS = [
     '{"a": 1',
 ]
 KINDS = [BlockKind.TEXT, BlockKind.REASONING, BlockKind.TOOL_CALL]
+# the Responses encoder also has refusals and custom tool calls (their input as raw text)
+CUSTOM = "custom_call"
+RESPONSES_KINDS = [*KINDS, BlockKind.REFUSAL, CUSTOM]
 
 
-def _start(index: int, kind: BlockKind) -> BlockStart:
+def _start(index: int, kind: BlockKind | str) -> BlockStart:
+    if kind == CUSTOM:
+        return BlockStart(index, BlockKind.TOOL_CALL, f"call_{index}", "apply_patch", True)
     if kind is BlockKind.TOOL_CALL:
         return BlockStart(index, kind, f"call_{index}", "lookup")
     return BlockStart(index, kind)
@@ -75,4 +84,45 @@ BLOCKS = st.lists(
 @given(BLOCKS, st.booleans(), st.booleans())
 def test_messages_any_stream_is_byte_identical_to_the_dict_path(blocks, interleave, omit):
     fast, slow = _messages_pair(_canonical(blocks, interleave), omit)
+    assert fast == slow
+
+
+def _responses(canonical: list, summaries: bool) -> bytes:
+    answering = Answering({"model": "m"}, ToolNames({}, {}), summaries, encrypted=False)
+    encoder = ResponsesStreamEncoder(answering, "resp_abc", 7, SEALER)
+    return encoder.start() + b"".join(encoder.event(e) or b"" for e in canonical) + encoder.finish()
+
+
+def _responses_pair(canonical: list, summaries: bool, monkeypatch) -> tuple[bytes, bytes]:
+    fast = _responses(canonical, summaries)
+    with monkeypatch.context() as patch:
+        patch.setattr(responses_stream, "delta_template", lambda *_: None)  # the dict path only
+        slow = _responses(canonical, summaries)
+    return fast, slow
+
+
+@pytest.mark.parametrize("summaries", [False, True])
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize("kind", RESPONSES_KINDS)
+def test_responses_deltas_are_the_event_objects_rendered(kind, interleave, summaries, monkeypatch):
+    blocks = [(kind, TEXTS), (BlockKind.TEXT, TEXTS[::-1]), (kind, ["", "x"])]
+    fast, slow = _responses_pair(_canonical(blocks, interleave), summaries, monkeypatch)
+    assert fast == slow
+    assert fast.count(b"response.output_text.delta") > 2
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(RESPONSES_KINDS), st.lists(st.sampled_from([*TEXTS, "x" * 40]), max_size=5)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_responses_any_stream_is_byte_identical_to_the_dict_path(blocks, interleave, summaries):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        fast, slow = _responses_pair(_canonical(blocks, interleave), summaries, monkeypatch)
     assert fast == slow
