@@ -3,11 +3,14 @@ exactly what rendering each event's JSON object writes (the dict path every othe
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.ingress.gemini.encode import AnswerParts, GeminiStreamEncoder
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, sse
+from gateway.ingress.ndjson import NdjsonEncoder
 from gateway.ingress.responses import stream as responses_stream
 from gateway.ingress.responses.output import Answering
 from gateway.ingress.responses.stream import ResponsesStreamEncoder
@@ -126,3 +129,34 @@ def test_responses_any_stream_is_byte_identical_to_the_dict_path(blocks, interle
     with pytest.MonkeyPatch.context() as monkeypatch:
         fast, slow = _responses_pair(_canonical(blocks, interleave), summaries, monkeypatch)
     assert fast == slow
+
+
+def _gemini(canonical: list, thoughts: bool, sse_framing: bool) -> bytes:
+    encoder = GeminiStreamEncoder(AnswerParts("r1", 'group "m"', thoughts, SEALER), sse_framing)
+    return encoder.start() + b"".join(encoder.event(e) or b"" for e in canonical) + encoder.finish()
+
+
+@given(BLOCKS, st.booleans(), st.booleans(), st.booleans())
+def test_gemini_any_stream_is_byte_identical_to_the_dict_path(blocks, interleave, thoughts, sse_framing):
+    # Gemini's calls carry an arguments object: their fragments make one
+    blocks = [(kind, ['{"a":', " 1}"] if kind is BlockKind.TOOL_CALL else texts) for kind, texts in blocks]
+    canonical = _canonical(blocks, interleave)
+    fast = _gemini(canonical, thoughts, sse_framing)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(AnswerParts, "delta_template", lambda *_: None)  # the dict path only
+        slow = _gemini(canonical, thoughts, sse_framing)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("kind", [BlockKind.TEXT, BlockKind.REASONING, BlockKind.REFUSAL])
+@pytest.mark.parametrize("text", [t for t in TEXTS if t])
+def test_ndjson_delta_lines_are_the_line_objects_rendered(kind, text):
+    encoder = NdjsonEncoder(lambda kind, meta: "token")
+    encoder.event(BlockStart(0, BlockKind.TEXT))
+    encoder.event(BlockStart(1, kind))
+    line = encoder.event(BlockDelta(1, text))
+    expected = {
+        "type": {"text": "text", "reasoning": "thinking", "refusal": "refusal"}[kind.value],
+        "index": 1,
+    }
+    assert line == orjson.dumps({**expected, "text": text}, option=orjson.OPT_APPEND_NEWLINE)
