@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 import aiohttp
 from aiohttp import web
 
-from gateway import __version__
+from gateway import __version__, offload
 from gateway.browser import BrowserPolicy
 from gateway.config import (
     GatewayConfig,
@@ -56,6 +56,7 @@ from gateway.state import GatewayState
 from gateway.store import open_store
 from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
+from gateway.upstream import UPSTREAM_READ_BUFFER
 
 log = logging.getLogger("gateway")
 
@@ -202,6 +203,7 @@ def create_app(
     metrics.bind_keys(config.keys)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
+        offload.start()  # the thread large requests are worked on in (gateway/offload.py)
         # upstream URLs come only from config: no proxies from the environment, no cookies kept,
         # and only allow-listed headers leave (see gateway/security.py)
         session = aiohttp.ClientSession(
@@ -210,6 +212,9 @@ def create_app(
             trust_env=False,
             headers={"User-Agent": USER_AGENT},
             middlewares=(upstream_header_allowlist,),
+            # what an answer's reader holds before it stops reading the socket (twice this): a
+            # stream whose client stopped reading keeps that much, then TCP throttles the provider
+            read_bufsize=UPSTREAM_READ_BUFFER,
         )
         store = open_store(config.store, on_op=metrics.count_store_operation)
         recorder = Recorder(store)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -35,6 +37,7 @@ from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
+from gateway.offload import OFFLOAD_BYTES, off_loop
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -107,6 +110,8 @@ class Exchange:
     received: Request | None = None  # the client's transcript, decoded (kept history prepended)
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
+    # a large body: its decode, repair and encode run in a worker thread (gateway/offload.py)
+    offload: bool = False
 
     def saw(self, event: Event) -> None:
         """An event on its way to the client: the first content (`is_first_content`) sets the
@@ -199,10 +204,15 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
+    exchange.offload = offload = len(raw) >= OFFLOAD_BYTES
     body, items = await _parse(exchange, raw)
-    inbound = exchange.codec.decode(
-        body, http.headers, state.sealer, items, params=http.match_info, query=http.query
-    )
+    decode = exchange.codec.decode
+    if offload:
+        inbound = await off_loop(
+            partial(decode, body, http.headers, state.sealer, None, params=http.match_info, query=http.query)
+        )
+    else:
+        inbound = decode(body, http.headers, state.sealer, items, params=http.match_info, query=http.query)
     exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
@@ -213,7 +223,10 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.model = exchange.plan.model
     if exchange.key:
         await _admit(exchange)
-    exchange.session = _session(inbound.session_hint, request, exchange.tenant)
+    if offload:
+        exchange.session = await off_loop(_session, inbound.session_hint, request, exchange.tenant)
+    else:
+        exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
         # as the access log writes it: a client-chosen X-Session-Id may name a person
         exchange.trace.session, exchange.trace.model = session_hash(exchange.session), exchange.model
@@ -221,7 +234,9 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     request = exchange.request = exchange.routed = await _restore(exchange, request)
 
     try:
-        answer = await state.engine.open(request, exchange.plan, _affinity_key(exchange), exchange.trace)
+        answer = await state.engine.open(
+            request, exchange.plan, _affinity_key(exchange), exchange.trace, offload
+        )
     except AllTargetsFailed as failed:
         exchange.attempts = tuple(failed.attempts)
         exchange.outcome = "upstream_error"
@@ -257,6 +272,8 @@ async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None
     """The body parsed once, and the transcript items the memo found (gateway/ingress/memo.py):
     the depth check walks only what is new."""
     state = exchange.state
+    if exchange.offload:  # the memo's cache belongs to the event loop: a large body is decoded whole
+        return await parse_within_budget(raw, state.config.server, offload=True), None
     field = exchange.codec.transcript_field
     limit = state.config.server.max_json_depth
     body = await parse_within_budget(raw, state.config.server, field)
@@ -344,11 +361,13 @@ _BOUND_STEP = 1 << 20
 _COUNT_STEP = 20_000
 
 
-async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None = None) -> Any:
+async def parse_within_budget(
+    raw: bytes, limits: ServerConfig, skip: str | None = None, offload: bool = False
+) -> Any:
     """The parsed body, once it is known to be within the caps that bound its parse and decode:
     its JSON values (counted in steps that let other requests run, and only when one C-speed
     count cannot tell), then the blocks its lists hold (`check_size` checks the decoded transcript
-    again: a kept history adds to it)."""
+    again: a kept history adds to it). `offload`: parsed and counted in a worker thread."""
     cap = limits.max_json_values
     bound = 0
     whole = True  # `bound` covers the whole body
@@ -370,11 +389,14 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
                     code="too_many_values",
                 )
             await asyncio.sleep(0)
-    body = parse_json_body(raw, limits.max_json_depth, skip)
     most = limits.max_blocks + limits.max_messages + limits.max_tools
-    # what raw_parts counts (list items, a content list's for its message) is at most the body's
-    # brackets and commas: a body whose bound is within the caps needs no count (a small request)
-    parts = raw_parts(body) if bound > most or not whole else 0
+    if offload:
+        body, parts = await off_loop(_parse_and_count, raw, limits.max_json_depth, skip)
+    else:
+        body = parse_json_body(raw, limits.max_json_depth, skip)
+        # what raw_parts counts (list items, a content list's for its message) is at most the
+        # body's brackets and commas: a body whose bound is within the caps needs no count
+        parts = raw_parts(body) if bound > most or not whole else 0
     if parts > most:
         raise ClientError(
             400,
@@ -385,6 +407,11 @@ async def parse_within_budget(raw: bytes, limits: ServerConfig, skip: str | None
             code="too_many_blocks",
         )
     return body
+
+
+def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any, int]:
+    body = parse_json_body(raw, max_depth, skip)
+    return body, raw_parts(body)
 
 
 def check_size(request: Request, limits: ServerConfig) -> None:
@@ -582,6 +609,7 @@ async def _stream(
     assembler = Assembler()  # the turn as it streams, to record once it completed
     keepalive: asyncio.Task[None] | None = None
     try:
+        _bound_kernel_buffer(http)
         await response.prepare(http)
         state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
@@ -618,6 +646,22 @@ async def _stream(
         await answer.aclose()
 
 
+# the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
+# autotuning it grows to net.ipv4.tcp_wmem's maximum (4 MiB): a client that stops reading then
+# takes that much of the answer before the relay feels it, kernel memory plus the answer's text
+# held meanwhile. A stream's tokens come far slower than this buffer empties on any network.
+STREAM_SEND_BUFFER = 64 * 1024
+
+
+def _bound_kernel_buffer(http: web.Request) -> None:
+    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
+        except OSError:  # not a TCP socket (a test's pipe): nothing to bound
+            pass
+
+
 def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
     them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
@@ -629,7 +673,11 @@ def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
 
 
 class _Relay:
-    """Writes an answer's events as they arrive (one write per upstream chunk)."""
+    """Writes an answer's events as they arrive (one write per upstream chunk). A client that
+    reads slower than the answer comes holds the relay: while its connection's buffer is above
+    the high-water mark the next chunk is not pulled from the upstream (backpressure), so a
+    stalled client costs one chunk plus that buffer until the write timeout ends it
+    (gateway/server.py)."""
 
     __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
 
@@ -653,6 +701,8 @@ class _Relay:
         ends with one."""
         encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response, stream = self._response, answer.stream
+        # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
+        protocol, writer = exchange.http.protocol, exchange.http.writer
         # the head goes out with the first events when they are in already (read before the
         # commit point: one write, one packet less per stream), never waiting for them
         first = [head] if head else []
@@ -689,6 +739,8 @@ class _Relay:
                         out.append(chunk)
                 if out:
                     await response.write(b"".join(out))
+                    if protocol.writing_paused:
+                        await writer.drain()
             if first:  # the answer had no events
                 await response.write(head)
         finally:

@@ -19,6 +19,13 @@ from gateway.transcript.events import ErrorCategory, UpstreamError
 
 MAX_ERROR_BODY = 256 * 1024
 MAX_RESPONSE_BODY = 64 * 1024 * 1024
+# the most one streamed chunk hands over: what is decoded and relayed in one go, and so what one
+# write to a client that stopped reading adds to its buffer (aiohttp's readany would hand over
+# everything its reader holds, a few hundred KiB)
+MAX_STREAM_CHUNK = 32 * 1024
+# the client session's read_bufsize: a response's reader stops reading its socket past twice this
+# (aiohttp's default, 64 KiB, let a stalled stream hold 128 KiB plus one 256 KiB socket read)
+UPSTREAM_READ_BUFFER = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +172,9 @@ class Upstream:
         return b"".join(chunks)
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """Body chunks as they arrive; a broken or stalled connection raises UpstreamFailure.
+        """Body chunks as they arrive, at most MAX_STREAM_CHUNK bytes each; a broken or stalled
+        connection raises UpstreamFailure. Not pulled, the body stays in aiohttp's bounded reader
+        and then in the socket: TCP throttles the provider.
 
         The `idle` limit between chunks is a lazy watchdog here rather than aiohttp's `sock_read`,
         which cancels and schedules a timer per chunk: one timer per `idle` period checks the time
@@ -183,7 +192,7 @@ class Upstream:
                 self._idle = loop.call_soon(self._check_idle)
             self._waiting = True
             try:
-                chunk = await content.readany()
+                chunk = await content.read(MAX_STREAM_CHUNK)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise UpstreamFailure(connection_error(exc)) from None
             finally:

@@ -46,6 +46,7 @@ LAYERS = {
     "config": 2,
     "session": 1,
     "sse": 1,
+    "offload": 1,  # the thread large requests are worked on in (no gateway imports)
     # a vendor's wire forms its dialect and its provider family share (server tools, citations)
     "wire": 1,
     "transcript": 0,

@@ -249,11 +249,12 @@ class StoreConfig(_Section):
     url: RedisUrl = "redis://127.0.0.1:6379/0"
     ttl_seconds: int = Field(604800, gt=0)
     max_entries: int = Field(100000, gt=0)
-    # memory backend: what its entries may hold in all (values plus a fixed per-entry overhead);
-    # the least recently used go first beyond it
+    # memory and sqlite backends: what their entries may hold in all (values plus a fixed
+    # per-entry overhead); beyond it the least recently used (sqlite: the oldest) of the tenant
+    # holding the most go first
     max_bytes: int = Field(134217728, gt=0)
-    # memory and redis backends: what one tenant's records may hold (values plus overhead); its
-    # own oldest go first beyond it, so one tenant never evicts another's continuity
+    # every backend: what one tenant's records may hold (values plus overhead); its own oldest go
+    # first beyond it, so one tenant never evicts another's continuity
     tenant_max_bytes: int = Field(134217728, gt=0)
     # how many kept answers one previous_response_id chain may hold (each is read when continuing)
     max_chain_depth: int = Field(4096, gt=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from aiohttp import web
 
@@ -15,6 +16,7 @@ from gateway.exchange import check_size, parse_within_budget, plan_for
 from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.errors import ClientError
 from gateway.metrics import AttemptOutcome, RequestRecord
+from gateway.offload import OFFLOAD_BYTES, off_loop
 from gateway.routing.count import PROVIDER, CountRefused, count_input_tokens
 from gateway.state import TENANT, GatewayState
 from gateway.transcript.events import ErrorCategory
@@ -46,10 +48,13 @@ async def _count(
     state: GatewayState, dialect: Dialect, count: CountRoute, request: web.Request, record: RequestRecord
 ) -> web.Response:
     try:
-        body = await parse_within_budget(await request.read(), state.config.server)
-        inbound = count.decode(
-            body, request.headers, state.sealer, params=request.match_info, query=request.query
+        raw = await request.read()
+        offload = len(raw) >= OFFLOAD_BYTES  # decided once (gateway/offload.py)
+        body = await parse_within_budget(raw, state.config.server, offload=offload)
+        decode = partial(
+            count.decode, body, request.headers, state.sealer, params=request.match_info, query=request.query
         )
+        inbound = await off_loop(decode) if offload else decode()
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
         record.model = plan.model
@@ -58,7 +63,7 @@ async def _count(
             if refusal is not None:
                 raise refusal.error()
         try:
-            tokens, source, provider = await count_input_tokens(state.engine, inbound.request, plan)
+            tokens, source, provider = await count_input_tokens(state.engine, inbound.request, plan, offload)
         except CountRefused as refused:
             record.provider = refused.provider
             record.attempts = [AttemptOutcome(refused.provider, refused.error.category.value)]

@@ -11,14 +11,16 @@ from __future__ import annotations
 import logging
 
 from gateway.config import MissingApiKey, resolve_api_key
+from gateway.offload import off_loop
 from gateway.providers import get_adapter
-from gateway.providers.base import EncodeError
+from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import prepare
 from gateway.routing.engine import Engine
 from gateway.routing.router import Plan
 from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
+from gateway.transcript.target import Target
 from gateway.upstream import MAX_ERROR_BODY, Upstream, UpstreamFailure
 
 log = logging.getLogger("gateway")
@@ -40,23 +42,21 @@ class CountRefused(Exception):
         self.error = error
 
 
-async def count_input_tokens(engine: Engine, request: Request, plan: Plan) -> tuple[int, str, str]:
+async def count_input_tokens(
+    engine: Engine, request: Request, plan: Plan, offload: bool = False
+) -> tuple[int, str, str]:
     """(input tokens, PROVIDER or ESTIMATE, the provider entry that counted or was estimated for);
     raises CountRefused when the provider judged the request invalid (an estimate would hide
-    what the real request will meet)."""
+    what the real request will meet). `offload`: a large request, estimated, repaired and
+    encoded in a worker thread (gateway/offload.py)."""
     target = plan.targets[0]
     adapter = get_adapter(target.kind)
-    estimate = estimate_input_tokens(request)
-    # optional in the adapter protocol: only families with a count endpoint have it
-    encode, answer = getattr(adapter, "count", None), getattr(adapter, "count_answer", None)
-    if encode is None or answer is None:
-        return estimate, ESTIMATE, target.provider
-    try:
-        api_key = resolve_api_key(engine.config, target.provider, engine.env)
-        prepared = prepare(request, target, adapter.capabilities)
-        http = encode(prepared.request, target, api_key)
-    except (MissingApiKey, EncodeError) as exc:
-        log.info("count_tokens for %s estimated: %s", target.provider, exc)
+    if offload:
+        estimate, http = await off_loop(_estimate_and_encode, engine, request, target, adapter)
+    else:
+        estimate, http = _estimate_and_encode(engine, request, target, adapter)
+    answer = getattr(adapter, "count_answer", None)
+    if http is None or answer is None:
         return estimate, ESTIMATE, target.provider
     try:
         async with Upstream(engine.session, http, engine.timeouts(target, plan), stream=False) as upstream:
@@ -73,3 +73,22 @@ async def count_input_tokens(engine: Engine, request: Request, plan: Plan) -> tu
         log.info("count_tokens for %s estimated: HTTP %d %s", target.provider, status, error.message)
         return estimate, ESTIMATE, target.provider
     return counted, PROVIDER, target.provider
+
+
+def _estimate_and_encode(
+    engine: Engine, request: Request, target: Target, adapter: ProviderAdapter
+) -> tuple[int, HttpRequest | None]:
+    """The gateway's estimate, and the provider's count request (None: its family has no count
+    endpoint, or the request cannot be sent)."""
+    estimate = estimate_input_tokens(request)
+    # optional in the adapter protocol: only families with a count endpoint have it
+    encode = getattr(adapter, "count", None)
+    if encode is None:
+        return estimate, None
+    try:
+        api_key = resolve_api_key(engine.config, target.provider, engine.env)
+        prepared = prepare(request, target, adapter.capabilities)
+        return estimate, encode(prepared.request, target, api_key)
+    except (MissingApiKey, EncodeError) as exc:
+        log.info("count_tokens for %s estimated: %s", target.provider, exc)
+        return estimate, None

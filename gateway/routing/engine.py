@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
+from gateway.offload import off_loop
 from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import Prepared, prepare
@@ -210,11 +211,17 @@ class Engine:
         return self._adapters(kind)
 
     async def open(
-        self, request: Request, plan: Plan, session: str | None = None, trace: RequestTrace | None = None
+        self,
+        request: Request,
+        plan: Plan,
+        session: str | None = None,
+        trace: RequestTrace | None = None,
+        offload: bool = False,
     ) -> Answer:
         """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
         conversation's key, for session affinity; `trace`: the request's span when tracing is on
-        (each attempt gets a span of its own)."""
+        (each attempt gets a span of its own); `offload`: a large request, repaired and encoded
+        in a worker thread so the event loop keeps serving the others (gateway/offload.py)."""
         retry = plan.retry
         deadline = self._clock() + retry.deadline_seconds
         order, home, moved = self._order(request, plan, session)
@@ -233,7 +240,7 @@ class Engine:
                 others = any(self.health.available(order[i]) for i in pending)
                 try:
                     result = await self._serve(
-                        request, plan, target, ticket, attempts, others, deadline, trace
+                        request, plan, target, ticket, attempts, others, deadline, trace, offload
                     )
                 except BaseException:
                     self.health.release(target, ticket)  # cancelled (the client went away): no verdict
@@ -278,14 +285,20 @@ class Engine:
             passes += 1
             pending = again
         if final.code == CONTEXT_OVERFLOW and plan.overflow is not None and plan.overflow not in order:
-            result = await self._overflow(request, plan, plan.overflow, attempts, deadline)
+            result = await self._overflow(request, plan, plan.overflow, attempts, deadline, offload)
             if isinstance(result, Answer):
                 return result
             final = result or final
         raise AllTargetsFailed(attempts, final)
 
     async def _overflow(
-        self, request: Request, plan: Plan, target: Target, attempts: list[Attempt], deadline: float
+        self,
+        request: Request,
+        plan: Plan,
+        target: Target,
+        attempts: list[Attempt],
+        deadline: float,
+        offload: bool,
     ) -> Answer | UpstreamError | None:
         """The group's larger-context target, once, after a context-window overflow (None: it
         cannot take traffic now, and the client hears about the overflow)."""
@@ -293,7 +306,9 @@ class Engine:
         if ticket is None:
             return None
         try:
-            result = await self._serve(request, plan, target, ticket, attempts, False, deadline)
+            result = await self._serve(
+                request, plan, target, ticket, attempts, False, deadline, None, offload
+            )
         except BaseException:
             self.health.release(target, ticket)
             raise
@@ -337,6 +352,7 @@ class Engine:
         others: bool,
         deadline: float,
         trace: RequestTrace | None = None,
+        offload: bool = False,
     ) -> tuple[EventStream, Prepared] | UpstreamError:
         """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
         and send once more (DESIGN.md 4.5) before the loop moves on."""
@@ -351,19 +367,26 @@ class Engine:
 
         async def attempt(prepared: Prepared) -> EventStream | UpstreamError:
             result, sent[0] = await self._attempt(
-                adapter, target, prepared, request.stream, timeouts, first_token
+                adapter, target, prepared, request.stream, timeouts, first_token, offload
             )
             return result
 
         def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
             return self._traced(trace, target, prepared, partial(attempt, prepared))
 
-        prepared = prepare(request, target, adapter.capabilities)
+        if offload:
+            prepared = await off_loop(prepare, request, target, adapter.capabilities)
+        else:
+            prepared = prepare(request, target, adapter.capabilities)
         started = self._clock()
         result = await send(prepared)
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
-            strict = prepare(request, target, adapter.capabilities, strict=True)
+            strict = (
+                await off_loop(partial(prepare, request, target, adapter.capabilities, strict=True))
+                if offload
+                else prepare(request, target, adapter.capabilities, strict=True)
+            )
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
             started = self._clock()
             result = await send(prepared)
@@ -407,9 +430,13 @@ class Engine:
         stream: bool,
         timeouts: Timeouts,
         first_token: float | None,
+        offload: bool = False,
     ) -> tuple[EventStream | UpstreamError, HttpRequest | None]:
         """Encode for the target and send once; what was sent (None: nothing was)."""
-        http = self.encode(adapter, target, prepared)
+        if offload:
+            http = await off_loop(self.encode, adapter, target, prepared)
+        else:
+            http = self.encode(adapter, target, prepared)
         if isinstance(http, UpstreamError):
             return http, None
         result = await run_attempt(

@@ -103,6 +103,8 @@ class SimulatorState:
         self.quality_warnings: list[str] = []  # accepted but degrading input (e.g. non-native Kimi ids)
         self.open_streams = 0  # responses being written right now
         self.closed_early = 0  # streams whose client went away before the end
+        self.frames_sent = 0  # SSE frames written, over every stream
+        self.streaming: set[Any] = set()  # the connections (protocols) of the open streams
         # random failures when the script is empty: each unscripted request fails with
         # `random_fault` with probability `random_fault_rate` (seeded: runs are reproducible)
         self.random_fault: Fault | None = None
@@ -153,6 +155,13 @@ class SimulatorState:
         self.verified_tokens = self.placeholder_tokens = 0
         self.random_fault, self.random_fault_rate = None, 0.0
         self.random_faults = self.cancelled_requests = 0
+        self.frames_sent = 0
+
+    @property
+    def throttled_streams(self) -> int:
+        """Open streams whose writes wait for their reader (the gateway) to read: the kernel's
+        buffers and the transport's are full, TCP throttles them."""
+        return sum(1 for protocol in self.streaming if protocol.writing_paused)
 
     @property
     def rejections(self) -> list[Rejection]:
@@ -242,6 +251,8 @@ async def stream_sse(
     )
     await response.prepare(request)
     state.open_streams += 1
+    protocol = request.protocol
+    state.streaming.add(protocol)
     try:
         for n, frame in enumerate(frames):
             if fault is not None and fault.after_events is not None and n == fault.after_events:
@@ -256,13 +267,15 @@ async def stream_sse(
                 await response.write_eof()
                 return response
             await response.write(frame)
+            state.frames_sent += 1
         await response.write_eof()
         return response
-    except (ConnectionResetError, asyncio.CancelledError):
+    except (ConnectionError, asyncio.CancelledError):  # aiohttp's "Connection lost" included
         state.closed_early += 1
         raise
     finally:
         state.open_streams -= 1
+        state.streaming.discard(protocol)
 
 
 def sse_frame(data: Any, event: str | None = None) -> bytes:

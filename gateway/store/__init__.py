@@ -41,7 +41,12 @@ def open_store(config: StoreConfig, on_op: OnOp | None = None) -> FailOpenStore:
                 tenant_max_bytes=config.tenant_max_bytes,
             )
         case "sqlite":
-            inner = SqliteStore(config.path, config.ttl_seconds)
+            inner = SqliteStore(
+                config.path,
+                config.ttl_seconds,
+                max_bytes=config.max_bytes,
+                tenant_max_bytes=config.tenant_max_bytes,
+            )
         case "redis":
             inner = RedisStore(config.url, config.ttl_seconds, tenant_max_bytes=config.tenant_max_bytes)
         case other:

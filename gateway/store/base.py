@@ -42,10 +42,11 @@ class ContinuityStore(Protocol):
         """Values for `keys`, in order; None for a miss or an expired entry."""
         ...
 
-    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> int | None:
         """Store `value` under every key, each expiring after the configured TTL. `tenant`: whose
         record it is (the keys are already scoped by it); a backend that bounds its size bounds
-        each tenant's share, so one tenant's traffic never evicts another's continuity."""
+        each tenant's share, so one tenant's traffic never evicts another's continuity. Returns
+        how many records the bounds evicted to make room (counted as op `evict`)."""
         ...
 
     async def ping(self) -> bool:

@@ -147,13 +147,15 @@ class FailOpenStore:
             return
         try:
             async with asyncio.timeout(self._op_timeout):
-                await self.inner.put(keys, value, tenant=tenant)
+                evicted = await self.inner.put(keys, value, tenant=tenant)
         except Exception as exc:
             self._report("put", self._failed("put", exc))
             if not isinstance(exc, StoreRefused):
                 self._enqueue(keys, value, tenant)
             return
         self._report("put", "ok")
+        if evicted:
+            self._report("evict", "ok", evicted)
         if self._queue:
             self._written(keys, value)
 
@@ -215,7 +217,7 @@ class FailOpenStore:
                     keys.append(other)
             try:
                 async with asyncio.timeout(self._op_timeout):
-                    await self.inner.put(keys, value, tenant=tenant)
+                    evicted = await self.inner.put(keys, value, tenant=tenant)
             except Exception as exc:
                 if isinstance(exc, StoreRefused):  # it never will be: not retried
                     self._unqueue(keys, value)
@@ -225,6 +227,8 @@ class FailOpenStore:
                 return False
             self._retry_at = 0.0
             self._report("retry", "ok", self._unqueue(keys, value))
+            if evicted:
+                self._report("evict", "ok", evicted)
         return True
 
     def _unqueue(self, keys: list[str], value: bytes) -> int:

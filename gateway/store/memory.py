@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -20,6 +21,19 @@ ENTRY_OVERHEAD_BYTES = 512
 
 def entry_size(value: bytes) -> int:
     return len(value) + ENTRY_OVERHEAD_BYTES
+
+
+class _Share(TTLCache[str, bytes]):
+    """One tenant's entries; counts what the bounds evict into `evictions` (expired entries are
+    not evictions: cachetools drops those without popitem)."""
+
+    def __init__(self, evictions: list[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._evictions = evictions
+
+    def popitem(self) -> tuple[str, bytes]:
+        self._evictions[0] += 1
+        return super().popitem()
 
 
 class MemoryStore:
@@ -52,7 +66,8 @@ class MemoryStore:
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._tenant_max_bytes = min(max_bytes, tenant_max_bytes or max_bytes)
-        self._tenants: dict[str, TTLCache[str, bytes]] = {}
+        self._tenants: dict[str, _Share] = {}
+        self._evictions = [0]  # over the store's life, shared by the tenants' shares
 
     def __len__(self) -> int:
         return sum(len(cache) for cache in self._tenants.values())
@@ -82,7 +97,7 @@ class MemoryStore:
             values.append(found)
         return values
 
-    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> int:
         # a copy of exactly the value's size: a caller reusing its buffer cannot change the entry, and
         # orjson's output (every record) holds up to ten times its length in allocated memory, which
         # kept for the TTL would make the byte bound a fraction of what the entries really use
@@ -91,12 +106,18 @@ class MemoryStore:
             raise RecordTooLarge(f"a {len(value)}-byte record is larger than the store's max_bytes")
         cache = self._tenants.get(tenant)
         if cache is None:
-            cache = self._tenants[tenant] = TTLCache(
-                maxsize=self._tenant_max_bytes, ttl=self._ttl, timer=self._clock, getsizeof=entry_size
+            cache = self._tenants[tenant] = _Share(
+                self._evictions,
+                maxsize=self._tenant_max_bytes,
+                ttl=self._ttl,
+                timer=self._clock,
+                getsizeof=entry_size,
             )
+        before = self._evictions[0]
         for key in keys:
             cache[key] = value  # evicts this tenant's least recently used past its share
             self._bound()
+        return self._evictions[0] - before
 
     def _bound(self) -> None:
         tenants = self._tenants

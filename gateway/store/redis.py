@@ -113,9 +113,9 @@ class RedisStore:
         except RedisTimeoutError as exc:  # reported as a timeout, not a generic error
             raise TimeoutError(str(exc)) from exc
 
-    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> int:
         if not keys:
-            return
+            return 0
         value = bytes(value)
         prefix, ttl_ms = self._prefix, self._ttl_ms
         if self._tenant_max_bytes is not None:
@@ -124,13 +124,13 @@ class RedisStore:
                 raise RecordTooLarge(f"a {len(value)}-byte record is larger than a tenant's share")
             index = f"{_INDEX_PREFIX}{tenant}:"
             try:
-                await self._put_script(
+                evicted = await self._put_script(
                     keys=[index + "keys", index + "sizes", *(prefix + key for key in keys)],
                     args=[int(self._clock() * 1000), ttl_ms, self._tenant_max_bytes, size, value],
                 )
             except RedisTimeoutError as exc:
                 raise TimeoutError(str(exc)) from exc
-            return
+            return int(evicted)
         # One round trip for every key; no MULTI: each SET stands alone and a partial write costs
         # at most a miss later.
         pipe = self._client.pipeline(transaction=False)
@@ -140,6 +140,7 @@ class RedisStore:
             await pipe.execute()
         except RedisTimeoutError as exc:
             raise TimeoutError(str(exc)) from exc
+        return 0
 
     async def ping(self) -> bool:
         try:

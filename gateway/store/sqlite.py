@@ -5,6 +5,9 @@ Two worker threads, each owning its own connection, keep sqlite3 off the event l
 one writes. In WAL mode readers never wait for a writer, so a lookup never queues behind a write
 stuck on a lock another process holds (another gateway process on the same file, a backup tool).
 
+Bounded like the memory store: each tenant's rows within `tenant_max_bytes`, the file's within
+`max_bytes` (values plus a fixed per-row overhead), the oldest evicted first (see `_BOUNDS`).
+
 Faults it handles instead of suffering:
 - Write lock held elsewhere: a write waits at most `busy_timeout_ms`, then fails as `StoreBusy`
   (counted `busy`), and writes back off (doubling, up to 8 s: the queued ones and new ones fail
@@ -35,16 +38,32 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 from urllib.parse import quote
 
-from gateway.store.base import StoreBusy, StoreFault
+from gateway.store.base import RecordTooLarge, StoreBusy, StoreFault
+from gateway.store.memory import ENTRY_OVERHEAD_BYTES, entry_size
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS continuity"
-    " (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS continuity (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires REAL"
+    " NOT NULL, tenant TEXT NOT NULL DEFAULT '', size INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX IF NOT EXISTS continuity_expires ON continuity (expires)",
 )
+# Each tenant's share (and the whole file) is bounded as the memory store bounds its own: a row
+# counts its value plus ENTRY_OVERHEAD_BYTES, and beyond a bound the oldest rows go first (of the
+# tenant over its share; past the total, of the tenant holding the most). The totals per tenant
+# are kept by triggers in the file itself, so every process sharing it sees the same figures.
+_BOUNDS = (
+    "CREATE INDEX IF NOT EXISTS continuity_tenant ON continuity (tenant, expires)",
+    "CREATE TABLE IF NOT EXISTS tenant_bytes (tenant TEXT PRIMARY KEY, bytes INTEGER NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS continuity_added AFTER INSERT ON continuity BEGIN"
+    " INSERT OR IGNORE INTO tenant_bytes VALUES (NEW.tenant, 0);"
+    " UPDATE tenant_bytes SET bytes = bytes + NEW.size WHERE tenant = NEW.tenant; END",
+    "CREATE TRIGGER IF NOT EXISTS continuity_removed AFTER DELETE ON continuity BEGIN"
+    " UPDATE tenant_bytes SET bytes = bytes - OLD.size WHERE tenant = OLD.tenant; END",
+)
+# rows looked at per step when the oldest are evicted
+_EVICT_BATCH_ROWS = 256
 # Below SQLite's historical 999 bound-parameter limit (one slot is the expiry cut-off).
 _KEYS_PER_SELECT = 500
 # Expired rows are invisible at once (every read filters on `expires`); deleting them is only
@@ -80,6 +99,23 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+def _set_up(conn: sqlite3.Connection) -> None:
+    """The schema, on a new file or one an earlier version wrote (no tenants, no sizes: its rows
+    are counted as the default tenant's, by their length)."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(continuity)")}
+    if "size" not in columns:
+        conn.execute("ALTER TABLE continuity ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
+        conn.execute("ALTER TABLE continuity ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+        conn.execute("UPDATE continuity SET size = length(value) + ?", (ENTRY_OVERHEAD_BYTES,))
+    counted = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tenant_bytes'").fetchone()
+    for statement in _BOUNDS:
+        conn.execute(statement)
+    if counted is None:
+        conn.execute("INSERT INTO tenant_bytes SELECT tenant, SUM(size) FROM continuity GROUP BY tenant")
+
+
 class SqliteStore:
     """Entries expire `ttl_seconds` after they were written. `clock` is wall-clock time (expiry
     times are stored in the file and must stay meaningful across restarts); `monotonic` times the
@@ -96,9 +132,16 @@ class SqliteStore:
         monotonic: Callable[[], float] = time.monotonic,
         busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
         max_pending_writes: int = _MAX_PENDING_WRITES,
+        max_bytes: int = 128 * 1024 * 1024,
+        tenant_max_bytes: int | None = None,
     ) -> None:
-        if ttl_seconds <= 0:
-            raise ValueError("ttl_seconds must be positive")
+        if ttl_seconds <= 0 or max_bytes <= 0:
+            raise ValueError("ttl_seconds and max_bytes must be positive")
+        if tenant_max_bytes is not None and tenant_max_bytes <= 0:
+            raise ValueError("tenant_max_bytes must be positive")
+        self._max_bytes = max_bytes
+        self._tenant_max_bytes = min(max_bytes, tenant_max_bytes or max_bytes)
+        self.evicted = 0  # rows evicted by the bounds (writer thread), over the store's life
         self.path = os.fspath(path)
         self._files = (self.path, self.path + "-wal", self.path + "-shm")
         self._ttl = float(ttl_seconds)
@@ -177,8 +220,14 @@ class SqliteStore:
             # NORMAL is durable against a process crash in WAL mode; only an OS crash can lose the
             # last commits, which for a cache of continuity tokens costs at most a miss.
             conn.execute("PRAGMA synchronous = NORMAL")
-            for statement in _SCHEMA:
-                conn.execute(statement)
+            conn.execute("BEGIN IMMEDIATE")  # another process may be setting up the same file
+            try:
+                _set_up(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         except BaseException:
             conn.close()
             raise
@@ -202,7 +251,7 @@ class SqliteStore:
         if self._write_conn is None:
             self._open_writer()
 
-    def _put(self, keys: Sequence[str], value: bytes) -> None:
+    def _put(self, keys: Sequence[str], value: bytes, tenant: str = "") -> int:
         # checked here too: writes queued before the first busy one fail at once instead of each
         # waiting out the busy timeout
         if self._monotonic() < self._retry_writes_at:
@@ -212,14 +261,18 @@ class SqliteStore:
             self._check_shm()
             now = self._clock()
             expires = now + self._ttl
+            size = entry_size(value)
             conn.execute("BEGIN IMMEDIATE")
             try:
+                # a key written again: its old row leaves its tenant's total first (the triggers)
+                conn.executemany("DELETE FROM continuity WHERE key = ?", [(key,) for key in keys])
                 conn.executemany(
-                    "INSERT OR REPLACE INTO continuity (key, value, expires) VALUES (?, ?, ?)",
-                    [(key, value, expires) for key in keys],
+                    "INSERT INTO continuity (key, value, expires, tenant, size) VALUES (?, ?, ?, ?, ?)",
+                    [(key, value, expires, tenant, size) for key in keys],
                 )
                 if now >= self._next_purge:
                     self._purge(conn, now)
+                evicted = self._bound(conn, tenant, now)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -236,6 +289,7 @@ class SqliteStore:
         if self._backoff:
             log.warning("continuity store %s: writes go through again", self.path)
             self._backoff = 0.0
+        return evicted
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> None:
         deleted = conn.execute(
@@ -244,6 +298,56 @@ class SqliteStore:
         ).rowcount
         # A full batch means more is waiting: purge again on the next put instead of after the interval.
         self._next_purge = now if deleted >= _PURGE_BATCH_ROWS else now + _PURGE_INTERVAL_SECONDS
+
+    def _bound(self, conn: sqlite3.Connection, tenant: str, now: float) -> int:
+        """The writing tenant within its share, then the file within `max_bytes`: expired rows
+        go first, then the oldest of the tenant over its share (or holding the most). How many
+        live rows were evicted."""
+        evicted = 0
+        share = self._tenant_bytes(conn, tenant)
+        if share > self._tenant_max_bytes:
+            conn.execute("DELETE FROM continuity WHERE tenant = ? AND expires <= ?", (tenant, now))
+            evicted += self._evict(conn, tenant, self._tenant_bytes(conn, tenant) - self._tenant_max_bytes)
+        while True:
+            row = conn.execute(
+                "SELECT SUM(bytes), (SELECT tenant FROM tenant_bytes ORDER BY bytes DESC LIMIT 1)"
+                " FROM tenant_bytes"
+            ).fetchone()
+            total, largest = (row[0] or 0), row[1]
+            if total <= self._max_bytes or largest is None:
+                return evicted
+            if conn.execute("DELETE FROM continuity WHERE expires <= ?", (now,)).rowcount:
+                continue
+            more = self._evict(conn, largest, total - self._max_bytes)
+            if not more:
+                return evicted
+            evicted += more
+
+    @staticmethod
+    def _tenant_bytes(conn: sqlite3.Connection, tenant: str) -> int:
+        row = conn.execute("SELECT bytes FROM tenant_bytes WHERE tenant = ?", (tenant,)).fetchone()
+        return row[0] if row is not None else 0
+
+    def _evict(self, conn: sqlite3.Connection, tenant: str, over: int) -> int:
+        """The tenant's oldest rows, until `over` bytes are gone; how many went."""
+        evicted = 0
+        while over > 0:
+            rows = conn.execute(
+                "SELECT rowid, size FROM continuity WHERE tenant = ? ORDER BY expires, rowid LIMIT ?",
+                (tenant, _EVICT_BATCH_ROWS),
+            ).fetchall()
+            if not rows:
+                break
+            doomed = []
+            for rowid, size in rows:
+                doomed.append(rowid)
+                over -= size
+                if over <= 0:
+                    break
+            conn.execute(f"DELETE FROM continuity WHERE rowid IN ({','.join('?' * len(doomed))})", doomed)
+            evicted += len(doomed)
+        self.evicted += evicted
+        return evicted
 
     def _close_writer(self) -> None:
         if self._write_conn is None:
@@ -336,9 +440,9 @@ class SqliteStore:
             ]
         return values
 
-    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> None:
+    async def put(self, keys: Sequence[str], value: bytes, *, tenant: str = "") -> int:
         if not keys:
-            return
+            return 0
         now = self._monotonic()
         if now < self._retry_writes_at:
             raise StoreBusy(f"{self.path}: writes back off while another connection holds the lock")
@@ -349,7 +453,9 @@ class SqliteStore:
                 raise StoreBusy(f"{self.path}: {self._pending_writes} writes are waiting already")
             self._pending_writes += 1
         keys, value = list(keys), bytes(value)
-        job = self._writer.submit(self._put, keys, value)
+        if entry_size(value) > self._tenant_max_bytes:
+            raise RecordTooLarge(f"a {len(value)}-byte record is larger than a tenant's share of the store")
+        job = self._writer.submit(self._put, keys, value, tenant)
         for key in keys:
             self._unwritten[key] = value
         loop = asyncio.get_running_loop()
@@ -365,7 +471,7 @@ class SqliteStore:
                 pass
 
         job.add_done_callback(done)
-        await asyncio.wrap_future(job)
+        return await asyncio.wrap_future(job)
 
     def _written(self, keys: list[str], value: bytes) -> None:
         unwritten = self._unwritten

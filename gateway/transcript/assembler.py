@@ -38,8 +38,14 @@ class AssemblyError(ValueError):
     upstream); the caller turns it into a protocol error."""
 
 
+# deltas kept apart before they are joined into one string: a delta is a few characters (12 in
+# a typical stream) and a separate str costs ~50 bytes of header, so an answer held as its deltas
+# took ~5x its size (a long answer, or one relayed to a client that stopped reading)
+_JOIN_EVERY = 256
+
+
 class _Open:
-    __slots__ = ("kind", "id", "name", "custom", "parts", "meta", "closed", "citations", "result")
+    __slots__ = ("kind", "id", "name", "custom", "parts", "joined", "meta", "closed", "citations", "result")
 
     def __init__(
         self, kind: BlockKind, id: str, name: str, custom: bool, result: ServerToolResult | None
@@ -48,7 +54,8 @@ class _Open:
         self.id = id
         self.name = name
         self.custom = custom
-        self.parts: list[str] = []
+        self.parts: list[str] = []  # the latest deltas
+        self.joined: list[str] = []  # the earlier ones, _JOIN_EVERY at a time
         self.meta: Continuity | None = None
         self.closed = False
         self.citations: tuple[Citation, ...] = ()
@@ -72,7 +79,11 @@ class Assembler:
             block = self._blocks.get(event.index)
             if block is None or block.closed:
                 raise AssemblyError(f"delta for block {event.index} that is not open")
-            block.parts.append(event.text)
+            parts = block.parts
+            parts.append(event.text)
+            if len(parts) == _JOIN_EVERY:
+                block.joined.append("".join(parts))
+                parts.clear()
         elif t is BlockStart:
             if event.index in self._blocks:
                 raise AssemblyError(f"block {event.index} started twice")
@@ -105,7 +116,7 @@ class Assembler:
         has already produced a StreamError the caller acts on)."""
         blocks: list[Block] = []
         for block in self._blocks.values():
-            text = "".join(block.parts)
+            text = "".join([*block.joined, *block.parts] if block.joined else block.parts)
             if block.kind is BlockKind.TEXT:
                 blocks.append(Text(text, block.meta, citations=block.citations))
             elif block.kind is BlockKind.REASONING:

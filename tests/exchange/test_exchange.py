@@ -104,3 +104,72 @@ def test_the_first_content_is_text_or_a_tool_calls_start_streamed_or_whole():
     assert first is not None
     exchange.saw(BlockDelta(0, "{}"))
     assert exchange.ttft == first
+
+
+async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_it(monkeypatch):
+    """Decided once from the body's size (gateway/offload.py): a body of OFFLOAD_BYTES or more is
+    parsed, decoded, repaired and encoded in a worker thread, so the event loop keeps serving the
+    others; a smaller one takes no thread hop. Which thread each step ran in is recorded."""
+    import threading
+
+    from gateway import exchange as exchange_module
+    from gateway.ingress.chat.codec import ChatCodec
+    from gateway.offload import OFFLOAD_BYTES
+    from gateway.routing import engine as engine_module
+
+    ran: dict[str, set[bool]] = {}
+
+    def recorded(name, function):
+        def step(*args, **kwargs):
+            ran.setdefault(name, set()).add(threading.current_thread() is threading.main_thread())
+            return function(*args, **kwargs)
+
+        return step
+
+    monkeypatch.setattr(
+        exchange_module, "parse_json_body", recorded("parse", exchange_module.parse_json_body)
+    )
+    monkeypatch.setattr(ChatCodec, "decode", recorded("decode", ChatCodec.decode))
+    monkeypatch.setattr(engine_module, "prepare", recorded("repair", engine_module.prepare))
+    monkeypatch.setattr(engine_module.Engine, "encode", recorded("encode", engine_module.Engine.encode))
+
+    parts = [{"type": "text", "text": "a"}] * (OFFLOAD_BYTES // 20)
+    large = {"model": "openai-chat", "messages": [{"role": "user", "content": parts}]}
+    assert len(orjson.dumps(large)) >= OFFLOAD_BYTES
+    async with running_stack() as stack:
+        upstream = stack.hub.states["openai_chat"]
+        upstream.push(Reply(text="large"), Reply(text="small"))
+        status, _, body = await stack.chat(large)
+        assert status == 200 and orjson.loads(body)["choices"][0]["message"]["content"] == "large"
+        sent = upstream.requests[-1].body["messages"][0]["content"]
+        assert "".join(p["text"] if isinstance(p, dict) else p for p in sent) == "a" * len(parts)
+        assert ran == {"parse": {False}, "decode": {False}, "repair": {False}, "encode": {False}}
+
+        ran.clear()
+        status, _, body = await stack.chat({"model": "openai-chat", "messages": USER})
+        assert status == 200 and orjson.loads(body)["choices"][0]["message"]["content"] == "small"
+        assert ran == {"parse": {True}, "decode": {True}, "repair": {True}, "encode": {True}}
+
+
+async def test_a_large_count_tokens_request_is_counted_off_the_event_loop(monkeypatch):
+    import threading
+
+    from gateway.offload import OFFLOAD_BYTES
+    from gateway.routing import count
+
+    on_loop: list[bool] = []
+
+    def estimate(request):
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return real(request)
+
+    real = count.estimate_input_tokens
+    monkeypatch.setattr(count, "estimate_input_tokens", estimate)
+    blocks = [{"type": "text", "text": "a"}] * (OFFLOAD_BYTES // 20)
+    async with running_stack() as stack:
+        for content in (blocks, "small"):
+            body = {"model": "claude", "messages": [{"role": "user", "content": content}]}
+            async with stack.http.post(f"{stack.url}/v1/messages/count_tokens", json=body) as resp:
+                assert resp.status == 200, await resp.text()
+                assert (await resp.json())["input_tokens"] > 0
+    assert on_loop == [False, True]

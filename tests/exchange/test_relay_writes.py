@@ -32,6 +32,7 @@ class Encoder:
 
 class Exchange:
     usage = None
+    http = SimpleNamespace(protocol=SimpleNamespace(writing_paused=False), writer=None)
 
     def saw(self, event: Event) -> None:
         pass

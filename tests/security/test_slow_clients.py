@@ -97,6 +97,41 @@ async def test_a_client_that_stops_reading_loses_its_connection_and_its_upstream
         await gateway.serves_normally()
 
 
+async def test_a_client_that_stops_reading_stops_the_upstream_read_too():
+    """Backpressure: the gateway pulls the answer no faster than the client reads it. With a
+    client that reads nothing, the provider's writes block (the gateway stopped reading its
+    socket) long before the answer's end, and what the gateway buffers for the client stays
+    within its connection's high-water mark and one relayed chunk; the client leaving then
+    cancels the upstream call."""
+    frame = 16 * 1024
+    frames = 24 * 64  # 24 MiB: more than every kernel buffer on the way can hold
+    async with serving(_server(write_timeout_seconds=600.0)) as gateway:
+        upstream = gateway.hub.states["openai_chat"]
+        upstream.push(Reply(text="x" * (frame * frames), chunk_size=frame))
+        sock = await _client_that_never_reads(gateway)
+        try:
+            server = gateway.runner.server
+            await eventually(
+                lambda: upstream.throttled_streams == 1 and any(c.writing_paused for c in server.connections)
+            )
+            (connection,) = server.connections
+            assert connection.transport is not None
+            high_water = connection.transport.get_write_buffer_limits()[1]
+            # the relay waits at the high-water mark: one write (an event of `frame` characters,
+            # in chat's framing) at most beyond it
+            assert connection.transport.get_write_buffer_size() <= high_water + 2 * frame
+            sent = upstream.frames_sent
+            assert sent < frames and upstream.closed_early == 0
+        finally:
+            sock.close()
+        await eventually(lambda: upstream.closed_early == 1)  # the upstream call was cancelled
+        await eventually(lambda: gateway.sample("gateway_inflight_requests") == 0)
+        assert upstream.frames_sent < frames  # the rest of the answer was never produced
+        labels = {"ingress": "chat_completions", "model": "openai-chat", "provider": "openai-chat"}
+        assert gateway.sample("gateway_requests_total", outcome="cancelled", **labels) == 1
+        await gateway.serves_normally()
+
+
 async def test_the_upstream_total_timeout_holds_while_the_gateway_is_blocked_on_a_client():
     def adjust(config: dict) -> None:
         config["server"]["write_timeout_seconds"] = 600.0  # the client is never given up on here

@@ -43,7 +43,7 @@ async def test_entries_survive_a_restart(tmp_path: Path, clock: FakeClock) -> No
         await second.close()
 
 
-async def test_wal_mode_and_the_one_table_schema(tmp_path: Path, clock: FakeClock) -> None:
+async def test_wal_mode_and_the_schema(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "continuity.db"
     store = SqliteStore(path, ttl_seconds=100, clock=clock)
     await store.put(["k"], b"v")
@@ -51,11 +51,13 @@ async def test_wal_mode_and_the_one_table_schema(tmp_path: Path, clock: FakeCloc
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         columns = conn.execute("PRAGMA table_info(continuity)").fetchall()
-    assert tables == [("continuity",)]
+    assert tables == [("continuity",), ("tenant_bytes",)]  # the second: each tenant's total
     assert [(name, kind, pk) for _, name, kind, _, _, pk in columns] == [
         ("key", "TEXT", 1),
         ("value", "BLOB", 0),
         ("expires", "REAL", 0),
+        ("tenant", "TEXT", 0),
+        ("size", "INTEGER", 0),
     ]
     assert raw_rows(path) == [("k", b"v", clock.now + 100)]
     await store.close()

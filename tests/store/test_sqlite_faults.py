@@ -25,7 +25,7 @@ import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("PRAGMA busy_timeout = 10000")
 conn.execute("BEGIN IMMEDIATE")
-conn.execute("INSERT OR REPLACE INTO continuity VALUES ('from-locker', x'01', 1e18)")
+conn.execute("INSERT OR REPLACE INTO continuity (key, value, expires) VALUES ('from-locker', x'01', 1e18)")
 print("locked", flush=True)
 sys.stdin.readline()
 conn.execute("COMMIT")
@@ -83,9 +83,9 @@ async def test_busy_writes_fail_open_counted_and_back_off_while_reads_go_on(tmp_
     tried: list[list[str]] = []
     real_put = inner._put
 
-    def counting_put(keys, value):  # what reached SQLite (on the writer thread)
+    def counting_put(keys, value, tenant=""):  # what reached SQLite (on the writer thread)
         tried.append(list(keys))
-        return real_put(keys, value)
+        return real_put(keys, value, tenant)
 
     inner._put = counting_put  # type: ignore[method-assign]
     await store.put(["k1"], b"v1")

@@ -68,3 +68,22 @@ def test_protocol_violations_are_errors(events):
     with pytest.raises(AssemblyError):
         for event in events:
             assembler.add(event)
+
+
+@pytest.mark.parametrize("deltas", [255, 256, 257, 513, 1000])
+def test_a_long_block_is_kept_whole_across_the_joins_of_its_deltas(deltas):
+    # deltas are joined in groups as they come (a long answer's deltas are not kept one object
+    # each): every count around a group's edge gives back the exact text, interleaved blocks too
+    events = [
+        MessageStart("r1", "m"),
+        BlockStart(0, BlockKind.TEXT),
+        BlockStart(1, BlockKind.TOOL_CALL, "t", "f"),
+    ]
+    for n in range(deltas):
+        events += [BlockDelta(0, f"{n},"), BlockDelta(1, f"[{n}]")]
+    events += [BlockStop(0), BlockStop(1), Finish(StopReason.END_TURN)]
+    turn = fold(events)
+    assert turn.blocks == [
+        Text("".join(f"{n}," for n in range(deltas))),
+        ToolCall("t", "f", "".join(f"[{n}]" for n in range(deltas))),
+    ]

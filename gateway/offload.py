@@ -1,0 +1,51 @@
+"""Large requests are worked on off the event loop.
+
+Decoding, repairing and encoding a transcript is linear in its blocks: about 5-8 us each, so a
+request within the default limits (200,000 one-character blocks, ~5 MB) held the event loop for
+over a second, and every other client waited. A body of OFFLOAD_BYTES or more (decided once, from
+its size, when it has been read: `Exchange.offload`) is parsed, decoded, repaired and encoded in a
+worker thread (`off_loop`); the interpreter hands the GIL back to the event loop every switch
+interval (5 ms), so the loop keeps answering while the thread works. Smaller bodies stay on the
+loop: a thread hop costs more than their whole decode.
+
+One thread of its own, started with the app (`start`), takes every large request's work in turn:
+asyncio's default executor starts a thread whenever none looks idle, and `Thread.start` blocks
+the event loop until the new thread runs, which under a busy worker thread took up to 0.7 s. One
+at a time is no loss (the GIL runs one anyway) and bounds how many large transcripts are being
+worked on at once.
+
+A large body skips the transcript memo (gateway/ingress/memo.py): its cache belongs to the event
+loop's thread, and the repair passes and encoders are pure, so they are safe to run elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# at the densest (one-character blocks, ~27 bytes each) this is ~10,000 blocks: well under 100 ms
+# of loop time for a body just below it
+OFFLOAD_BYTES = 256 * 1024
+
+
+_worker: ThreadPoolExecutor | None = None
+
+
+def start() -> None:
+    """This process's worker thread, running (at app startup: after `--workers` forked)."""
+    global _worker
+    if _worker is None:
+        _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-offload")
+        _worker.submit(int).result()
+
+
+async def off_loop(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`function(*args, **kwargs)` in the worker thread."""
+    if _worker is None:
+        start()
+    return await asyncio.get_running_loop().run_in_executor(_worker, partial(function, *args, **kwargs))
