@@ -31,13 +31,13 @@ from gateway.continuity import chain
 from gateway.continuity.items import expand
 from gateway.continuity.restore import answer_position, message_keys, restore
 from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.budget import JsonValues, raw_parts, value_bound
+from gateway.ingress.budget import JsonValues, offloads, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import Items
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
-from gateway.offload import OFFLOAD_BYTES, off_loop
+from gateway.offload import off_loop
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -204,7 +204,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
-    exchange.offload = offload = len(raw) >= OFFLOAD_BYTES
+    exchange.offload = offload = offloads(raw)
     body, items = await _parse(exchange, raw)
     decode = exchange.codec.decode
     if offload:

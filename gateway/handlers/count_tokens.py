@@ -14,9 +14,10 @@ from aiohttp import web
 
 from gateway.exchange import check_size, parse_within_budget, plan_for
 from gateway.ingress.base import CountRoute, Dialect
+from gateway.ingress.budget import offloads
 from gateway.ingress.errors import ClientError
 from gateway.metrics import AttemptOutcome, RequestRecord
-from gateway.offload import OFFLOAD_BYTES, off_loop
+from gateway.offload import off_loop
 from gateway.routing.count import PROVIDER, CountRefused, count_input_tokens
 from gateway.state import TENANT, GatewayState
 from gateway.transcript.events import ErrorCategory
@@ -49,7 +50,7 @@ async def _count(
 ) -> web.Response:
     try:
         raw = await request.read()
-        offload = len(raw) >= OFFLOAD_BYTES  # decided once (gateway/offload.py)
+        offload = offloads(raw)  # decided once (gateway/offload.py)
         body = await parse_within_budget(raw, state.config.server, offload=offload)
         decode = partial(
             count.decode, body, request.headers, state.sealer, params=request.match_info, query=request.query

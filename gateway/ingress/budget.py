@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
+from gateway.offload import OFFLOAD_VALUES
+
 # a JSON string (skipped whole, escapes included), or a container's opening or a separator
 _STRING_OR_VALUE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[{\[,]')
 
@@ -46,6 +48,13 @@ class JsonValues:
 def value_bound(raw: bytes, start: int, end: int) -> int:
     """At least what `JsonValues` counts in `raw[start:end]` (these bytes in strings count too)."""
     return raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
+
+
+def offloads(raw: bytes) -> bool:
+    """Whether this body's work goes to the worker thread (gateway/offload.py), decided once: a
+    body shorter than OFFLOAD_VALUES bytes holds fewer values (each is a byte at least) and is not
+    counted."""
+    return len(raw) >= OFFLOAD_VALUES and value_bound(raw, 0, len(raw)) >= OFFLOAD_VALUES
 
 
 def raw_parts(body: Any) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 
 from gateway.exchange import Exchange
+from gateway.ingress.budget import offloads
 from gateway.ingress.chat import codec as chat
 from gateway.simulators.base import Reply, ToolCallSpec
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, MessageStart, is_first_content
@@ -107,14 +108,14 @@ def test_the_first_content_is_text_or_a_tool_calls_start_streamed_or_whole():
 
 
 async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_it(monkeypatch):
-    """Decided once from the body's size (gateway/offload.py): a body of OFFLOAD_BYTES or more is
+    """Decided once from the body's values (gateway/offload.py): a body of OFFLOAD_VALUES or more is
     parsed, decoded, repaired and encoded in a worker thread, so the event loop keeps serving the
     others; a smaller one takes no thread hop. Which thread each step ran in is recorded."""
     import threading
 
     from gateway import exchange as exchange_module
     from gateway.ingress.chat.codec import ChatCodec
-    from gateway.offload import OFFLOAD_BYTES
+    from gateway.offload import OFFLOAD_VALUES
     from gateway.routing import engine as engine_module
 
     ran: dict[str, set[bool]] = {}
@@ -133,9 +134,9 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
     monkeypatch.setattr(engine_module, "prepare", recorded("repair", engine_module.prepare))
     monkeypatch.setattr(engine_module.Engine, "encode", recorded("encode", engine_module.Engine.encode))
 
-    parts = [{"type": "text", "text": "a"}] * (OFFLOAD_BYTES // 20)
+    parts = [{"type": "text", "text": "a"}] * (OFFLOAD_VALUES // 2)
     large = {"model": "openai-chat", "messages": [{"role": "user", "content": parts}]}
-    assert len(orjson.dumps(large)) >= OFFLOAD_BYTES
+    assert offloads(orjson.dumps(large))
     async with running_stack() as stack:
         upstream = stack.hub.states["openai_chat"]
         upstream.push(Reply(text="large"), Reply(text="small"))
@@ -154,7 +155,7 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
 async def test_a_large_count_tokens_request_is_counted_off_the_event_loop(monkeypatch):
     import threading
 
-    from gateway.offload import OFFLOAD_BYTES
+    from gateway.offload import OFFLOAD_VALUES
     from gateway.routing import count
 
     on_loop: list[bool] = []
@@ -165,7 +166,7 @@ async def test_a_large_count_tokens_request_is_counted_off_the_event_loop(monkey
 
     real = count.estimate_input_tokens
     monkeypatch.setattr(count, "estimate_input_tokens", estimate)
-    blocks = [{"type": "text", "text": "a"}] * (OFFLOAD_BYTES // 20)
+    blocks = [{"type": "text", "text": "a"}] * (OFFLOAD_VALUES // 2)
     async with running_stack() as stack:
         for content in (blocks, "small"):
             body = {"model": "claude", "messages": [{"role": "user", "content": content}]}
