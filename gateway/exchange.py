@@ -656,13 +656,12 @@ async def _stream(
         await response.prepare(http)
         state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
         exchange.status = 200
-        await response.write(encoder.start())
         hide = None if answer.prepared.decision.shown else ReasoningFilter()
         relay = _Relay(response, encoder, assembler, exchange, hide)
         if encoder.keepalive_seconds:
             keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
         try:
-            error = await relay.run(answer)
+            error = await relay.run(answer, encoder.start())
             turn = None if error is not None else assembler.finish()
         except _FORMAT_ERRORS as exc:
             # the upstream broke its own format after the commit point: end the stream well-formed
@@ -740,12 +739,19 @@ class _Relay:
         self._hide = hide  # set when the client does not see reasoning (it is still recorded)
         self._last = time.monotonic()  # when the upstream last produced something
 
-    async def run(self, answer: Answer) -> UpstreamError | None:
-        """Relay every event; the stream's error, if it ends with one."""
+    async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
+        """Write `head` (the dialect's opening), relay every event; the stream's error, if it
+        ends with one."""
         encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response, stream = self._response, answer.stream
         # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
         protocol, writer = exchange.http.protocol, exchange.http.writer
+        # the head goes out with the first events when they are in already (read before the
+        # commit point: one write, one packet less per stream), never waiting for them
+        first = [head] if head else []
+        if first and not stream.ready():
+            await response.write(head)
+            first = []
         # the stream's batches read directly (not through `Answer.batches`, one async generator
         # less per chunk); released as soon as it ended, as `batches` does
         try:
@@ -753,7 +759,7 @@ class _Relay:
                 if not batch:
                     continue
                 self._last = time.monotonic()
-                out: list[bytes] = []
+                out, first = first, []
                 for event in batch:
                     t = type(event)
                     if t is StreamError:
@@ -778,6 +784,8 @@ class _Relay:
                     await response.write(b"".join(out))
                     if protocol.writing_paused:
                         await writer.drain()
+            if first:  # the answer had no events
+                await response.write(head)
         finally:
             await stream.aclose()
         return None

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiohttp
+from aiohttp.client_exceptions import SocketTimeoutError
 
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory, UpstreamError
@@ -91,6 +92,11 @@ class Upstream:
         self._stream = stream
         self._response: aiohttp.ClientResponse | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        # the idle watchdog of `chunks` (see there)
+        self._idle: asyncio.Handle | None = None
+        self._waiting = False
+        self._overdue = False
+        self._last = 0.0
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
@@ -123,6 +129,9 @@ class Upstream:
     async def __aexit__(self, *exc: object) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
         response = self._response
         if response is not None:
             if response.content.at_eof():
@@ -165,14 +174,64 @@ class Upstream:
     async def chunks(self) -> AsyncIterator[bytes]:
         """Body chunks as they arrive, at most MAX_STREAM_CHUNK bytes each; a broken or stalled
         connection raises UpstreamFailure. Not pulled, the body stays in aiohttp's bounded reader
-        and then in the socket: TCP throttles the provider."""
-        assert self._response is not None
-        content = self._response.content
+        and then in the socket: TCP throttles the provider.
+
+        The `idle` limit between chunks is a lazy watchdog here rather than aiohttp's `sock_read`,
+        which cancels and schedules a timer per chunk: one timer per `idle` period checks the time
+        of the last chunk. When it expires while the stream waits for the upstream it fails the
+        read exactly as aiohttp's does (same exception and text, so the same error, metric and
+        client event)."""
+        response = self._response
+        assert response is not None
+        content = response.content
+        loop = asyncio.get_running_loop()
+        self._watch_idle(loop)
         while True:
+            if self._overdue:  # it expired while the caller was busy: checked once we wait
+                self._overdue = False
+                self._idle = loop.call_soon(self._check_idle)
+            self._waiting = True
             try:
                 chunk = await content.read(MAX_STREAM_CHUNK)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise UpstreamFailure(connection_error(exc)) from None
+            finally:
+                self._waiting = False
             if not chunk:
                 return
+            self._last = loop.time()
             yield chunk
+
+    def _watch_idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the idle limit from aiohttp's per-chunk timer to the watchdog (the wait for the
+        headers, and an error body read whole, keep aiohttp's)."""
+        response = self._response
+        assert response is not None
+        connection = response.connection
+        protocol = connection.protocol if connection is not None else None
+        if protocol is None or not protocol.read_timeout:
+            return
+        protocol.read_timeout = None  # this response's only: aiohttp sets it per request
+        self._last = loop.time()
+        self._idle = loop.call_at(self._last + self._timeouts.idle, self._check_idle)
+
+    def _check_idle(self) -> None:
+        response = self._response
+        if response is None or response.closed:
+            self._idle = None
+            return
+        loop = asyncio.get_running_loop()
+        due = self._last + self._timeouts.idle
+        if loop.time() < due:
+            self._idle = loop.call_at(due, self._check_idle)
+        elif self._waiting:
+            self._idle = None
+            # what aiohttp's ResponseHandler._on_read_timeout does
+            error = SocketTimeoutError("Timeout on reading data from socket")
+            connection = response.connection
+            if connection is not None and connection.protocol is not None:
+                connection.protocol.set_exception(error)
+            response.content.set_exception(error)
+        else:
+            self._idle = None
+            self._overdue = True

@@ -46,3 +46,46 @@ def test_an_event_of_many_data_lines_is_bounded_as_a_whole():
         parser.feed(b"data: " + b"x" * 40 + b"\n" + (b"data: " + b"y" * 40 + b"\n") * 3)
     fine = SSEParser(max_line=64, max_event=100)
     assert fine.feed(b"data: a\ndata: b\n\n") == [("", "a\nb")]
+
+
+EVENT_LINES = st.lists(
+    st.sampled_from(
+        [
+            b"data: ",
+            b"data:",
+            b"data: {}",
+            b"data: a:b",
+            b"data:  x",
+            b"event: e",
+            b": c",
+            b"",
+            b"\r",
+            b"id: 1",
+        ]
+    ),
+    max_size=8,
+)
+
+
+@given(EVENT_LINES, st.lists(st.integers(min_value=1, max_value=80), max_size=6))
+def test_whole_event_chunks_frame_as_byte_by_byte_feeding(lines, cuts):
+    """The one-event fast path gives the events the line-by-line framing gives."""
+    stream = b"".join(line + b"\n" for line in lines) + b"data: tail\n\n"
+    slow = SSEParser()
+    expected = [e for i in range(len(stream)) for e in slow.feed(stream[i : i + 1])] + slow.finish()
+    fast, out, last = SSEParser(), [], 0
+    for cut in sorted({c for c in cuts if c < len(stream)}):
+        out += fast.feed(stream[last:cut])
+        last = cut
+    out += fast.feed(stream[last:]) + fast.finish()
+    assert out == expected
+    whole = SSEParser()
+    assert whole.feed(b"data: one\n\n") + whole.feed(b"data: \xc3\n\n") == [("", "one"), ("", "\ufffd")]
+
+
+def test_the_one_event_fast_path_keeps_the_limits():
+    with pytest.raises(SSELineTooLong):
+        SSEParser(max_line=16).feed(b"data: " + b"x" * 32 + b"\n\n")
+    with pytest.raises(SSELineTooLong):
+        SSEParser(max_line=64, max_event=10).feed(b"data: " + b"x" * 32 + b"\n\n")
+    assert SSEParser(max_line=10).feed(b"data: abcd\n\n") == [("", "abcd")]

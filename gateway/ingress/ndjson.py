@@ -99,7 +99,7 @@ _LINE_TYPES = {BlockKind.TEXT: "text", BlockKind.REASONING: "thinking", BlockKin
 
 
 class _Block:
-    __slots__ = ("position", "kind", "line", "id", "name", "custom", "parts", "shown")
+    __slots__ = ("position", "kind", "line", "id", "name", "custom", "parts", "shown", "head")
 
     def __init__(self, position: int, kind: BlockKind, id: str, name: str, custom: bool) -> None:
         self.position = position
@@ -110,6 +110,10 @@ class _Block:
         self.custom = custom  # a custom (freeform) tool's call: its input is text, not JSON
         self.parts: list[str] = []  # a tool call's argument fragments, until it completes
         self.shown = False  # a line named the block
+        # its delta line up to the text: the bytes `_line` writes before the text's JSON string
+        self.head = (
+            b'{"type":' + orjson.dumps(self.line) + b',"index":' + str(position).encode() + b',"text":'
+        )
 
 
 class NdjsonEncoder:
@@ -141,7 +145,7 @@ class NdjsonEncoder:
                 block.parts.append(event.text)
                 return None
             block.shown = True
-            return _line({"type": block.line, "index": block.position, "text": event.text})
+            return block.head + orjson.dumps(event.text) + b"}\n"
         if t is BlockStart:
             self._blocks[event.index] = _Block(
                 len(self._blocks), event.kind, event.id, event.name, event.custom

@@ -171,6 +171,10 @@ class EventStream:
         """From now on a StreamError is a failure after the commit point: `on_failure` hears it."""
         self._on_failure = on_failure
 
+    def ready(self) -> bool:
+        """Whether `next_batch` has a batch without waiting for the upstream."""
+        return bool(self._pending)
+
     async def next_batch(self) -> list[Event] | None:
         if self._pending:
             return self._watch(self._pending.pop(0))

@@ -100,10 +100,13 @@ class _Call:
         self.args: list[str] = []
 
 
+_MARK = "\x00text\x00"
+
+
 class AnswerParts:
     """Canonical events in, Gemini parts out; the finish reason and usage at the end."""
 
-    __slots__ = ("id", "model", "_thoughts", "_sealer", "_kinds", "_calls", "_usage", "_finish")
+    __slots__ = ("id", "model", "_thoughts", "_sealer", "_kinds", "_calls", "_usage", "_finish", "_templates")
 
     def __init__(self, response_id: str, model: str, include_thoughts: bool, sealer: Sealer) -> None:
         self.id = response_id
@@ -114,6 +117,28 @@ class AnswerParts:
         self._calls: dict[int, _Call] = {}
         self._usage: Usage | None = None
         self._finish: StopReason | None = None
+        self._templates: dict[BlockKind, tuple[bytes, bytes]] = {}
+
+    def delta_template(self, event: BlockDelta) -> tuple[bytes, bytes] | None:
+        """The rendered chunk of a shown text or thought delta around its text's JSON string
+        (what `response(feed(event))` renders, rendered once per kind with a placeholder); None
+        for the other deltas (`feed` handles them)."""
+        kind = self._kinds[event.index]
+        template = self._templates.get(kind)
+        if template is None:
+            if kind is BlockKind.TEXT:
+                part: dict[str, Any] = {"text": _MARK}
+            elif kind is BlockKind.REASONING and self._thoughts:
+                part = {"text": _MARK, "thought": True}
+            else:
+                return None
+            before, mark, after = orjson.dumps(self.response([part], final=False)).partition(
+                orjson.dumps(_MARK)
+            )
+            if not mark:  # pragma: no cover - the placeholder is in the rendering above
+                return None
+            template = self._templates[kind] = (before, after)
+        return template
 
     def feed(self, event: Event) -> list[dict[str, Any]]:
         t = type(event)
@@ -209,7 +234,9 @@ class GeminiStreamEncoder:
         self.content_type = "text/event-stream" if sse else "application/json"
 
     def _frame(self, payload: dict[str, Any]) -> bytes:
-        data = orjson.dumps(payload)
+        return self._framed(orjson.dumps(payload))
+
+    def _framed(self, data: bytes) -> bytes:
         if self._sse:
             return b"data: " + data + b"\r\n\r\n"
         if self._first:
@@ -221,6 +248,10 @@ class GeminiStreamEncoder:
         return b"" if self._sse else b"["
 
     def event(self, event: Event) -> bytes | None:
+        if type(event) is BlockDelta and event.text:  # nearly every event: no dicts
+            template = self._parts.delta_template(event)
+            if template is not None:
+                return self._framed(template[0] + orjson.dumps(event.text) + template[1])
         parts = self._parts.feed(event)
         return self._frame(self._parts.response(parts, final=False)) if parts else None
 

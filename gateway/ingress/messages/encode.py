@@ -104,6 +104,7 @@ class _Block:
         "citations",
         "result",
         "input",
+        "delta_head",
     )
 
     def __init__(self, kind: BlockKind, id: str, name: str, result: ServerToolResult | None = None) -> None:
@@ -118,6 +119,7 @@ class _Block:
         self.meta: Continuity | None = None
         self.wire: int | None = None  # index on the wire once content_block_start went out
         self.args_sent = False
+        self.delta_head: bytes | None = None  # its rendered delta event up to the text (on the wire)
 
 
 class MessageEvents:
@@ -246,6 +248,35 @@ class MessageEvents:
         elif t is Finish:
             self._finish = event.stop_reason
         return []
+
+    def rendered_delta(self, event: BlockDelta) -> bytes | None:
+        """The SSE bytes of a delta to the block open on the wire, between pre-rendered halves
+        (the bytes `feed` and `sse` write for it, without their dicts: nearly every event); None
+        when `feed` has work to do (another block, a first content that opens the block, ...)."""
+        if event.index != self._active or not event.text:
+            return None
+        block = self._blocks[event.index]
+        head = block.delta_head
+        if head is None:
+            if block.wire is None:
+                return None
+            kind = block.kind
+            if kind is BlockKind.TEXT:
+                field = b'{"type":"text_delta","text":'
+            elif kind is BlockKind.REASONING and not self._omit_thinking:
+                field = b'{"type":"thinking_delta","thinking":'
+            elif kind is BlockKind.TOOL_CALL:
+                field = b'{"type":"input_json_delta","partial_json":'
+                block.args_sent = True
+            else:
+                return None
+            head = block.delta_head = (
+                b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+                + str(block.wire).encode()
+                + b',"delta":'
+                + field
+            )
+        return head + orjson.dumps(event.text) + b"}}\n\n"
 
     def _drain(self) -> list[dict[str, Any]]:
         """Write the blocks that waited, in start order, up to the first one still open."""
@@ -414,6 +445,10 @@ class MessagesStreamEncoder:
         return b""
 
     def event(self, event: Event) -> bytes | None:
+        if type(event) is BlockDelta:
+            rendered = self._events.rendered_delta(event)
+            if rendered is not None:
+                return rendered
         out = self._events.feed(event)
         if not out:
             return None

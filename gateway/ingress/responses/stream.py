@@ -51,7 +51,7 @@ from gateway.transcript.seal import Sealer
 class _Item:
     """One canonical block on its way out as an output item (-1: not opened yet)."""
 
-    __slots__ = ("kind", "index", "id", "name", "call_id", "custom", "parts", "opened")
+    __slots__ = ("kind", "index", "id", "name", "call_id", "custom", "parts", "opened", "rendered")
 
     def __init__(self, kind: BlockKind, event: BlockStart) -> None:
         self.kind = kind
@@ -62,6 +62,30 @@ class _Item:
         self.custom = event.custom
         self.parts: list[str] = []
         self.opened = False
+        # its delta event around the sequence number and the text, once it has one (see _delta)
+        self.rendered: tuple[bytes, bytes, bytes] | None = None
+
+
+_MARK = "\x00delta\x00"
+_OPENED_BY_CONTENT = frozenset((BlockKind.TEXT, BlockKind.REFUSAL, BlockKind.REASONING))
+
+
+def delta_template(
+    kind: str, head: dict[str, Any], tail: dict[str, Any]
+) -> tuple[bytes, bytes, bytes] | None:
+    """The bytes `_event(kind, {**head, "delta": text, **tail})` writes, in three pieces around
+    the sequence number and the text's JSON string (rendered once with placeholders, so the
+    pieces are that very rendering)."""
+    data = orjson.dumps({"type": kind, "sequence_number": 0, **head, "delta": _MARK, **tail})
+    before, sep, after = data.partition(b',"sequence_number":0,')
+    middle, mark, end = after.partition(orjson.dumps(_MARK))
+    if not sep or not mark:  # pragma: no cover - the placeholders are in the rendering above
+        return None
+    return (
+        b"event: " + kind.encode() + b"\ndata: " + before + b',"sequence_number":',
+        b"," + middle,
+        end + b"\n\n",
+    )
 
 
 class ResponsesStreamEncoder:
@@ -155,48 +179,52 @@ class ResponsesStreamEncoder:
         item.parts.append(text)
         if item.kind is BlockKind.SERVER_TOOL_CALL:
             return None
-        ref = {"item_id": item.id, "output_index": item.index}
+        rendered = item.rendered
+        if rendered is not None:  # nearly every event: no dicts, one dump of the text
+            before, middle, end = rendered
+            sequence = self._sequence
+            self._sequence = sequence + 1
+            return b"".join((before, str(sequence).encode(), middle, orjson.dumps(text), end))
+        out = self._opening(item)
+        kind, head, tail = self._delta_shape(item)
+        item.rendered = delta_template(kind, head, tail)
+        return out + self._event(kind, {**head, "delta": text, **tail})
+
+    def _opening(self, item: _Item) -> bytes:
+        """The events that open an item at its first content (none for a call: opened at its start)."""
+        if item.opened or item.kind not in _OPENED_BY_CONTENT:
+            return b""
+        item.opened = True
         if item.kind is BlockKind.TEXT or item.kind is BlockKind.REFUSAL:
-            refusal = item.kind is BlockKind.REFUSAL
-            out = b""
-            if not item.opened:
-                item.opened = True
-                item.index = self._next_index
-                item.id = message_id(self._base, item.index)
-                ref = {"item_id": item.id, "output_index": item.index}
-                _, out = self._open(message_item(item.id, "", "in_progress"))
-                part = refusal_part("") if refusal else output_text("")
-                out += self._event("response.content_part.added", {**ref, "content_index": 0, "part": part})
-            if refusal:
-                return out + self._event("response.refusal.delta", {**ref, "content_index": 0, "delta": text})
-            return out + self._event(
-                "response.output_text.delta", {**ref, "content_index": 0, "delta": text, "logprobs": []}
+            item.index = self._next_index
+            item.id = message_id(self._base, item.index)
+            ref = {"item_id": item.id, "output_index": item.index}
+            _, out = self._open(message_item(item.id, "", "in_progress"))
+            part = refusal_part("") if item.kind is BlockKind.REFUSAL else output_text("")
+            return out + self._event("response.content_part.added", {**ref, "content_index": 0, "part": part})
+        ref = {"item_id": item.id, "output_index": item.index}
+        if self._answering.summaries:
+            part = {"type": "summary_text", "text": ""}
+            return self._event(
+                "response.reasoning_summary_part.added", {**ref, "summary_index": 0, "part": part}
             )
+        part = {"type": "reasoning_text", "text": ""}
+        return self._event("response.content_part.added", {**ref, "content_index": 0, "part": part})
+
+    def _delta_shape(self, item: _Item) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """An item's delta event: its type, the fields before the delta and those after it."""
+        ref = {"item_id": item.id, "output_index": item.index}
+        if item.kind is BlockKind.TEXT:
+            return "response.output_text.delta", {**ref, "content_index": 0}, {"logprobs": []}
+        if item.kind is BlockKind.REFUSAL:
+            return "response.refusal.delta", {**ref, "content_index": 0}, {}
         if item.kind is BlockKind.REASONING:
-            out = b""
             if self._answering.summaries:
-                if not item.opened:
-                    item.opened = True
-                    part = {"type": "summary_text", "text": ""}
-                    out = self._event(
-                        "response.reasoning_summary_part.added", {**ref, "summary_index": 0, "part": part}
-                    )
-                return out + self._event(
-                    "response.reasoning_summary_text.delta", {**ref, "summary_index": 0, "delta": text}
-                )
-            if not item.opened:
-                item.opened = True
-                part = {"type": "reasoning_text", "text": ""}
-                out = self._event("response.content_part.added", {**ref, "content_index": 0, "part": part})
-            return out + self._event(
-                "response.reasoning_text.delta", {**ref, "content_index": 0, "delta": text}
-            )
-        kind = (
-            "response.custom_tool_call_input.delta"
-            if item.custom
-            else "response.function_call_arguments.delta"
-        )
-        return self._event(kind, {**ref, "delta": text})
+                return "response.reasoning_summary_text.delta", {**ref, "summary_index": 0}, {}
+            return "response.reasoning_text.delta", {**ref, "content_index": 0}, {}
+        if item.custom:
+            return "response.custom_tool_call_input.delta", ref, {}
+        return "response.function_call_arguments.delta", ref, {}
 
     def _stop_block(self, item: _Item, event: BlockStop) -> bytes | None:
         text = "".join(item.parts)

@@ -1,0 +1,90 @@
+"""The relay's writes: the dialect's opening goes out in the same write as the first events when
+they were read already (before the commit point), and at once when they were not (never held
+back waiting for the upstream)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+
+from gateway.exchange import _Relay
+from gateway.routing.answer import EventStream, IdMapper
+from gateway.transcript.assembler import Assembler
+from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event
+from tests.routing.test_event_stream import TARGET, LineDecoder
+
+HEAD = b"<head>"
+
+
+class Writes:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+
+class Encoder:
+    def event(self, event: Event) -> bytes | None:
+        return f"<{event.text}>".encode() if type(event) is BlockDelta else None
+
+
+class Exchange:
+    usage = None
+    http = SimpleNamespace(protocol=SimpleNamespace(writing_paused=False), writer=None)
+
+    def saw(self, event: Event) -> None:
+        pass
+
+
+class GatedUpstream:
+    def __init__(self, chunks: list[bytes], gate: asyncio.Event) -> None:
+        self._chunks, self._gate = chunks, gate
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        await self._gate.wait()
+        for chunk in self._chunks:
+            yield chunk
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
+def _relay(stream: EventStream, assembler: Assembler | None = None) -> tuple[_Relay, Writes, SimpleNamespace]:
+    response = Writes()
+    relay = _Relay(response, Encoder(), assembler or Assembler(), Exchange())  # type: ignore[arg-type]
+    return relay, response, SimpleNamespace(stream=stream)
+
+
+async def test_the_head_shares_the_first_write_with_events_read_before_the_commit():
+    gate = asyncio.Event()
+    gate.set()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
+    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a")])
+    relay, response, answer = _relay(stream)
+    assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
+    assert response.writes == [HEAD + b"<a>", b"<b>"]
+
+
+async def test_the_head_goes_at_once_when_no_event_is_in_yet():
+    gate = asyncio.Event()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
+    assembler = Assembler()
+    assembler.add(BlockStart(0, BlockKind.TEXT))  # relayed earlier: nothing is in now
+    relay, response, answer = _relay(stream, assembler)
+    task = asyncio.create_task(relay.run(answer, HEAD))  # type: ignore[arg-type]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert response.writes == [HEAD], "written before the upstream sent anything"
+    gate.set()
+    await task
+    assert response.writes == [HEAD, b"<b>"]
+
+
+async def test_an_answer_without_events_still_gets_its_head():
+    stream = EventStream(IdMapper(TARGET), events=[])
+    relay, response, answer = _relay(stream)
+    stream.unread([])
+    assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
+    assert response.writes == [HEAD]
