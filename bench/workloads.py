@@ -4,6 +4,7 @@ bodies go direct to the upstream stub and through the gateway; only `model` diff
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import orjson
@@ -65,9 +66,13 @@ def agent_messages(count: int, seed: str) -> list[dict[str, Any]]:
         {"role": "system", "content": f"You are a coding agent working in repository {seed}."},
         {"role": "user", "content": f"Task {seed}: fix the failing tests in src/."},
     ]
+    # providers' call ids are unique per call: ids shared between sessions (the seed's first
+    # characters name the path and size, not the session) let a memo keyed by message bytes find
+    # another session's assistant turns, which real traffic never offers
+    session = hashlib.sha256(seed.encode()).hexdigest()[:8]
     step = 0
     while len(messages) < count:
-        call_id = f"call_{seed[:8]}{step:016d}"[:29]
+        call_id = f"call_{session}{step:016d}"[:29]
         messages.append(
             {
                 "role": "assistant",
