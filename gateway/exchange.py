@@ -591,7 +591,11 @@ async def _record_turn(exchange: Exchange, inbound: Inbound, request: Request, t
     """Record the answered turn before the client sees its end (a client may send its next turn
     the moment it has the last byte, on another connection)."""
     state, tenant = exchange.state, exchange.tenant
-    state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
+    # awaited: in this process a write in flight is read from `pending`, but another replica or
+    # worker sharing the store reads the store itself
+    written = state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
+    if written is not None:
+        await written
     if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
         assert exchange.reply is not None
         assert exchange.answer is not None

@@ -1,4 +1,5 @@
-"""Record answered turns in the background: recording never delays the client's stream, and
+"""Record answered turns: the exchange awaits a turn's write before the client gets the answer's
+end (another replica or worker may serve the client's next turn), never before its first bytes;
 shutdown waits (bounded) for the writes still in flight.
 
 A client may send its next turn before the store write of the previous answer has landed (an
@@ -34,13 +35,17 @@ class Recorder:
         self._pending: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, bytes] = {}  # key -> record, until its write finished
 
-    def record(self, blocks: list[Block], session: str, position: int, tenant: str = "") -> None:
+    def record(
+        self, blocks: list[Block], session: str, position: int, tenant: str = ""
+    ) -> asyncio.Future[None] | None:
+        """The turn's write (`write`), or None when it carries nothing to record. A caller that
+        awaits it knows every process sharing the store can read the turn."""
         if not carries_continuity(blocks):
-            return
+            return None
         keys = turn_keys(blocks, session, position, tenant)
         if not keys:
-            return
-        self.put(keys, encode_turn(blocks), tenant)
+            return None
+        return self.write(keys, encode_turn(blocks), tenant)
 
     def put(self, keys: list[str], value: bytes, tenant: str = "") -> asyncio.Task[None]:
         """Write `value` under `keys` in the background (readable through `pending` meanwhile)."""

@@ -85,3 +85,19 @@ async def test_drain_gives_up_after_its_grace_period():
     store.gate.set()
     await recorder.drain()
     assert store.data == {"k": b"v"}
+
+
+async def test_the_record_of_a_turn_is_done_when_the_store_has_it():
+    """The exchange awaits it before the client sees the answer's end: another replica sharing
+    the store reads the store, not this process's writes in flight."""
+    store = GatedStore()
+    recorder = Recorder(store)
+    assert recorder.record(PLAIN, "s", 1) is None
+    written = recorder.record(THOUGHTFUL, "s", 1, "tenant")
+    assert written is not None
+    await asyncio.sleep(0)
+    assert not written.done() and store.puts == 1
+    store.gate.set()
+    await written
+    keys = turn_keys(THOUGHTFUL, "s", 1, "tenant")
+    assert all(decode_turn(store.data[k]) is not None for k in keys)
