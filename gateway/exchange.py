@@ -205,8 +205,9 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
-    exchange.offload = offload = offloads(raw)
-    body, items = await _parse(exchange, raw)
+    values = await values_within_budget(raw, state.config.server)
+    exchange.offload = offload = offloads(values)
+    body, items = await _parse(exchange, raw, values)
     decode = exchange.codec.decode
     if offload:
         inbound = await off_loop(
@@ -269,15 +270,15 @@ async def _admit(exchange: Exchange) -> None:
         raise refusal.error()
 
 
-async def _parse(exchange: Exchange, raw: bytes) -> tuple[Any, Items[Any] | None]:
+async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[Any, Items[Any] | None]:
+    """`values`: the body's count by `values_within_budget`, made once by the caller."""
     state = exchange.state
     server = state.config.server
     if exchange.offload:  # the memo's cache belongs to the event loop: a large body is decoded whole
-        return await parse_within_budget(raw, server, offload=True), None
+        return await parse_counted(raw, server, values, offload=True), None
     field = exchange.codec.transcript_field
     if field is None:
-        return await parse_within_budget(raw, server), None
-    values = await values_within_budget(raw, server)
+        return await parse_counted(raw, server, values), None
     scope = f"{exchange.dialect.ingress}\0{exchange.tenant}"
     return parse_transcript(raw, field, state.memo, scope, server, values)
 
@@ -394,7 +395,13 @@ async def parse_within_budget(
     """The parsed body, once it is known to be within the caps that bound its parse and decode:
     its JSON values (`values_within_budget`), then the blocks its lists hold (`check_parts`).
     `offload`: parsed and counted in a worker thread."""
-    values = await values_within_budget(raw, limits)
+    return await parse_counted(raw, limits, await values_within_budget(raw, limits), skip, offload)
+
+
+async def parse_counted(
+    raw: bytes, limits: ServerConfig, values: int | None, skip: str | None = None, offload: bool = False
+) -> Any:
+    """`parse_within_budget` for a body whose values `values_within_budget` counted already."""
     if offload:
         body, parts = await off_loop(_parse_and_count, raw, limits.max_json_depth, skip)
         check_parts(body, limits, parts=parts)

@@ -12,7 +12,7 @@ from functools import partial
 
 from aiohttp import web
 
-from gateway.exchange import check_size, parse_within_budget, plan_for
+from gateway.exchange import check_size, parse_counted, plan_for, values_within_budget
 from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.budget import offloads
 from gateway.ingress.errors import ClientError
@@ -50,8 +50,9 @@ async def _count(
 ) -> web.Response:
     try:
         raw = await request.read()
-        offload = offloads(raw)  # decided once (gateway/offload.py)
-        body = await parse_within_budget(raw, state.config.server, offload=offload)
+        values = await values_within_budget(raw, state.config.server)
+        offload = offloads(values)  # decided once (gateway/offload.py)
+        body = await parse_counted(raw, state.config.server, values, offload=offload)
         decode = partial(
             count.decode, body, request.headers, state.sealer, params=request.match_info, query=request.query
         )

@@ -50,11 +50,11 @@ def value_bound(raw: bytes, start: int, end: int) -> int:
     return raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
 
 
-def offloads(raw: bytes) -> bool:
-    """Whether this body's work goes to the worker thread (gateway/offload.py), decided once: a
-    body shorter than OFFLOAD_VALUES bytes holds fewer values (each is a byte at least) and is not
-    counted."""
-    return len(raw) >= OFFLOAD_VALUES and value_bound(raw, 0, len(raw)) >= OFFLOAD_VALUES
+def offloads(values: int | None) -> bool:
+    """Whether a body's work goes to the worker thread (gateway/offload.py), decided once from
+    the count `values_within_budget` made of it (`value_bound`; None: past that bound, counted
+    exactly)."""
+    return values is None or values >= OFFLOAD_VALUES
 
 
 def raw_parts(body: Any) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from gateway.exchange import Exchange
-from gateway.ingress.budget import offloads
+from gateway.ingress.budget import offloads, value_bound
 from gateway.ingress.chat import codec as chat
 from gateway.simulators.base import Reply, ToolCallSpec
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, MessageStart, is_first_content
@@ -136,7 +136,8 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
 
     parts = [{"type": "text", "text": "a"}] * (OFFLOAD_VALUES // 2)
     large = {"model": "openai-chat", "messages": [{"role": "user", "content": parts}]}
-    assert offloads(orjson.dumps(large))
+    encoded = orjson.dumps(large)
+    assert offloads(value_bound(encoded, 0, len(encoded)))
     async with running_stack() as stack:
         upstream = stack.hub.states["openai_chat"]
         upstream.push(Reply(text="large"), Reply(text="small"))
