@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import socket
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -26,17 +25,17 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from gateway.access_log import session_hash
+from gateway.answering import answer_stream, answer_whole
 from gateway.config import ServerConfig
 from gateway.continuity import chain
 from gateway.continuity.items import expand
-from gateway.continuity.restore import answer_position, message_keys, restore
-from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint, StreamEncoder
-from gateway.ingress.budget import JsonValues, offloads, raw_parts, value_bound
+from gateway.continuity.restore import message_keys, restore
+from gateway.ingress.admission import check_parts, check_size, parse_counted, values_within_budget
+from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint
+from gateway.ingress.budget import offloads
 from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
-from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.split import parse_split
-from gateway.ingress.textual import ServerToolsAsText
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.offload import off_loop
 from gateway.repair.report import Repair
@@ -44,19 +43,15 @@ from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
 from gateway.session import derive_session_key, valid_session_id
 from gateway.state import TENANT, GatewayState
-from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.estimate import estimate_input_tokens
 from gateway.transcript.events import (
     CONTEXT_OVERFLOW,
     ErrorCategory,
     Event,
-    StreamError,
     UpstreamError,
-    UsageUpdate,
     is_first_content,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage
-from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
@@ -65,9 +60,6 @@ log = logging.getLogger("gateway")
 
 # on every answer of the API, errors included: the request's id in the inspector (/inspector)
 REQUEST_ID_HEADER = "X-Gateway-Request-Id"
-
-# what an upstream that breaks its own answer format raises while its events are folded
-_FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
 
 
 @dataclass(slots=True)
@@ -256,8 +248,8 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.reply = Reply(exchange.codec.answer_id(exchange.request_id), request.model, int(time.time()))
     exchange.headers = _headers(exchange, answer)
     if request.stream:
-        return await _stream(exchange, inbound, request, answer)
-    return await _whole(exchange, inbound, request, answer)
+        return await answer_stream(exchange, inbound, request, answer)
+    return await answer_whole(exchange, inbound, request, answer)
 
 
 async def _admit(exchange: Exchange) -> None:
@@ -383,115 +375,6 @@ def client_error_for(failed: AllTargetsFailed, request: Request | None = None) -
     return ClientError(status, message, type=kind, code=final.code or final.category.value, headers=headers)
 
 
-# a body's value count is made in steps, the event loop running between them: bytes per step of
-# the bound, strings and structural bytes per step of the exact count (each a few ms)
-_BOUND_STEP = 1 << 20
-_COUNT_STEP = 20_000
-
-
-async def parse_within_budget(
-    raw: bytes, limits: ServerConfig, skip: str | None = None, offload: bool = False
-) -> Any:
-    """The parsed body, once it is known to be within the caps that bound its parse and decode:
-    its JSON values (`values_within_budget`), then the blocks its lists hold (`check_parts`).
-    `offload`: parsed and counted in a worker thread."""
-    return await parse_counted(raw, limits, await values_within_budget(raw, limits), skip, offload)
-
-
-async def parse_counted(
-    raw: bytes, limits: ServerConfig, values: int | None, skip: str | None = None, offload: bool = False
-) -> Any:
-    """`parse_within_budget` for a body whose values `values_within_budget` counted already."""
-    if offload:
-        body, parts = await off_loop(_parse_and_count, raw, limits.max_json_depth, skip)
-        check_parts(body, limits, parts=parts)
-    else:
-        body = parse_json_body(raw, limits.max_json_depth, skip)
-        check_parts(body, limits, values)
-    return body
-
-
-async def values_within_budget(raw: bytes, limits: ServerConfig) -> int | None:
-    """Refuse a body of more JSON values than the cap before it is parsed: counted in steps that
-    let other requests run, and only when one C-speed count cannot tell. Returns the C-speed
-    count (`value_bound` of the whole body), when it was made whole."""
-    cap = limits.max_json_values
-    bound = 0
-    for start in range(0, len(raw), _BOUND_STEP):
-        if start:
-            await asyncio.sleep(0)
-        bound += value_bound(raw, start, start + _BOUND_STEP)
-        if bound > cap:
-            break
-    if bound > cap:
-        values = JsonValues(raw)
-        while not values.done:
-            values.step(_COUNT_STEP)
-            if values.count > cap:
-                raise ClientError(
-                    400,
-                    f"the request body holds more than {cap} JSON values ([server] max_json_values)",
-                    code="too_many_values",
-                )
-            await asyncio.sleep(0)
-        return None
-    return bound
-
-
-def check_parts(body: Any, limits: ServerConfig, values: int | None = None, parts: int | None = None) -> None:
-    """Refuse a body whose lists hold more blocks than the caps allow, before it is decoded
-    (`check_size` checks the decoded transcript again: a kept history adds to it). `values`: the
-    C-speed bound of the whole body's values (`values_within_budget`), when made; `parts`: the
-    body's `raw_parts`, when counted already."""
-    most = limits.max_blocks + limits.max_messages + limits.max_tools
-    if parts is None:
-        # what raw_parts counts (list items, a content list's for its message) is at most the
-        # body's brackets and commas: a body whose bound is within the caps needs no count
-        parts = raw_parts(body) if values is None or values > most else 0
-    if parts > most:
-        raise ClientError(
-            400,
-            f"the request holds {parts} messages, content blocks and tools; this gateway takes at most "
-            f"{limits.max_blocks} blocks ([server] max_blocks), {limits.max_messages} messages and "
-            f"{limits.max_tools} tools",
-            param="messages",
-            code="too_many_blocks",
-        )
-
-
-def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any, int]:
-    body = parse_json_body(raw, max_depth, skip)
-    return body, raw_parts(body)
-
-
-def check_size(request: Request, limits: ServerConfig) -> None:
-    """Refuse a transcript beyond the configured caps before any pass runs over it."""
-    if len(request.messages) > limits.max_messages:
-        raise ClientError(
-            400,
-            f"the conversation has {len(request.messages)} messages; this gateway takes at most "
-            f"{limits.max_messages} ([server] max_messages)",
-            param="messages",
-            code="too_many_messages",
-        )
-    if len(request.tools) > limits.max_tools:
-        raise ClientError(
-            400,
-            f"{len(request.tools)} tools; this gateway takes at most {limits.max_tools} ([server] max_tools)",
-            param="tools",
-            code="too_many_tools",
-        )
-    blocks = sum(len(m.blocks) for m in request.messages) + len(request.system)
-    if blocks > limits.max_blocks:
-        raise ClientError(
-            400,
-            f"the conversation has {blocks} content blocks; this gateway takes at most "
-            f"{limits.max_blocks} ([server] max_blocks)",
-            param="messages",
-            code="too_many_blocks",
-        )
-
-
 def plan_for(state: GatewayState, model: str) -> Plan:
     """The targets for `model`, or the client's 404 (400 for a name no provider can have)."""
     try:
@@ -592,225 +475,3 @@ def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:
         counts = Counter(r.kind for r in repairs)
         headers["X-Gateway-Repairs"] = ",".join(f"{kind}={n}" for kind, n in sorted(counts.items()))
     return headers
-
-
-async def _record_turn(exchange: Exchange, inbound: Inbound, request: Request, turn: AssistantTurn) -> None:
-    """Record the answered turn before the client sees its end (a client may send its next turn
-    the moment it has the last byte, on another connection)."""
-    state, tenant = exchange.state, exchange.tenant
-    # awaited: in this process a write in flight is read from `pending`, but another replica or
-    # worker sharing the store reads the store itself
-    written = state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
-    if written is not None:
-        await written
-    if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
-        assert exchange.reply is not None
-        assert exchange.answer is not None
-        seen = turn  # the items are those the client got: without the reasoning it did not see
-        if not exchange.answer.prepared.decision.shown:
-            seen = replace(turn, blocks=visible_blocks(turn.blocks, False))
-        await state.history.keep(
-            exchange.reply.id,
-            tenant,
-            exchange.kept,
-            (*request.messages, turn.message()),
-            exchange.codec.kept_items(inbound, exchange.reply, seen),
-        )
-
-
-async def _whole(exchange: Exchange, inbound: Inbound, request: Request, answer: Answer) -> web.Response:
-    assembler = Assembler()
-    hide = None if answer.prepared.decision.shown else ReasoningFilter()
-    stream = answer.stream
-    try:
-        # the batches read directly (two async generators less per event than `answer.events()`)
-        try:
-            while (batch := await stream.next_batch()) is not None:
-                for event in batch:
-                    if hide is None or hide.passes(event):  # the first content is what the client sees
-                        exchange.saw(event)
-                    assembler.add(event)
-        finally:
-            await stream.aclose()
-        turn = assembler.finish()
-    except _FORMAT_ERRORS as exc:
-        exchange.outcome = "upstream_error"
-        raise ClientError(
-            502,
-            f"{answer.target.provider} broke its own answer format: {exc}",
-            type="upstream_error",
-            code="protocol",
-        ) from None
-    exchange.usage = turn.usage
-    exchange.turn = turn
-    if assembler.error is None:
-        await _record_turn(exchange, inbound, request, turn)
-    exchange.status = 200
-    if not answer.prepared.decision.shown:  # kept whole above; the client asked for no reasoning
-        turn = replace(turn, blocks=visible_blocks(turn.blocks, False))
-    assert exchange.reply is not None
-    body = exchange.codec.answer(inbound, exchange.reply, turn, exchange.state.sealer)
-    return web.Response(body=body, headers=exchange.headers, content_type="application/json")
-
-
-async def _stream(
-    exchange: Exchange, inbound: Inbound, request: Request, answer: Answer
-) -> web.StreamResponse:
-    state, http = exchange.state, exchange.http
-    encoder = _stream_encoder(exchange, inbound)
-    headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
-    response = web.StreamResponse(status=200, headers=headers)
-    assembler = Assembler()  # the turn as it streams, to record once it completed
-    keepalive: asyncio.Task[None] | None = None
-    try:
-        _bound_kernel_buffer(http)
-        await response.prepare(http)
-        state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
-        exchange.status = 200
-        hide = None if answer.prepared.decision.shown else ReasoningFilter()
-        relay = _Relay(response, encoder, assembler, exchange, hide)
-        if encoder.keepalive_seconds:
-            keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
-        try:
-            error = await relay.run(answer, encoder.start())
-            turn = None if error is not None else assembler.finish()
-        except _FORMAT_ERRORS as exc:
-            # the upstream broke its own format after the commit point: end the stream well-formed
-            log.warning("%s broke its stream format: %s", answer.target.provider, exc)
-            error = UpstreamError(ErrorCategory.PROTOCOL, f"{answer.target.provider} broke its stream format")
-            turn = None
-        if keepalive is not None:
-            keepalive.cancel()
-        if error is not None:
-            # a half-finished turn is never recorded: its reasoning block may be cut short
-            exchange.outcome = "stream_error"
-            # the provider's message may quote what it was sent: never echo a secret
-            exchange.error = state.redactor.text(error.message)
-            await response.write(encoder.error(replace(error, message=exchange.error)))
-            return response
-        assert turn is not None
-        exchange.turn = turn
-        await _record_turn(exchange, inbound, request, turn)
-        await response.write(encoder.finish())
-        await response.write_eof()
-        return response
-    finally:
-        if keepalive is not None:
-            keepalive.cancel()
-        await answer.aclose()
-
-
-# the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
-# autotuning it grows to net.ipv4.tcp_wmem's maximum (4 MiB): a client that stops reading then
-# takes that much of the answer before the relay feels it, kernel memory plus the answer's text
-# held meanwhile. A stream's tokens come far slower than this buffer empties on any network.
-STREAM_SEND_BUFFER = 64 * 1024
-
-
-def _bound_kernel_buffer(http: web.Request) -> None:
-    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
-        except OSError:  # not a TCP socket (a test's pipe): nothing to bound
-            pass
-
-
-def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
-    """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
-    them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
-    codec, sealer = exchange.codec, exchange.state.sealer
-    if accepts_ndjson(exchange.http.headers.get("Accept", "")):
-        return ServerToolsAsText(NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer)))
-    assert exchange.reply is not None
-    return codec.stream_encoder(inbound, exchange.reply, sealer)
-
-
-class _Relay:
-    """Writes an answer's events as they arrive (one write per upstream chunk). A client that
-    reads slower than the answer comes holds the relay: while its connection's buffer is above
-    the high-water mark the next chunk is not pulled from the upstream (backpressure), so a
-    stalled client costs one chunk plus that buffer until the write timeout ends it
-    (gateway/server.py)."""
-
-    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
-
-    def __init__(
-        self,
-        response: web.StreamResponse,
-        encoder: StreamEncoder,
-        assembler: Assembler,
-        exchange: Exchange,
-        hide: ReasoningFilter | None = None,
-    ) -> None:
-        self._response = response
-        self._encoder = encoder
-        self._assembler = assembler
-        self._exchange = exchange
-        self._hide = hide  # set when the client does not see reasoning (it is still recorded)
-        self._last = time.monotonic()  # when the upstream last produced something
-
-    async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
-        """Write `head` (the dialect's opening), relay every event; the stream's error, if it
-        ends with one."""
-        encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
-        response, stream = self._response, answer.stream
-        # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
-        protocol, writer = exchange.http.protocol, exchange.http.writer
-        # the head goes out with the first events when they are in already (read before the
-        # commit point: one write, one packet less per stream), never waiting for them
-        first = [head] if head else []
-        if first and not stream.ready():
-            await response.write(head)
-            first = []
-        # the stream's batches read directly (not through `Answer.batches`, one async generator
-        # less per chunk); released as soon as it ended, as `batches` does
-        try:
-            while (batch := await stream.next_batch()) is not None:
-                if not batch:
-                    continue
-                self._last = time.monotonic()
-                out, first = first, []
-                for event in batch:
-                    t = type(event)
-                    if t is StreamError:
-                        if out:
-                            await response.write(b"".join(out))
-                        return event.error
-                    if t is UsageUpdate:
-                        exchange.usage = event.usage
-                    try:
-                        assembler.add(event)
-                        shown = hide is None or hide.passes(event)
-                        chunk = encoder.event(event) if shown else None
-                    except _FORMAT_ERRORS:
-                        if out:  # what came before the broken event still reaches the client
-                            await response.write(b"".join(out))
-                        raise
-                    if shown:  # the first content is what the client sees
-                        exchange.saw(event)
-                    if chunk is not None:
-                        out.append(chunk)
-                if out:
-                    await response.write(b"".join(out))
-                    if protocol.writing_paused:
-                        await writer.drain()
-            if first:  # the answer had no events
-                await response.write(head)
-        finally:
-            await stream.aclose()
-        return None
-
-    async def keep_alive(self, interval: float) -> None:
-        """The dialect's keep-alive after `interval` seconds without upstream bytes (a long
-        thinking phase), so clients and proxies do not time the stream out."""
-        while True:
-            wait = self._last + interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            try:
-                await self._response.write(self._encoder.keepalive())
-            except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
-                return
-            self._last = time.monotonic()

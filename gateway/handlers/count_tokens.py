@@ -12,7 +12,8 @@ from functools import partial
 
 from aiohttp import web
 
-from gateway.exchange import check_size, parse_counted, plan_for, values_within_budget
+from gateway.exchange import plan_for
+from gateway.ingress.admission import check_size, parse_counted, values_within_budget
 from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.budget import offloads
 from gateway.ingress.errors import ClientError

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.exchange import parse_within_budget, plan_for
+from gateway.exchange import plan_for
+from gateway.ingress.admission import parse_within_budget
 from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini.codec import BASES, google_client
 from gateway.ingress.gemini.models import model_json

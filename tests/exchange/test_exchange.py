@@ -114,6 +114,7 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
     import threading
 
     from gateway import exchange as exchange_module
+    from gateway.ingress import admission
     from gateway.ingress.chat.codec import ChatCodec
     from gateway.offload import OFFLOAD_VALUES
     from gateway.routing import engine as engine_module
@@ -127,9 +128,8 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
 
         return step
 
-    monkeypatch.setattr(
-        exchange_module, "parse_json_body", recorded("parse", exchange_module.parse_json_body)
-    )
+    for module in (admission, exchange_module):  # a large body's parse, and a small one's
+        monkeypatch.setattr(module, "parse_json_body", recorded("parse", module.parse_json_body))
     monkeypatch.setattr(ChatCodec, "decode", recorded("decode", ChatCodec.decode))
     monkeypatch.setattr(engine_module, "prepare", recorded("repair", engine_module.prepare))
     monkeypatch.setattr(engine_module.Engine, "encode", recorded("encode", engine_module.Engine.encode))

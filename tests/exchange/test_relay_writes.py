@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
-from gateway.exchange import _Relay
+from gateway.answering import Relay
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.assembler import Assembler
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event
@@ -51,9 +51,9 @@ class GatedUpstream:
         pass
 
 
-def _relay(stream: EventStream, assembler: Assembler | None = None) -> tuple[_Relay, Writes, SimpleNamespace]:
+def _relay(stream: EventStream, assembler: Assembler | None = None) -> tuple[Relay, Writes, SimpleNamespace]:
     response = Writes()
-    relay = _Relay(response, Encoder(), assembler or Assembler(), Exchange())  # type: ignore[arg-type]
+    relay = Relay(response, Encoder(), assembler or Assembler(), Exchange())  # type: ignore[arg-type]
     return relay, response, SimpleNamespace(stream=stream)
 
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
-from gateway.exchange import check_parts, parse_transcript
+from gateway.exchange import parse_transcript
+from gateway.ingress.admission import check_parts
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway.config import ServerConfig
-from gateway.exchange import parse_within_budget
+from gateway.ingress.admission import parse_within_budget
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
 from gateway.ingress.errors import ClientError
 from gateway.ingress.messages.codec import MessagesCodec

@@ -1,0 +1,259 @@
+"""Answering the client once the commit point is passed: the whole answer folded from the
+upstream's events, or the stream relayed event by event in the client's dialect (or NDJSON), and
+the answered turn recorded before the client sees its end (gateway/exchange.py runs the steps
+before this).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from gateway.continuity.restore import answer_position
+from gateway.ingress.base import Inbound, StreamEncoder
+from gateway.ingress.errors import ClientError
+from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
+from gateway.ingress.textual import ServerToolsAsText
+from gateway.routing.engine import Answer
+from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.events import ErrorCategory, StreamError, UpstreamError, UsageUpdate
+from gateway.transcript.model import AssistantTurn, Request
+from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
+
+if TYPE_CHECKING:
+    from gateway.exchange import Exchange
+
+log = logging.getLogger("gateway")
+
+# what an upstream that breaks its own answer format raises while its events are folded
+FORMAT_ERRORS = (AssemblyError, TypeError, ValueError, KeyError)
+
+
+async def record_turn(exchange: Exchange, inbound: Inbound, request: Request, turn: AssistantTurn) -> None:
+    """Record the answered turn before the client sees its end (a client may send its next turn
+    the moment it has the last byte, on another connection)."""
+    state, tenant = exchange.state, exchange.tenant
+    # awaited: in this process a write in flight is read from `pending`, but another replica or
+    # worker sharing the store reads the store itself
+    written = state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
+    if written is not None:
+        await written
+    if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
+        assert exchange.reply is not None
+        assert exchange.answer is not None
+        seen = turn  # the items are those the client got: without the reasoning it did not see
+        if not exchange.answer.prepared.decision.shown:
+            seen = replace(turn, blocks=visible_blocks(turn.blocks, False))
+        await state.history.keep(
+            exchange.reply.id,
+            tenant,
+            exchange.kept,
+            (*request.messages, turn.message()),
+            exchange.codec.kept_items(inbound, exchange.reply, seen),
+        )
+
+
+async def answer_whole(
+    exchange: Exchange, inbound: Inbound, request: Request, answer: Answer
+) -> web.Response:
+    assembler = Assembler()
+    hide = None if answer.prepared.decision.shown else ReasoningFilter()
+    stream = answer.stream
+    try:
+        # the batches read directly (two async generators less per event than `answer.events()`)
+        try:
+            while (batch := await stream.next_batch()) is not None:
+                for event in batch:
+                    if hide is None or hide.passes(event):  # the first content is what the client sees
+                        exchange.saw(event)
+                    assembler.add(event)
+        finally:
+            await stream.aclose()
+        turn = assembler.finish()
+    except FORMAT_ERRORS as exc:
+        exchange.outcome = "upstream_error"
+        raise ClientError(
+            502,
+            f"{answer.target.provider} broke its own answer format: {exc}",
+            type="upstream_error",
+            code="protocol",
+        ) from None
+    exchange.usage = turn.usage
+    exchange.turn = turn
+    if assembler.error is None:
+        await record_turn(exchange, inbound, request, turn)
+    exchange.status = 200
+    if not answer.prepared.decision.shown:  # kept whole above; the client asked for no reasoning
+        turn = replace(turn, blocks=visible_blocks(turn.blocks, False))
+    assert exchange.reply is not None
+    body = exchange.codec.answer(inbound, exchange.reply, turn, exchange.state.sealer)
+    return web.Response(body=body, headers=exchange.headers, content_type="application/json")
+
+
+async def answer_stream(
+    exchange: Exchange, inbound: Inbound, request: Request, answer: Answer
+) -> web.StreamResponse:
+    state, http = exchange.state, exchange.http
+    encoder = _stream_encoder(exchange, inbound)
+    headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
+    response = web.StreamResponse(status=200, headers=headers)
+    assembler = Assembler()  # the turn as it streams, to record once it completed
+    keepalive: asyncio.Task[None] | None = None
+    try:
+        _bound_kernel_buffer(http)
+        await response.prepare(http)
+        state.in_flight.register_stream(http, response, encoder.error)  # ended this way at shutdown
+        exchange.status = 200
+        hide = None if answer.prepared.decision.shown else ReasoningFilter()
+        relay = Relay(response, encoder, assembler, exchange, hide)
+        if encoder.keepalive_seconds:
+            keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
+        try:
+            error = await relay.run(answer, encoder.start())
+            turn = None if error is not None else assembler.finish()
+        except FORMAT_ERRORS as exc:
+            # the upstream broke its own format after the commit point: end the stream well-formed
+            log.warning("%s broke its stream format: %s", answer.target.provider, exc)
+            error = UpstreamError(ErrorCategory.PROTOCOL, f"{answer.target.provider} broke its stream format")
+            turn = None
+        if keepalive is not None:
+            keepalive.cancel()
+        if error is not None:
+            # a half-finished turn is never recorded: its reasoning block may be cut short
+            exchange.outcome = "stream_error"
+            # the provider's message may quote what it was sent: never echo a secret
+            exchange.error = state.redactor.text(error.message)
+            await response.write(encoder.error(replace(error, message=exchange.error)))
+            return response
+        assert turn is not None
+        exchange.turn = turn
+        await record_turn(exchange, inbound, request, turn)
+        await response.write(encoder.finish())
+        await response.write_eof()
+        return response
+    finally:
+        if keepalive is not None:
+            keepalive.cancel()
+        await answer.aclose()
+
+
+# the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
+# autotuning it grows to net.ipv4.tcp_wmem's maximum (4 MiB): a client that stops reading then
+# takes that much of the answer before the relay feels it, kernel memory plus the answer's text
+# held meanwhile. A stream's tokens come far slower than this buffer empties on any network.
+STREAM_SEND_BUFFER = 64 * 1024
+
+
+def _bound_kernel_buffer(http: web.Request) -> None:
+    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
+        except OSError:  # not a TCP socket (a test's pipe): nothing to bound
+            pass
+
+
+def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
+    """The dialect's own stream, or the provider-agnostic NDJSON events when the client asks for
+    them (`Accept: application/x-ndjson`), whatever dialect carried the request."""
+    codec, sealer = exchange.codec, exchange.state.sealer
+    if accepts_ndjson(exchange.http.headers.get("Accept", "")):
+        return ServerToolsAsText(NdjsonEncoder(lambda kind, meta: codec.continuity_token(kind, meta, sealer)))
+    assert exchange.reply is not None
+    return codec.stream_encoder(inbound, exchange.reply, sealer)
+
+
+class Relay:
+    """Writes an answer's events as they arrive (one write per upstream chunk). A client that
+    reads slower than the answer comes holds the relay: while its connection's buffer is above
+    the high-water mark the next chunk is not pulled from the upstream (backpressure), so a
+    stalled client costs one chunk plus that buffer until the write timeout ends it
+    (gateway/server.py)."""
+
+    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
+
+    def __init__(
+        self,
+        response: web.StreamResponse,
+        encoder: StreamEncoder,
+        assembler: Assembler,
+        exchange: Exchange,
+        hide: ReasoningFilter | None = None,
+    ) -> None:
+        self._response = response
+        self._encoder = encoder
+        self._assembler = assembler
+        self._exchange = exchange
+        self._hide = hide  # set when the client does not see reasoning (it is still recorded)
+        self._last = time.monotonic()  # when the upstream last produced something
+
+    async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
+        """Write `head` (the dialect's opening), relay every event; the stream's error, if it
+        ends with one."""
+        encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
+        response, stream = self._response, answer.stream
+        # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
+        protocol, writer = exchange.http.protocol, exchange.http.writer
+        # the head goes out with the first events when they are in already (read before the
+        # commit point: one write, one packet less per stream), never waiting for them
+        first = [head] if head else []
+        if first and not stream.ready():
+            await response.write(head)
+            first = []
+        # the stream's batches read directly (not through `Answer.batches`, one async generator
+        # less per chunk); released as soon as it ended, as `batches` does
+        try:
+            while (batch := await stream.next_batch()) is not None:
+                if not batch:
+                    continue
+                self._last = time.monotonic()
+                out, first = first, []
+                for event in batch:
+                    t = type(event)
+                    if t is StreamError:
+                        if out:
+                            await response.write(b"".join(out))
+                        return event.error
+                    if t is UsageUpdate:
+                        exchange.usage = event.usage
+                    try:
+                        assembler.add(event)
+                        shown = hide is None or hide.passes(event)
+                        chunk = encoder.event(event) if shown else None
+                    except FORMAT_ERRORS:
+                        if out:  # what came before the broken event still reaches the client
+                            await response.write(b"".join(out))
+                        raise
+                    if shown:  # the first content is what the client sees
+                        exchange.saw(event)
+                    if chunk is not None:
+                        out.append(chunk)
+                if out:
+                    await response.write(b"".join(out))
+                    if protocol.writing_paused:
+                        await writer.drain()
+            if first:  # the answer had no events
+                await response.write(head)
+        finally:
+            await stream.aclose()
+        return None
+
+    async def keep_alive(self, interval: float) -> None:
+        """The dialect's keep-alive after `interval` seconds without upstream bytes (a long
+        thinking phase), so clients and proxies do not time the stream out."""
+        while True:
+            wait = self._last + interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                await self._response.write(self._encoder.keepalive())
+            except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
+                return
+            self._last = time.monotonic()
