@@ -203,7 +203,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     decode = exchange.codec.decode
     if offload:
         inbound = await off_loop(
-            partial(decode, body, http.headers, state.sealer, None, params=http.match_info, query=http.query)
+            partial(decode, body, http.headers, state.sealer, items, params=http.match_info, query=http.query)
         )
     else:
         inbound = decode(body, http.headers, state.sealer, items, params=http.match_info, query=http.query)
@@ -263,16 +263,36 @@ async def _admit(exchange: Exchange) -> None:
 
 
 async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[Any, Items[Any] | None]:
-    """`values`: the body's count by `values_within_budget`, made once by the caller."""
+    """`values`: the body's count by `values_within_budget`, made once by the caller. A large body
+    (`exchange.offload`) is parsed in the worker thread, with the memo as any other: an agent's
+    5,000-message turn finds its history there too."""
     state = exchange.state
     server = state.config.server
-    if exchange.offload:  # the memo's cache belongs to the event loop: a large body is decoded whole
-        return await parse_counted(raw, server, values, offload=True), None
     field = exchange.codec.transcript_field
     if field is None:
-        return await parse_counted(raw, server, values), None
+        return await parse_counted(raw, server, values, offload=exchange.offload), None
     scope = f"{exchange.dialect.ingress}\0{exchange.tenant}"
-    return parse_transcript(raw, field, state.memo, scope, server, values)
+    if exchange.offload:
+        return await off_loop(parse_shared, raw, field, state.memo, scope, server, values, True)
+    parsed = parse_shared(raw, field, state.memo, scope, server, values, False)
+    if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
+        return await parse_counted(raw, server, values), None
+    return parsed
+
+
+def parse_shared(
+    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None, wait: bool
+) -> tuple[Any, Items[Any] | None] | None:
+    """`parse_transcript` holding the memo's lock: the event loop's thread and the worker thread
+    of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
+    the other thread holds it, never waiting. What a request decodes later goes into its own
+    `Items` and the turn it opened (list appends, atomic), so decoding needs no lock."""
+    if not memo.lock.acquire(blocking=wait):
+        return None
+    try:
+        return parse_transcript(raw, field, memo, scope, limits, values)
+    finally:
+        memo.lock.release()
 
 
 def parse_transcript(

@@ -6,9 +6,8 @@ over a second, and every other client waited. A body of OFFLOAD_VALUES JSON valu
 (decided once, from a C-speed bound on its values, when it has been read: `offloads`) is parsed,
 decoded, repaired and encoded in a worker thread (`off_loop`); the interpreter hands the GIL back
 to the event loop every switch interval (5 ms), so the loop keeps answering while the thread
-works. Smaller bodies stay on the loop: a thread hop costs more than their whole decode, and an
-agent's long transcript (1,000 messages: ~15,000 values, ~1 MB) keeps the transcript memo, which
-finds its history on the loop.
+works. Smaller bodies stay on the loop: a thread hop costs more than their whole decode (an agent's
+1,000-message turn holds ~15,000 values, ~1 MB).
 
 One thread of its own, started with the app (`start`), takes every large request's work in turn:
 asyncio's default executor starts a thread whenever none looks idle, and `Thread.start` blocks
@@ -16,8 +15,10 @@ the event loop until the new thread runs, which under a busy worker thread took 
 at a time is no loss (the GIL runs one anyway) and bounds how many large transcripts are being
 worked on at once.
 
-A large body skips the transcript memo (gateway/ingress/memo.py): its cache belongs to the event
-loop's thread, and the repair passes and encoders are pure, so they are safe to run elsewhere.
+A large body is parsed with the transcript memo (gateway/ingress/memo.py) as any other, under the
+memo's lock (gateway/exchange.py `parse_shared`): the event loop never waits for it (a body it
+parses while the worker thread holds the lock is parsed whole, as without the memo). The repair
+passes and encoders are pure, so they are safe to run in either thread.
 """
 
 from __future__ import annotations

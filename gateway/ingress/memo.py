@@ -43,6 +43,7 @@ when it was first checked.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -140,6 +141,9 @@ class DecodeMemo:
         self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        # held by whoever admits, splits or looks up (gateway/exchange.py `parse_shared`): the event
+        # loop's thread and the worker thread of large bodies
+        self.lock = threading.Lock()
 
     def __len__(self) -> int:
         return sum(len(turn.entries) for turn in self._probation.values()) + len(self._index)
@@ -400,12 +404,14 @@ class DecodeMemo:
                 del index[key]
 
     def _keep(self, key: tuple[str, bytes], decoded: Any, parts: int) -> None:
-        """Admitted at once (`admit_after` 1): a turn of one item."""
+        """Admitted at once (`admit_after` 1): a turn of one item (while decoding: the lock is
+        not held)."""
         size = entry_size(key[1])
         if size <= self._items_max:
             turn = _Turn(size)
             turn.entries.append((key, decoded, parts))
-            self._protect(turn, (key[0], key[1], b""))
+            with self.lock:
+                self._protect(turn, (key[0], key[1], b""))
 
     def _evict(self, newest: _Turn | _FirstSight | None = None) -> None:
         """Back within the budget: older turns on probation first, then the least recently used

@@ -1,0 +1,132 @@
+"""Agent turns through the whole gateway in one process, for a profile of what a cold and a warm
+turn cost (the sweep's workload: bench/workloads.py). The gateway app, the bench stub and the
+client share one event loop on loopback; the figure is the gateway's own CPU per turn: the
+process's CPU time over the turn, minus the same turn sent to the stub directly.
+
+    python bench/turns.py [--messages 1000] [--sessions 10] [--profile warm|cold] [--tree PATH]
+
+`--profile`: a cProfile of those turns (the gateway's functions, by cumulative time). `--tree`:
+another checkout's gateway package (the same rig measures main and a branch)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--profile", choices=("cold", "warm"))
+    parser.add_argument("--top", type=int, default=45)
+    parser.add_argument("--tree", type=Path, default=ROOT)
+    return parser.parse_args()
+
+
+ARGS = _args()
+sys.path.insert(0, str(ARGS.tree))
+sys.path.insert(1, str(ROOT))
+
+import aiohttp  # noqa: E402
+import orjson  # noqa: E402
+from aiohttp import web  # noqa: E402
+
+from bench import workloads  # noqa: E402
+from bench.stub import PATH, Stub  # noqa: E402
+from gateway.app import create_app  # noqa: E402
+from gateway.config.loading import config_from_dict  # noqa: E402
+from gateway.metrics import Metrics  # noqa: E402
+from gateway.serve import tune_garbage_collector  # noqa: E402
+
+MODEL = "stub-tool"
+KEY_ENV = "BENCH_TURNS_KEY"
+
+
+async def _site(app: web.Application) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+async def _turn(http: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, dict]:
+    started = time.process_time()
+    async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
+        answer = await response.read()
+        if response.status != 200:
+            raise SystemExit(f"{url}: {response.status} {answer[:300]!r}")
+    return time.process_time() - started, orjson.loads(answer)["choices"][0]["message"]
+
+
+async def main() -> None:
+    stub_runner, stub_port = await _site(Stub().app())
+    config = config_from_dict(
+        {
+            "server": {"host": "127.0.0.1", "port": 8000},  # not listened on: _site picks a port
+            "providers": {
+                "stub": {
+                    "kind": "openai_chat",
+                    "base_url": f"http://127.0.0.1:{stub_port}/v1",
+                    "api_key_env": KEY_ENV,
+                }
+            },
+            "models": {MODEL: {"targets": [{"provider": "stub", "model": MODEL}]}},
+        }
+    )
+    gw_runner, gw_port = await _site(create_app(config, {KEY_ENV: "k"}, Metrics()))
+    tune_garbage_collector()  # as `gateway serve` does once serving
+    direct, gateway = f"http://127.0.0.1:{stub_port}{PATH}", f"http://127.0.0.1:{gw_port}{PATH}"
+    tools = workloads.tools()
+    profile = cProfile.Profile() if ARGS.profile else None
+    costs: dict[str, list[float]] = {"cold": [], "warm": []}
+    try:
+        async with aiohttp.ClientSession() as http:
+            for n in range(ARGS.sessions + 2):  # the first two warm the interpreter
+                seed = f"turns{ARGS.messages}x{n}x{time.monotonic_ns() % 10**9}"
+                messages = workloads.agent_messages(ARGS.messages, seed)
+                first = workloads.agent_body(MODEL, messages, tools)
+                base, answer = await _turn(http, direct, first)
+                if profile is not None and ARGS.profile == "cold" and n >= 2:
+                    profile.enable()
+                took, answer = await _turn(http, gateway, first)
+                if profile is not None:
+                    profile.disable()
+                cold = took - base
+                turn = workloads.agent_body(MODEL, workloads.next_turn(messages, answer, seed), tools)
+                base, _ = await _turn(http, direct, turn)
+                if profile is not None and ARGS.profile == "warm" and n >= 2:
+                    profile.enable()
+                took, _ = await _turn(http, gateway, turn)
+                if profile is not None:
+                    profile.disable()
+                if n >= 2:
+                    costs["cold"].append(cold * 1000)
+                    costs["warm"].append((took - base) * 1000)
+    finally:
+        await gw_runner.cleanup()
+        await stub_runner.cleanup()
+    for kind, values in costs.items():
+        print(
+            f"{ARGS.messages} messages {kind}: gateway CPU above direct, median"
+            f" {statistics.median(values):.2f} ms (min {min(values):.2f}, n={len(values)})"
+        )
+    if profile is not None:
+        stats = pstats.Stats(profile)
+        stats.sort_stats("cumulative").print_stats(ARGS.top)
+        stats.sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
