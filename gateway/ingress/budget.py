@@ -45,9 +45,16 @@ class JsonValues:
             self.done = True
 
 
+# every byte but those `value_bound` counts
+_NOT_COUNTED = bytes(b for b in range(256) if b not in b"{[,")
+
+
 def value_bound(raw: bytes, start: int, end: int) -> int:
-    """At least what `JsonValues` counts in `raw[start:end]` (these bytes in strings count too)."""
-    return raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
+    """At least what `JsonValues` counts in `raw[start:end]`: its `{`, `[` and `,` bytes (in
+    strings too). One pass deleting every other byte: three `count`s took twice as long (~0.9 ms
+    a MiB)."""
+    chunk = raw if start == 0 and end >= len(raw) else raw[start:end]
+    return len(chunk.translate(None, _NOT_COUNTED))
 
 
 def offloads(values: int | None) -> bool:

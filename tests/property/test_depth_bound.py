@@ -65,3 +65,10 @@ def test_the_parts_of_a_message_list_are_counted_against_the_bound():
     body = {"messages": [{"role": "user", "content": [{"type": "text"}, {"type": "text"}]}, {"role": "x"}]}
     raw = orjson.dumps(body)
     assert raw_parts(body) == 3 <= value_bound(raw, 0, len(raw))
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300), st.integers(0, 320), st.integers(0, 320))
+def test_the_value_bound_counts_the_opening_brackets_and_commas_of_its_range(raw, start, end):
+    expected = raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
+    assert value_bound(raw, start, end) == expected
