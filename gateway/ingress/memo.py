@@ -53,7 +53,7 @@ import orjson
 from gateway.ingress.budget import Known, item_parts, known, value_bound
 from gateway.ingress.errors import check_depth
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
-from gateway.ingress.slices import item_texts, opening_hash
+from gateway.ingress.slices import FIELDS, UNREADABLE, item_texts, opening_hash
 
 T = TypeVar("T")
 
@@ -144,6 +144,9 @@ class DecodeMemo:
         # held by whoever admits, splits or looks up (gateway/exchange.py `parse_shared`): the event
         # loop's thread and the worker thread of large bodies
         self.lock = threading.Lock()
+        # a first sight `admit` found held for the request it admitted, read in parts by the
+        # `split` or `items` of that request (or the next `admit`)
+        self._pending: tuple[tuple[str, int], _FirstSight] | None = None
 
     def __len__(self) -> int:
         return sum(len(turn.entries) for turn in self._probation.values()) + len(self._index)
@@ -180,7 +183,13 @@ class DecodeMemo:
         table = self._seen
         if key in table:
             table.move_to_end(key)
-            self._recall(key)
+            self._recall_pending()
+            sight = self._probation.pop(_first_key(key), None)
+            if sight is not None:
+                # read in parts by the `split` or `items` that follows: the items of this body
+                # show where the held one's are
+                self._probation_size -= sight.size
+                self._pending = (key, sight)
             return True, None
         table[key] = None
         if len(table) > self._seen_max:
@@ -221,28 +230,52 @@ class DecodeMemo:
             self._on_probation(_first_key(opening), sight)
         return items
 
-    def _recall(self, opening: tuple[str, int]) -> None:
-        """The request that first opened as `opening` names, if still on probation, read in parts:
-        its decoded items go on probation as its turn, under its opening items (what a request
-        opening the same way finds, and protects)."""
+    def _recall(self, opening: tuple[str, int], raws: list[bytes] | None = None) -> None:
+        """The request that first opened as `opening` names, if still on probation, read in parts
+        (`raws`: the items of the request opening the same way now, when read in parts)."""
         sight = self._probation.pop(_first_key(opening), None)
-        if sight is None:
-            return
-        self._probation_size -= sight.size
+        if sight is not None:
+            self._probation_size -= sight.size
+            self._read(opening, sight, raws)
+
+    def _recall_pending(self, raws: list[bytes] | None = None) -> None:
+        """What `admit` found held for the request now parsed (`raws`: its items, when read in
+        parts), read in parts."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._read(*pending, raws)
+
+    def _read(self, opening: tuple[str, int], sight: _Turn | _FirstSight, raws: list[bytes] | None) -> None:
+        """A first sight read in parts: its decoded items go on probation as its turn, under its
+        opening items (what a request opening the same way finds, and protects). When the items
+        `raws` of a request opening the same way, written out as a list, are the held body's list
+        exactly, they are its items' texts (each a whole JSON value: the list is read the same
+        either way), and the held body is not read again."""
         assert type(sight) is _FirstSight
-        raws = item_texts(sight.body, sight.field)
-        if raws is None or len(raws) != len(sight.parts):
+        count = len(sight.parts)
+        texts: list[bytes] | None = None
+        if raws is not None and len(raws) >= count:
+            try:
+                listed = FIELDS.decode(sight.body).get(sight.field)
+            except UNREADABLE:
+                listed = None
+            # compared as bytes: memoryview's == compares element by element (ten times longer)
+            if listed is not None and bytes(listed) == b"[" + b",".join(raws[:count]) + b"]":
+                texts = raws[:count]
+        if texts is None:
+            texts = item_texts(sight.body, sight.field)
+        if texts is None or len(texts) != count:
             return
         scope = opening[0]
         turn = _Turn(sight.size)
         turn.entries = [
             ((scope, raw), value, parts)
-            for raw, value, parts in zip(raws, sight.records, sight.parts, strict=True)
+            for raw, value, parts in zip(texts, sight.records, sight.parts, strict=True)
             if value is not None
         ]
         if not turn.entries:
             return
-        turn.opening = self._opening(scope, raws)
+        turn.opening = self._opening(scope, texts)
         self._on_probation(turn.opening, turn)
 
     def _on_probation(self, key: tuple[str, bytes, bytes], turn: _Turn | _FirstSight) -> None:
@@ -260,6 +293,7 @@ class DecodeMemo:
         body), each looked up under its JSON text written out again: found ones carry their
         decoded value; new ones are depth-checked here against the body's `max_depth`, each at its
         place (the body 1, the list 2, an item 3)."""
+        self._recall_pending()
         parts = [item_parts(v) for v in values]
         if not self._on:
             items: Items[Any] = Items(self, [None] * len(values), [None] * len(values), parts)
@@ -292,6 +326,7 @@ class DecodeMemo:
         accounted from it)."""
         if not self._on:
             return None
+        self._recall_pending(raws)
         parsed: list[Any] = []
         loads = orjson.loads
         scope = self._scopes.setdefault(scope, scope)
@@ -312,6 +347,15 @@ class DecodeMemo:
         """Each item's protected (decoded, Known, turn), or None. When one is missing and a turn on
         probation opened as this request does, that turn is protected first."""
         get, touch = self._index.get, self._protected.move_to_end
+        if (
+            raws
+            and raws[-1] is not None
+            and (scope, raws[-1]) not in self._index
+            and self._continues(opening)
+        ):
+            # a new last item (an agent's turn): the turn on probation protected first, found in
+            # one pass
+            return self._hits(scope, raws, opening)
         hits: list[tuple[Any, Known, _Turn] | None] = []
         missing = False
         for raw in raws:
@@ -322,13 +366,19 @@ class DecodeMemo:
             else:
                 hits.append(None)
                 missing = True
-        if missing and raws and self._admit_after == 2:
-            turn = self._probation.pop(opening, None)
-            if type(turn) is _Turn:  # evidence of reuse: the conversation goes on
-                self._probation_size -= turn.size
-                self._protect(turn, opening)
-                return self._hits(scope, raws, opening)
+        if missing and raws and self._continues(opening):
+            return self._hits(scope, raws, opening)
         return hits
+
+    def _continues(self, opening: tuple[str, bytes, bytes]) -> bool:
+        """Whether a turn on probation opened as `opening` (evidence of reuse: the conversation
+        goes on), which is protected now."""
+        if self._admit_after != 2 or type(self._probation.get(opening)) is not _Turn:
+            return False
+        turn = self._probation.pop(opening)
+        self._probation_size -= turn.size
+        self._protect(turn, opening)
+        return True
 
     @staticmethod
     def _opening(scope: str, raws: list[bytes] | list[bytes | None]) -> tuple[str, bytes, bytes]:

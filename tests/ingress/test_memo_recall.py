@@ -1,0 +1,81 @@
+"""A long first sight held whole (gateway/ingress/memo.py `first_sight`), read in parts when the
+next request opens the same way: from that request's own items when they show the held body's
+list exactly, else from the held body. Either way, every turn decodes and sends what it does
+without the memo."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.workloads import agent_messages
+from gateway.ingress import memo as memo_module
+from gateway.ingress.chat.codec import CODEC as CHAT
+from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.slices import item_texts
+from tests.ingress.test_memo import TOOLS, _decode, _outbound, chat_message
+
+LONG = memo_module._LONG_TRANSCRIPT
+
+
+def _raw(messages: list[dict[str, Any]], spaced: bool) -> bytes:
+    body = {"model": "m", "messages": messages, "tools": TOOLS}
+    return json.dumps(body, indent=1).encode() if spaced else orjson.dumps(body)
+
+
+@st.composite
+def long_sessions(draw: Any) -> list[bytes]:
+    """A resumed session's turns: a long first sight, then turns that append, edit or drop an
+    item of what the first sight held, or send it spaced out."""
+    messages = agent_messages(LONG + draw(st.integers(0, 8)), "recall")
+    turns = [_raw(messages, draw(st.booleans()))]
+    for _ in range(draw(st.integers(1, 3))):
+        step = draw(st.sampled_from(["append", "append", "edit", "drop"]))
+        if step == "append":
+            messages = [*messages, *draw(st.lists(chat_message(), min_size=1, max_size=2))]
+        elif step == "edit":
+            at = draw(st.integers(2, len(messages) - 1))
+            messages = [*messages[:at], draw(chat_message()), *messages[at + 1 :]]
+        else:
+            at = draw(st.integers(2, len(messages) - 1))
+            messages = [*messages[:at], *messages[at + 1 :]]
+        turns.append(_raw(messages, draw(st.booleans())))
+    return turns
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_sessions())
+def test_a_long_first_sight_read_in_parts_sends_what_it_sends_without_the_memo(turns):
+    memo = DecodeMemo(8 << 20)
+    for raw in turns:
+        cold = _decode(CHAT, raw, None)
+        warm = _decode(CHAT, raw, memo)
+        assert not isinstance(cold, tuple)
+        assert warm.request == cold.request and warm.ignored_tokens == cold.ignored_tokens
+        assert _outbound(warm) == _outbound(cold)
+
+
+def test_the_next_turns_items_stand_for_the_held_body_and_it_is_not_read_again(monkeypatch):
+    messages = agent_messages(LONG + 3, "held")
+    memo = DecodeMemo(8 << 20)
+    _decode(CHAT, _raw(messages, False), memo)
+    read: list[int] = []
+
+    def counted(raw: bytes, field: str) -> list[bytes] | None:
+        read.append(len(raw))
+        return item_texts(raw, field)
+
+    monkeypatch.setattr(memo_module, "item_texts", counted)
+    hits = memo.hits
+    _decode(CHAT, _raw([*messages, {"role": "user", "content": "Next."}], False), memo)
+    assert memo.hits - hits == len(messages) and read == []
+    # spaced out, the held body's list is not what the items show: read from the body itself
+    other = agent_messages(LONG + 3, "spaced")
+    _decode(CHAT, _raw(other, True), memo)
+    hits = memo.hits
+    _decode(CHAT, _raw([*other, {"role": "user", "content": "Next."}], True), memo)
+    assert memo.hits - hits == len(other) and len(read) == 1
