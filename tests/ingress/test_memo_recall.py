@@ -54,7 +54,9 @@ def test_a_long_first_sight_read_in_parts_sends_what_it_sends_without_the_memo(t
     for raw in turns:
         cold = _decode(CHAT, raw, None)
         warm = _decode(CHAT, raw, memo)
-        assert not isinstance(cold, tuple)
+        if isinstance(cold, tuple):  # an edit can make a message the decoder refuses
+            assert warm == cold
+            continue
         assert warm.request == cold.request and warm.ignored_tokens == cold.ignored_tokens
         assert _outbound(warm) == _outbound(cold)
 
