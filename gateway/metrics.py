@@ -230,13 +230,13 @@ class Metrics:
     def _provider(self, value: str) -> str:
         return value if self._providers is None or value in self._providers else NO_PROVIDER
 
-    def count_store_operation(self, backend: str, op: str, outcome: str) -> None:
-        # called once per looked-up key: keep the labelled children instead of resolving each time
+    def count_store_operation(self, backend: str, op: str, outcome: str, times: int = 1) -> None:
+        # called per lookup batch: keep the labelled children instead of resolving each time
         key = (backend, op, outcome)
         child = self._store_children.get(key)
         if child is None:
             child = self._store_children[key] = self.store_operations.labels(backend, op, outcome)
-        child.inc()
+        child.inc(times)
 
     def watch_targets(self, probes: Iterable[tuple[str, str, Callable[[], float]]]) -> None:
         """`gateway_target_available{model, provider}` for every target, read at scrape time from

@@ -23,7 +23,8 @@ from gateway.store.base import ContinuityStore, StoreBusy, StoreFault, StoreRefu
 
 log = logging.getLogger(__name__)
 
-OnOp = Callable[[str, str, str], None]  # (backend, op, outcome)
+# (backend, op, outcome), and how many operations it counts when more than one
+OnOp = Callable[..., None]
 
 DEFAULT_OP_TIMEOUT_SECONDS = 1.0
 # Closing may flush (SQLite checkpoints its WAL), which can take longer than one lookup.
@@ -75,13 +76,15 @@ class FailOpenStore:
         self._flusher: asyncio.Task[None] | None = None
 
     def _report(self, op: str, outcome: str, times: int = 1) -> None:
-        if self._on_op is None:
+        if self._on_op is None or times <= 0:
             return
-        for _ in range(times):
-            try:
+        try:
+            if times == 1:
                 self._on_op(self.backend, op, outcome)
-            except Exception:  # a metrics bug must not turn into a store failure
-                log.exception("continuity store on_op callback failed")
+            else:  # once for a batch: a long transcript looks up hundreds of keys a turn
+                self._on_op(self.backend, op, outcome, times)
+        except Exception:  # a metrics bug must not turn into a store failure
+            log.exception("continuity store on_op callback failed")
 
     def _backing_off(self) -> bool:
         return self.backoff_seconds > 0 and self._clock() < self._retry_at

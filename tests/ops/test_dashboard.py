@@ -222,3 +222,13 @@ def test_a_panel_shows_requests_by_ingress():
         if "gateway_requests_total" in expr and re.search(r"by \([^)]*\bingress\b", expr)
     ]
     assert by_ingress, "requests by client dialect (chat_completions, anthropic_messages)"
+
+
+def test_a_store_batch_counts_every_operation_it_holds():
+    metrics = Metrics()
+    metrics.count_store_operation("memory", "get", "miss", 500)
+    metrics.count_store_operation("memory", "get", "miss")
+    value = metrics.registry.get_sample_value(
+        "gateway_store_operations_total", {"backend": "memory", "op": "get", "outcome": "miss"}
+    )
+    assert value == 501

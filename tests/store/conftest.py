@@ -105,3 +105,13 @@ async def clocked_backend(
     yield made
     for store in made.opened:
         await store.close()
+
+
+def op_log(seen: list[tuple[str, str, str]]) -> Callable[..., None]:
+    """A store's `on_op` callback listing one (backend, op, outcome) per operation: a batch is
+    reported once, with its count (gateway/store/failopen.py)."""
+
+    def on_op(backend: str, op: str, outcome: str, times: int = 1) -> None:
+        seen.extend([(backend, op, outcome)] * times)
+
+    return on_op

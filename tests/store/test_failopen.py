@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from gateway.store.failopen import FailOpenStore
-from tests.store.conftest import FakeClock
+from tests.store.conftest import FakeClock, op_log
 
 Op = tuple[str, str, str]
 
@@ -64,7 +64,7 @@ def seen() -> list[Op]:
 
 
 def wrap(inner: ScriptedStore, seen: list[Op], clock: FakeClock, **options: float) -> FailOpenStore:
-    return FailOpenStore(inner, lambda *op: seen.append(op), clock=clock, **options)
+    return FailOpenStore(inner, op_log(seen), clock=clock, **options)
 
 
 async def test_reports_one_outcome_per_key_and_per_put(
@@ -324,3 +324,18 @@ async def test_a_lookup_that_must_not_fail_open_raises(
     inner.error = None
     clock.advance(2.1)
     assert await store.get_many(["a"], fail_open=False) == [None]  # a real miss is a miss
+
+
+async def test_a_lookup_of_many_keys_is_reported_once_per_outcome_with_its_count(
+    inner: ScriptedStore, clock: FakeClock
+) -> None:
+    calls: list[tuple[object, ...]] = []
+    store = FailOpenStore(inner, lambda *call: calls.append(call), clock=clock)
+    await store.put(["a", "b"], b"v")
+    keys = ["a", "b", *(f"x{n}" for n in range(500))]  # a long transcript's assistant turns
+    await store.get_many(keys)
+    assert calls == [
+        ("scripted", "put", "ok"),
+        ("scripted", "get", "hit", 2),
+        ("scripted", "get", "miss", 500),
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.store.memory import MemoryStore
-from tests.store.conftest import FakeClock
+from tests.store.conftest import FakeClock, op_log
 
 
 async def test_max_entries_bounds_the_store_and_evicts_least_recently_used(clock: FakeClock) -> None:
@@ -72,7 +72,7 @@ async def test_a_record_larger_than_the_store_is_refused_and_counted(clock: Fake
     with pytest.raises(RecordTooLarge):
         await store.put(["huge"], b"h" * 4096)
     seen: list[tuple[str, str, str]] = []
-    await FailOpenStore(store, lambda *op: seen.append(op)).put(["huge"], b"h" * 4096)
+    await FailOpenStore(store, op_log(seen)).put(["huge"], b"h" * 4096)
     assert seen == [("memory", "put", "error")]
     assert await store.get_many(["small", "huge"]) == [b"s", None]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from gateway.config import StoreConfig
 from gateway.store import FailOpenStore, MemoryStore, RedisStore, SqliteStore, open_store
 from tests.redis_server import RedisServer, free_port
+from tests.store.conftest import op_log
 
 Op = tuple[str, str, str]
 
@@ -19,7 +20,7 @@ async def round_trip(store: FailOpenStore) -> None:
 
 async def test_memory_is_the_default() -> None:
     seen: list[Op] = []
-    store = open_store(StoreConfig(max_entries=2), on_op=lambda *op: seen.append(op))
+    store = open_store(StoreConfig(max_entries=2), on_op=op_log(seen))
     assert isinstance(store, FailOpenStore) and isinstance(store.inner, MemoryStore)
     assert store.backend == "memory"
     await round_trip(store)
@@ -54,7 +55,7 @@ async def test_redis_uses_the_configured_url(redis_server: RedisServer) -> None:
 async def test_redis_down_at_startup_still_opens_and_serves_misses() -> None:
     seen: list[Op] = []
     config = StoreConfig(backend="redis", url=f"redis://127.0.0.1:{free_port()}/0")
-    store = open_store(config, on_op=lambda *op: seen.append(op))
+    store = open_store(config, on_op=op_log(seen))
     assert await store.get_many(["k"]) == [None]
     await store.put(["k"], b"v")
     await store.close()

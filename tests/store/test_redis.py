@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from gateway.store.failopen import FailOpenStore
 from gateway.store.redis import KEY_PREFIX, RedisStore
 from tests.redis_server import RedisServer, free_port, start_redis
-from tests.store.conftest import FakeClock
+from tests.store.conftest import FakeClock, op_log
 
 Op = tuple[str, str, str]
 BACKOFF = 1.5
@@ -74,7 +74,7 @@ async def test_construction_does_not_connect(silent_url: tuple[str, list[asyncio
 async def test_redis_down_fails_open(clock: FakeClock) -> None:
     seen: list[Op] = []
     inner = RedisStore(f"redis://127.0.0.1:{free_port()}/0", ttl_seconds=60)  # nothing listens there
-    store = FailOpenStore(inner, lambda *op: seen.append(op), backoff_seconds=BACKOFF, clock=clock)
+    store = FailOpenStore(inner, op_log(seen), backoff_seconds=BACKOFF, clock=clock)
     assert await store.get_many(["a", "b"]) == [None, None]
     await store.put(["a"], b"v")  # a no-op, and it does not raise
     assert await store.ping() is False
@@ -95,7 +95,7 @@ async def test_a_silent_redis_costs_one_timeout_per_back_off_period(
     url, connections = silent_url
     seen: list[Op] = []
     inner = RedisStore(url, ttl_seconds=60, op_timeout=0.2)
-    store = FailOpenStore(inner, lambda *op: seen.append(op), backoff_seconds=BACKOFF, clock=clock)
+    store = FailOpenStore(inner, op_log(seen), backoff_seconds=BACKOFF, clock=clock)
 
     assert await store.get_many(["k"]) == [None]  # waits for the read timeout once
     assert seen == [("redis", "get", "timeout")]
@@ -132,7 +132,7 @@ async def test_recovers_when_redis_comes_back(clock: FakeClock) -> None:
     seen: list[Op] = []
     store = FailOpenStore(
         RedisStore(server.url, ttl_seconds=60),
-        lambda *op: seen.append(op),
+        op_log(seen),
         backoff_seconds=BACKOFF,
         clock=clock,
     )
@@ -178,7 +178,7 @@ async def test_a_successful_ping_ends_the_back_off(clock: FakeClock) -> None:
     seen: list[Op] = []
     store = FailOpenStore(
         RedisStore(server.url, ttl_seconds=60),
-        lambda *op: seen.append(op),
+        op_log(seen),
         backoff_seconds=BACKOFF,
         clock=clock,
     )

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.store.failopen import FailOpenStore
 from gateway.store.sqlite import SqliteStore
-from tests.store.conftest import FakeClock
+from tests.store.conftest import FakeClock, op_log
 
 
 def raw_rows(path: Path) -> list[tuple[str, bytes, float]]:
@@ -122,7 +122,7 @@ async def test_a_closed_store_raises_and_fail_open_turns_that_into_misses(
     with pytest.raises(RuntimeError):
         await store.get_many(["k"])
     seen: list[tuple[str, str, str]] = []
-    wrapped = FailOpenStore(store, lambda *op: seen.append(op))
+    wrapped = FailOpenStore(store, op_log(seen))
     assert await wrapped.get_many(["k"]) == [None]
     assert seen == [("sqlite", "get", "error")]
 
@@ -131,9 +131,7 @@ async def test_an_unusable_path_fails_open(tmp_path: Path, clock: FakeClock) -> 
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"")
     seen: list[tuple[str, str, str]] = []
-    store = FailOpenStore(
-        SqliteStore(blocker / "c.db", ttl_seconds=10, clock=clock), lambda *op: seen.append(op)
-    )
+    store = FailOpenStore(SqliteStore(blocker / "c.db", ttl_seconds=10, clock=clock), op_log(seen))
     assert await store.ping() is False
     await store.put(["k"], b"v")
     assert await store.get_many(["j"]) == [None]

@@ -17,7 +17,7 @@ import pytest
 
 from gateway.store.failopen import FailOpenStore
 from gateway.store.sqlite import SqliteStore
-from tests.store.conftest import FakeClock
+from tests.store.conftest import FakeClock, op_log
 
 # Holds the write lock (BEGIN IMMEDIATE, a row inserted) until it reads a line from stdin.
 LOCKER = """
@@ -79,7 +79,7 @@ async def test_busy_writes_fail_open_counted_and_back_off_while_reads_go_on(tmp_
     monotonic = FakeClock()
     inner = SqliteStore(path, ttl_seconds=100, busy_timeout_ms=20, monotonic=monotonic)
     seen: list[tuple[str, str, str]] = []
-    store = FailOpenStore(inner, lambda *op: seen.append(op))
+    store = FailOpenStore(inner, op_log(seen))
     tried: list[list[str]] = []
     real_put = inner._put
 
@@ -188,7 +188,11 @@ from gateway.store.sqlite import SqliteStore
 
 async def main(path):
     seen = []
-    store = FailOpenStore(SqliteStore(path, ttl_seconds=100), lambda *op: seen.append(op[1:]))
+
+    def on_op(_, op, outcome, times=1):  # a batch is reported once, with its count
+        seen.extend([(op, outcome)] * times)
+
+    store = FailOpenStore(SqliteStore(path, ttl_seconds=100), on_op)
     await store.put(["k0"], b"v0")
     out = {"first": await store.get_many(["k0"]) == [b"v0"]}  # a serving gateway reads too
     assert subprocess.run(["chattr", "+i", path + "-shm"]).returncode == 0
@@ -240,7 +244,7 @@ async def test_a_store_opened_on_an_unwritable_shm_file_refuses_it_and_fails_ope
     assert _chattr("+i", shm)
     immutable.append(shm)
     seen: list[tuple[str, str, str]] = []
-    store = FailOpenStore(SqliteStore(path, ttl_seconds=100, clock=clock), lambda *op: seen.append(op))
+    store = FailOpenStore(SqliteStore(path, ttl_seconds=100, clock=clock), op_log(seen))
     try:
         assert await store.ping() is False
         await store.put(["k2"], b"v2")

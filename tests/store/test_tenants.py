@@ -11,7 +11,7 @@ from gateway.store.memory import ENTRY_OVERHEAD_BYTES, MemoryStore
 from gateway.store.redis import RedisStore
 from gateway.store.sqlite import SqliteStore
 from tests.redis_server import RedisServer
-from tests.store.conftest import FakeClock
+from tests.store.conftest import FakeClock, op_log
 
 RECORD = b"r" * 1000
 
@@ -186,7 +186,7 @@ async def test_evictions_are_counted_in_the_store_operations(
         else SqliteStore(tmp_path / "c.db", 3600, clock=clock, tenant_max_bytes=3 * per)
     )
     seen: list[tuple[str, str, str]] = []
-    store = FailOpenStore(inner, lambda *op: seen.append(op))
+    store = FailOpenStore(inner, op_log(seen))
     try:
         for n in range(5):
             await store.put([f"a:{n}"], RECORD, tenant="a")
