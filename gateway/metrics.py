@@ -288,8 +288,13 @@ class Metrics:
             if previous and previous_outcome != "ok" and current != previous:
                 self.failovers.labels(model, previous, current, previous_outcome).inc()
             previous, previous_outcome = current, attempt.outcome
-        for repair_provider, repair in rec.repairs:
-            child(self.repairs, self._provider(repair_provider), repair.kind).inc()
+        if rec.repairs:  # by kind: a long transcript's turn can count hundreds of one kind
+            kinds: dict[tuple[str, str], int] = {}
+            for repair_provider, repair in rec.repairs:
+                key = (repair_provider, repair.kind)
+                kinds[key] = kinds.get(key, 0) + 1
+            for (repair_provider, kind), times in kinds.items():
+                child(self.repairs, self._provider(repair_provider), kind).inc(times)
         if rec.usage is not None and provider != NO_PROVIDER:
             u = rec.usage
             counts = (

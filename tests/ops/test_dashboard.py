@@ -232,3 +232,22 @@ def test_a_store_batch_counts_every_operation_it_holds():
         "gateway_store_operations_total", {"backend": "memory", "op": "get", "outcome": "miss"}
     )
     assert value == 501
+
+
+def test_repairs_are_counted_by_provider_and_kind_however_many_one_request_makes():
+    metrics = Metrics()
+    metrics.bind(["claude", "openai"], ["claude", "openai"])
+    repairs = [("openai", Repair("reasoning_dropped"))] * 500 + [
+        ("openai", Repair("tool_id_projected")),
+        ("claude", Repair("reasoning_dropped")),
+    ]
+    metrics.record(RequestRecord("chat", model="openai", provider="openai", repairs=repairs))
+
+    def sample(provider: str, kind: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "gateway_repairs_total", {"provider": provider, "kind": kind}
+        )
+
+    assert sample("openai", "reasoning_dropped") == 500
+    assert sample("openai", "tool_id_projected") == 1
+    assert sample("claude", "reasoning_dropped") == 1
