@@ -45,15 +45,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from gateway.ingress.budget import Known, item_parts, known, value_bound
-from gateway.ingress.errors import check_depth
+from gateway.ingress.memo_items import Items
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
-from gateway.ingress.slices import FIELDS, UNREADABLE, item_texts, opening_hash
+from gateway.ingress.slices import held_items, opening_hash
 
 T = TypeVar("T")
 
@@ -246,25 +245,12 @@ class DecodeMemo:
             self._read(*pending, raws)
 
     def _read(self, opening: tuple[str, int], sight: _Turn | _FirstSight, raws: list[bytes] | None) -> None:
-        """A first sight read in parts: its decoded items go on probation as its turn, under its
-        opening items (what a request opening the same way finds, and protects). When the items
-        `raws` of a request opening the same way, written out as a list, are the held body's list
-        exactly, they are its items' texts (each a whole JSON value: the list is read the same
-        either way), and the held body is not read again."""
+        """A first sight read in parts (`held_items`: from `raws` when they show its list): its
+        decoded items go on probation as its turn, under its opening items (what a request opening
+        the same way finds, and protects)."""
         assert type(sight) is _FirstSight
-        count = len(sight.parts)
-        texts: list[bytes] | None = None
-        if raws is not None and len(raws) >= count:
-            try:
-                listed = FIELDS.decode(sight.body).get(sight.field)
-            except UNREADABLE:
-                listed = None
-            # compared as bytes: memoryview's == compares element by element (ten times longer)
-            if listed is not None and bytes(listed) == b"[" + b",".join(raws[:count]) + b"]":
-                texts = raws[:count]
+        texts = held_items(sight.body, sight.field, len(sight.parts), raws)
         if texts is None:
-            texts = item_texts(sight.body, sight.field)
-        if texts is None or len(texts) != count:
             return
         scope = opening[0]
         turn = _Turn(sight.size)
@@ -475,64 +461,6 @@ class DecodeMemo:
             self._probation_size -= turn.size
         while self._protected and self.size > self._items_max:  # `newest` fits the budget alone
             self._drop_oldest()
-
-
-class Items(Generic[T]):
-    """One request's transcript items, as `DecodeMemo.items` found them."""
-
-    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "_record", "found")
-
-    def __init__(
-        self,
-        memo: DecodeMemo,
-        keys: list[tuple[str, bytes] | None],
-        found: list[T | None],
-        parts: list[int],
-        body: bytes | None = None,
-        turn: _Turn | None = None,
-    ) -> None:
-        self._memo = memo
-        self._keys = keys
-        self._parts = parts
-        self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
-        self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
-        self._record: list[T | None] | None = None  # a first sight's decoded items, by index
-        self.found = found  # per item: its decoded value, or None when it is new
-
-    def decode(self, index: int, decode: Callable[[], T]) -> T:
-        """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
-        keeps nothing: errors are reported with the item's place, which the memo does not know)."""
-        value = self.found[index]
-        if value is None:
-            value = decode()
-            key = self._keys[index]
-            if key is None:
-                if self._record is not None:
-                    self._record[index] = value
-                return value
-            turn = self._turn
-            if turn is not None:
-                turn.entries.append((key, value, self._parts[index]))
-            elif self._memo._admit_after == 1:
-                self._memo._keep(key, value, self._parts[index])
-        return value
-
-    def check_depth(self, values: list[Any], max_depth: int) -> None:
-        """Depth-check the new items of `values` (the body's list), each at its place (the body 1,
-        the list 2, an item 3)."""
-        for value, decoded in zip(values, self.found, strict=True):
-            if decoded is None:
-                check_depth(value, max_depth, start=3)
-
-    def whole(self, body: Any) -> Any:
-        """`body` with every item parsed: what a validation error of the whole request is
-        reported from (a found item stands unparsed in `body`)."""
-        if self._body is None:
-            return body
-        try:
-            return orjson.loads(self._body)
-        except orjson.JSONDecodeError:  # nested past what orjson reads at once: its parts were read
-            return body
 
 
 def _first_key(opening: tuple[str, int]) -> tuple[str, bytes, bytes]:

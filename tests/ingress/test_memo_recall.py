@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bench.workloads import agent_messages
 from gateway.ingress import memo as memo_module
+from gateway.ingress import slices
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.slices import item_texts
@@ -71,7 +72,7 @@ def test_the_next_turns_items_stand_for_the_held_body_and_it_is_not_read_again(m
         read.append(len(raw))
         return item_texts(raw, field)
 
-    monkeypatch.setattr(memo_module, "item_texts", counted)
+    monkeypatch.setattr(slices, "item_texts", counted)
     hits = memo.hits
     _decode(CHAT, _raw([*messages, {"role": "user", "content": "Next."}], False), memo)
     assert memo.hits - hits == len(messages) and read == []

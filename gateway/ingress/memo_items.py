@@ -1,0 +1,74 @@
+"""One request's transcript items as the decode memo found them (gateway/ingress/memo.py): each
+item's decoded value, or what decoding a new one keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import orjson
+
+from gateway.ingress.errors import check_depth
+
+if TYPE_CHECKING:
+    from gateway.ingress.memo import DecodeMemo, _Turn
+
+T = TypeVar("T")
+
+
+class Items(Generic[T]):
+    """One request's transcript items, as `DecodeMemo.items` found them."""
+
+    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "_record", "found")
+
+    def __init__(
+        self,
+        memo: DecodeMemo,
+        keys: list[tuple[str, bytes] | None],
+        found: list[T | None],
+        parts: list[int],
+        body: bytes | None = None,
+        turn: _Turn | None = None,
+    ) -> None:
+        self._memo = memo
+        self._keys = keys
+        self._parts = parts
+        self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
+        self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
+        self._record: list[T | None] | None = None  # a first sight's decoded items, by index
+        self.found = found  # per item: its decoded value, or None when it is new
+
+    def decode(self, index: int, decode: Callable[[], T]) -> T:
+        """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
+        keeps nothing: errors are reported with the item's place, which the memo does not know)."""
+        value = self.found[index]
+        if value is None:
+            value = decode()
+            key = self._keys[index]
+            if key is None:
+                if self._record is not None:
+                    self._record[index] = value
+                return value
+            turn = self._turn
+            if turn is not None:
+                turn.entries.append((key, value, self._parts[index]))
+            elif self._memo._admit_after == 1:
+                self._memo._keep(key, value, self._parts[index])
+        return value
+
+    def check_depth(self, values: list[Any], max_depth: int) -> None:
+        """Depth-check the new items of `values` (the body's list), each at its place (the body 1,
+        the list 2, an item 3)."""
+        for value, decoded in zip(values, self.found, strict=True):
+            if decoded is None:
+                check_depth(value, max_depth, start=3)
+
+    def whole(self, body: Any) -> Any:
+        """`body` with every item parsed: what a validation error of the whole request is
+        reported from (a found item stands unparsed in `body`)."""
+        if self._body is None:
+            return body
+        try:
+            return orjson.loads(self._body)
+        except orjson.JSONDecodeError:  # nested past what orjson reads at once: its parts were read
+            return body
