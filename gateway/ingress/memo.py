@@ -36,6 +36,11 @@ without \\u escapes, four times that otherwise), a fixed cost per JSON value for
 transcripts of every memoized dialect: tests/ingress/test_memo.py), plus the LRU's own cost per
 entry, times what the allocator loses around them (calibrated against RSS by bench/memo.py).
 
+The event loop's thread and the worker thread of large bodies (gateway/offload.py) share the
+memo: whoever admits, splits or looks up holds `lock` (gateway/exchange.py `parse_shared`; the
+loop never waits for it). What decoding keeps afterwards goes into lists no other request reads
+until it is protected (appends, atomic under the interpreter's lock).
+
 The memo also owns the JSON depth check of the items: `parse_json_body` skips the transcript
 list and an item is walked only when it is new; an item found under its bytes had the same shape
 when it was first checked.
