@@ -70,6 +70,28 @@ async def _turn(http: aiohttp.ClientSession, url: str, body: bytes) -> tuple[flo
     return time.process_time() - started, orjson.loads(answer)["choices"][0]["message"]
 
 
+async def _above_direct(
+    http: aiohttp.ClientSession,
+    direct: str,
+    gateway: str,
+    body: bytes,
+    profile: cProfile.Profile | None,
+    kind: str,
+) -> tuple[float, dict]:
+    """The turn's CPU through the gateway minus sent direct, and the gateway's answer; profiled
+    when `profile` is given and `--profile` names this kind of turn."""
+    base, _ = await _turn(http, direct, body)
+    profiling = profile is not None and ARGS.profile == kind
+    if profiling:
+        profile.enable()
+    try:
+        took, answer = await _turn(http, gateway, body)
+    finally:
+        if profiling:
+            profile.disable()
+    return took - base, answer
+
+
 async def main() -> None:
     stub_runner, stub_port = await _site(Stub().app())
     config = config_from_dict(
@@ -97,23 +119,13 @@ async def main() -> None:
                 seed = f"turns{ARGS.messages}x{n}x{time.monotonic_ns() % 10**9}"
                 messages = workloads.agent_messages(ARGS.messages, seed)
                 first = workloads.agent_body(MODEL, messages, tools)
-                base, answer = await _turn(http, direct, first)
-                if profile is not None and ARGS.profile == "cold" and n >= 2:
-                    profile.enable()
-                took, answer = await _turn(http, gateway, first)
-                if profile is not None:
-                    profile.disable()
-                cold = took - base
+                profiled = profile if n >= 2 else None
+                cold, answer = await _above_direct(http, direct, gateway, first, profiled, "cold")
                 turn = workloads.agent_body(MODEL, workloads.next_turn(messages, answer, seed), tools)
-                base, _ = await _turn(http, direct, turn)
-                if profile is not None and ARGS.profile == "warm" and n >= 2:
-                    profile.enable()
-                took, _ = await _turn(http, gateway, turn)
-                if profile is not None:
-                    profile.disable()
+                warm, _ = await _above_direct(http, direct, gateway, turn, profiled, "warm")
                 if n >= 2:
                     costs["cold"].append(cold * 1000)
-                    costs["warm"].append((took - base) * 1000)
+                    costs["warm"].append(warm * 1000)
     finally:
         await gw_runner.cleanup()
         await stub_runner.cleanup()
