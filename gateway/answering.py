@@ -104,7 +104,7 @@ async def answer_stream(
     headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
     response = web.StreamResponse(status=200, headers=headers)
     assembler = Assembler()  # the turn as it streams, to record once it completed
-    keepalive: asyncio.Task[None] | None = None
+    relay: Relay | None = None
     try:
         _bound_kernel_buffer(http)
         await response.prepare(http)
@@ -113,7 +113,7 @@ async def answer_stream(
         hide = None if answer.prepared.decision.shown else ReasoningFilter()
         relay = Relay(response, encoder, assembler, exchange, hide)
         if encoder.keepalive_seconds:
-            keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
+            relay.keep_alive(encoder.keepalive_seconds)
         try:
             error = await relay.run(answer, encoder.start())
             turn = None if error is not None else assembler.finish()
@@ -122,8 +122,7 @@ async def answer_stream(
             log.warning("%s broke its stream format: %s", answer.target.provider, exc)
             error = UpstreamError(ErrorCategory.PROTOCOL, f"{answer.target.provider} broke its stream format")
             turn = None
-        if keepalive is not None:
-            keepalive.cancel()
+        relay.stop_keeping_alive()
         if error is not None:
             # a half-finished turn is never recorded: its reasoning block may be cut short
             exchange.outcome = "stream_error"
@@ -134,12 +133,12 @@ async def answer_stream(
         assert turn is not None
         exchange.turn = turn
         await record_turn(exchange, inbound, request, turn)
-        await response.write(encoder.finish())
-        await response.write_eof()
+        # the dialect's ending and the end of the chunked body in one write (one send, one packet)
+        await response.write_eof(encoder.finish())
         return response
     finally:
-        if keepalive is not None:
-            keepalive.cancel()
+        if relay is not None:
+            relay.stop_keeping_alive()
         await answer.aclose()
 
 
@@ -176,7 +175,17 @@ class Relay:
     stalled client costs one chunk plus that buffer until the write timeout ends it
     (gateway/server.py)."""
 
-    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
+    __slots__ = (
+        "_response",
+        "_encoder",
+        "_assembler",
+        "_exchange",
+        "_hide",
+        "_last",
+        "_interval",
+        "_timer",
+        "_ping",
+    )
 
     def __init__(
         self,
@@ -192,6 +201,10 @@ class Relay:
         self._exchange = exchange
         self._hide = hide  # set when the client does not see reasoning (it is still recorded)
         self._last = time.monotonic()  # when the upstream last produced something
+        # the keep-alive (`keep_alive`): its interval, the timer that checks it, a ping being written
+        self._interval = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._ping: asyncio.Task[None] | None = None
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
@@ -244,16 +257,41 @@ class Relay:
             await stream.aclose()
         return None
 
-    async def keep_alive(self, interval: float) -> None:
+    def keep_alive(self, interval: float) -> None:
         """The dialect's keep-alive after `interval` seconds without upstream bytes (a long
-        thinking phase), so clients and proxies do not time the stream out."""
-        while True:
-            wait = self._last + interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            try:
-                await self._response.write(self._encoder.keepalive())
-            except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
-                return
-            self._last = time.monotonic()
+        thinking phase), so clients and proxies do not time the stream out. A timer that checks
+        the time of the last batch when it fires (one timer per quiet interval, no task per
+        stream: a task only while a ping is written)."""
+        self._interval = interval
+        self._timer = asyncio.get_running_loop().call_later(interval, self._check)
+
+    def stop_keeping_alive(self) -> None:
+        self._interval = 0.0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._ping is not None:
+            self._ping.cancel()
+            self._ping = None
+
+    def _check(self) -> None:
+        self._timer = None
+        if not self._interval:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._last + self._interval - time.monotonic()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._check)
+        else:
+            self._ping = loop.create_task(self._send_ping())
+
+    async def _send_ping(self) -> None:
+        try:
+            await self._response.write(self._encoder.keepalive())
+        except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
+            return
+        finally:
+            self._ping = None
+        self._last = time.monotonic()
+        if self._interval:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._check)
