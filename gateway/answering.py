@@ -221,11 +221,15 @@ class Relay:
             first = []
         # the stream's batches read directly (not through `Answer.batches`, one async generator
         # less per chunk); released as soon as it ended, as `batches` does
+        # the time to first token is taken at the first content shown (`exchange.saw`): once it
+        # is, the relay stops asking
+        timing = exchange.ttft is None
         try:
             while (batch := await stream.next_batch()) is not None:
                 if not batch:
                     continue
-                self._last = time.monotonic()
+                if self._interval:  # only the keep-alive needs the time of the last batch
+                    self._last = time.monotonic()
                 out, first = first, []
                 for event in batch:
                     t = type(event)
@@ -243,12 +247,13 @@ class Relay:
                         if out:  # what came before the broken event still reaches the client
                             await response.write(b"".join(out))
                         raise
-                    if shown:  # the first content is what the client sees
+                    if timing and shown:  # the first content is what the client sees
                         exchange.saw(event)
+                        timing = exchange.ttft is None
                     if chunk is not None:
                         out.append(chunk)
                 if out:
-                    await response.write(b"".join(out))
+                    await response.write(out[0] if len(out) == 1 else b"".join(out))
                     if protocol.writing_paused:
                         await writer.drain()
             if first:  # the answer had no events

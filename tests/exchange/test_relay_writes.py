@@ -33,6 +33,7 @@ class Encoder:
 
 class Exchange:
     usage = None
+    ttft = None
     http = SimpleNamespace(protocol=SimpleNamespace(writing_paused=False), writer=None)
 
     def saw(self, event: Event) -> None:
