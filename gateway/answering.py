@@ -10,6 +10,7 @@ import asyncio
 import logging
 import socket
 import time
+import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -158,13 +159,23 @@ class _StreamResponse(web.StreamResponse):
 STREAM_SEND_BUFFER = 64 * 1024
 
 
+# the connections whose send buffer is bounded already: the bound lasts as long as the socket, so
+# a keep-alive connection's later streams skip the call (through uvloop's socket stand-in, a
+# socket object built and detached each time: a few microseconds per stream)
+_BOUNDED: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
+
+
 def _bound_kernel_buffer(http: web.Request) -> None:
-    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
+    transport = http.transport
+    if transport is None or transport in _BOUNDED:
+        return
+    sock = transport.get_extra_info("socket")
     if sock is not None:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
         except OSError:  # not a TCP socket (a test's pipe): nothing to bound
             pass
+    _BOUNDED.add(transport)
 
 
 def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:

@@ -1,14 +1,18 @@
 """A streamed answer's writes to the socket: the status line and headers go out with the first
-write (not alone at `prepare`), and the dialect's ending with the chunked body's end."""
+write (not alone at `prepare`), and the dialect's ending with the chunked body's end; the
+connection's send buffer is bounded once."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+from types import SimpleNamespace
 from unittest import mock
 
 from aiohttp.http_writer import StreamWriter
 from aiohttp.test_utils import make_mocked_request
 
+from gateway import answering
 from gateway.answering import _StreamResponse
 
 
@@ -49,3 +53,38 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
     assert body == b"9\r\ndata: 1\n\n\r\n"
     await response.write_eof(b"data: [DONE]\n\n")
     assert transport.sent[1:] == [b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"]
+
+
+class CountingSocket:
+    """A socket whose options are counted (what uvloop's socket stand-in would be asked)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.calls = 0
+
+    def setsockopt(self, *args: int) -> None:
+        self.calls += 1
+        self.sock.setsockopt(*args)
+
+
+def test_a_connections_send_buffer_is_bounded_once_for_all_its_streams():
+    left, right = socket.socketpair()
+    with left, right:
+        counted = CountingSocket(left)
+        transport = mock.Mock()
+        transport.get_extra_info.side_effect = lambda name, default=None: (
+            counted if name == "socket" else default
+        )
+        http = SimpleNamespace(transport=transport)
+        answering._bound_kernel_buffer(http)  # type: ignore[arg-type]
+        answering._bound_kernel_buffer(http)  # type: ignore[arg-type]  # its next stream
+        assert counted.calls == 1
+        # Linux reports twice what was set (its bookkeeping)
+        assert left.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) in (
+            answering.STREAM_SEND_BUFFER,
+            2 * answering.STREAM_SEND_BUFFER,
+        )
+        other = mock.Mock()
+        other.get_extra_info.side_effect = transport.get_extra_info.side_effect
+        answering._bound_kernel_buffer(SimpleNamespace(transport=other))  # type: ignore[arg-type]
+        assert counted.calls == 2, "another connection is bounded too"
