@@ -165,7 +165,7 @@ class GatewayRequestHandler(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         """A request aiohttp could not parse (or, never expected, an error that escaped the app's
-        error middleware): the error envelope instead of aiohttp's plain text."""
+        edge middleware): the error envelope instead of aiohttp's plain text."""
         started = time.monotonic()
         if isinstance(exc, HttpProcessingError):
             self.logger.debug("unparsable request from %s: %s", request.remote, exc)
