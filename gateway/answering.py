@@ -10,6 +10,7 @@ import asyncio
 import logging
 import socket
 import time
+import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -102,9 +103,9 @@ async def answer_stream(
     state, http = exchange.state, exchange.http
     encoder = _stream_encoder(exchange, inbound)
     headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
-    response = web.StreamResponse(status=200, headers=headers)
+    response = _StreamResponse(status=200, headers=headers)
     assembler = Assembler()  # the turn as it streams, to record once it completed
-    keepalive: asyncio.Task[None] | None = None
+    relay: Relay | None = None
     try:
         _bound_kernel_buffer(http)
         await response.prepare(http)
@@ -113,7 +114,7 @@ async def answer_stream(
         hide = None if answer.prepared.decision.shown else ReasoningFilter()
         relay = Relay(response, encoder, assembler, exchange, hide)
         if encoder.keepalive_seconds:
-            keepalive = asyncio.create_task(relay.keep_alive(encoder.keepalive_seconds))
+            relay.keep_alive(encoder.keepalive_seconds)
         try:
             error = await relay.run(answer, encoder.start())
             turn = None if error is not None else assembler.finish()
@@ -122,8 +123,7 @@ async def answer_stream(
             log.warning("%s broke its stream format: %s", answer.target.provider, exc)
             error = UpstreamError(ErrorCategory.PROTOCOL, f"{answer.target.provider} broke its stream format")
             turn = None
-        if keepalive is not None:
-            keepalive.cancel()
+        relay.stop_keeping_alive()
         if error is not None:
             # a half-finished turn is never recorded: its reasoning block may be cut short
             exchange.outcome = "stream_error"
@@ -134,13 +134,22 @@ async def answer_stream(
         assert turn is not None
         exchange.turn = turn
         await record_turn(exchange, inbound, request, turn)
-        await response.write(encoder.finish())
-        await response.write_eof()
+        # the dialect's ending and the end of the chunked body in one write (one send, one packet)
+        await response.write_eof(encoder.finish())
         return response
     finally:
-        if keepalive is not None:
-            keepalive.cancel()
+        if relay is not None:
+            relay.stop_keeping_alive()
         await answer.aclose()
+
+
+class _StreamResponse(web.StreamResponse):
+    """The status line and headers go out with the first write (the dialect's opening, written at
+    once after `prepare`) rather than alone at `prepare`: one send and one packet less per
+    stream. aiohttp's own `web.Response` buffers its headers the same way (the same class
+    attribute); were it renamed, the headers would go out alone again, nothing worse."""
+
+    _send_headers_immediately = False
 
 
 # the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
@@ -150,13 +159,23 @@ async def answer_stream(
 STREAM_SEND_BUFFER = 64 * 1024
 
 
+# the connections whose send buffer is bounded already: the bound lasts as long as the socket, so
+# a keep-alive connection's later streams skip the call (through uvloop's socket stand-in, a
+# socket object built and detached each time: a few microseconds per stream)
+_BOUNDED: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
+
+
 def _bound_kernel_buffer(http: web.Request) -> None:
-    sock = http.transport.get_extra_info("socket") if http.transport is not None else None
+    transport = http.transport
+    if transport is None or transport in _BOUNDED:
+        return
+    sock = transport.get_extra_info("socket")
     if sock is not None:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
         except OSError:  # not a TCP socket (a test's pipe): nothing to bound
             pass
+    _BOUNDED.add(transport)
 
 
 def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
@@ -176,7 +195,17 @@ class Relay:
     stalled client costs one chunk plus that buffer until the write timeout ends it
     (gateway/server.py)."""
 
-    __slots__ = ("_response", "_encoder", "_assembler", "_exchange", "_hide", "_last")
+    __slots__ = (
+        "_response",
+        "_encoder",
+        "_assembler",
+        "_exchange",
+        "_hide",
+        "_last",
+        "_interval",
+        "_timer",
+        "_ping",
+    )
 
     def __init__(
         self,
@@ -192,6 +221,10 @@ class Relay:
         self._exchange = exchange
         self._hide = hide  # set when the client does not see reasoning (it is still recorded)
         self._last = time.monotonic()  # when the upstream last produced something
+        # the keep-alive (`keep_alive`): its interval, the timer that checks it, a ping being written
+        self._interval = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._ping: asyncio.Task[None] | None = None
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
@@ -208,11 +241,15 @@ class Relay:
             first = []
         # the stream's batches read directly (not through `Answer.batches`, one async generator
         # less per chunk); released as soon as it ended, as `batches` does
+        # the time to first token is taken at the first content shown (`exchange.saw`): once it
+        # is, the relay stops asking
+        timing = exchange.ttft is None
         try:
             while (batch := await stream.next_batch()) is not None:
                 if not batch:
                     continue
-                self._last = time.monotonic()
+                if self._interval:  # only the keep-alive needs the time of the last batch
+                    self._last = time.monotonic()
                 out, first = first, []
                 for event in batch:
                     t = type(event)
@@ -230,12 +267,13 @@ class Relay:
                         if out:  # what came before the broken event still reaches the client
                             await response.write(b"".join(out))
                         raise
-                    if shown:  # the first content is what the client sees
+                    if timing and shown:  # the first content is what the client sees
                         exchange.saw(event)
+                        timing = exchange.ttft is None
                     if chunk is not None:
                         out.append(chunk)
                 if out:
-                    await response.write(b"".join(out))
+                    await response.write(out[0] if len(out) == 1 else b"".join(out))
                     if protocol.writing_paused:
                         await writer.drain()
             if first:  # the answer had no events
@@ -244,16 +282,41 @@ class Relay:
             await stream.aclose()
         return None
 
-    async def keep_alive(self, interval: float) -> None:
+    def keep_alive(self, interval: float) -> None:
         """The dialect's keep-alive after `interval` seconds without upstream bytes (a long
-        thinking phase), so clients and proxies do not time the stream out."""
-        while True:
-            wait = self._last + interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            try:
-                await self._response.write(self._encoder.keepalive())
-            except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
-                return
-            self._last = time.monotonic()
+        thinking phase), so clients and proxies do not time the stream out. A timer that checks
+        the time of the last batch when it fires (one timer per quiet interval, no task per
+        stream: a task only while a ping is written)."""
+        self._interval = interval
+        self._timer = asyncio.get_running_loop().call_later(interval, self._check)
+
+    def stop_keeping_alive(self) -> None:
+        self._interval = 0.0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._ping is not None:
+            self._ping.cancel()
+            self._ping = None
+
+    def _check(self) -> None:
+        self._timer = None
+        if not self._interval:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._last + self._interval - time.monotonic()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._check)
+        else:
+            self._ping = loop.create_task(self._send_ping())
+
+    async def _send_ping(self) -> None:
+        try:
+            await self._response.write(self._encoder.keepalive())
+        except (ConnectionError, RuntimeError):  # the client went away: the relay ends too
+            return
+        finally:
+            self._ping = None
+        self._last = time.monotonic()
+        if self._interval:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._check)

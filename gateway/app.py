@@ -44,9 +44,9 @@ from gateway.security import (
     BearerTokens,
     BodyLimits,
     Middleware,
+    RequestGuard,
     Tenants,
     body_too_large,
-    request_guard,
     restrict_response_headers,
     send_and_close,
     upstream_header_allowlist,
@@ -65,15 +65,34 @@ USER_AGENT = f"llm-transcript-gateway/{__version__}"
 IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
 
 
-def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
+def edge_middleware(redactor: Redactor, guard: RequestGuard, in_flight: InFlight) -> Middleware:
+    """The app's one middleware: every layer a request passes before its handler, in one
+    coroutine (each middleware is a coroutine per request), outermost first: the error envelope,
+    the request's in-flight scope (gateway/lifecycle.py), the connection cap (gateway/server.py),
+    the guard (gateway/security.py)."""
+    limits = guard.limits
+
     @web.middleware
-    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
         """Every error a client sees is in its dialect's envelope, including aiohttp's own 404/405,
         and holds no secret: a provider that echoes a key in its error message is redacted here.
         A request refused before its handler (ClientError, HTTPException) is accounted for here."""
         started = time.monotonic()
         try:
-            response = await handler(request)
+            entry = in_flight.enter(request)
+            try:
+                refuse_over_capacity(request)
+                response = guard.admit(request)
+                if response is None:
+                    if request.body_exists:
+                        await guard.read_body(request)
+                    response = await handler(request)
+            except asyncio.CancelledError:
+                if not entry.ended_it():
+                    raise  # the client went away, or the task was cancelled from elsewhere
+                response = await in_flight.last_answer(request, entry)
+            finally:
+                in_flight.leave(request)
         except ClientError as exc:
             response = _refused(request, exc, started)
         except web.HTTPRequestEntityTooLarge as exc:  # a body read past the guard's limit check
@@ -95,7 +114,7 @@ def errors_middleware(redactor: Redactor, limits: BodyLimits) -> Middleware:
             return await send_and_close(request, response, limits)
         return response
 
-    return errors
+    return edge
 
 
 def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
@@ -190,13 +209,11 @@ def create_app(
     in_flight = InFlight()
     app = web.Application(client_max_size=server.max_body_bytes)
     app[IN_FLIGHT] = in_flight
-    app.middlewares.append(errors_middleware(redactor, limits))
-    app.middlewares.append(in_flight.middleware())
-    app.middlewares.append(refuse_over_capacity)
     browser = BrowserPolicy.from_lists(server.allowed_hosts, server.allowed_origins, server.host)
     metrics_open = config.auth is not None and config.auth.metrics_from_loopback_without_token
     tenants = Tenants(continuity_secret)
-    app.middlewares.append(request_guard(tokens, limits, browser, tenants, metrics_open))
+    guard = RequestGuard(tokens, limits, browser, tenants, metrics_open)
+    app.middlewares.append(edge_middleware(redactor, guard, in_flight))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)

@@ -16,7 +16,7 @@ before any body is read:
   only send one after a preflight, which an origin not listed does not pass. Else 415.
 
 The same decisions are made for every dialect: a refusal is a ClientError answered in the path's
-envelope by the error middleware.
+envelope by the edge middleware (gateway/app.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -51,6 +51,9 @@ class BrowserPolicy:
     domains: tuple[str, ...] = ()
     any_host: bool = False
     origins: frozenset[str] = frozenset()
+    # Host header value -> (hostname, port), for values allowed: a client sends the same few on
+    # every request (bounded: past `_HOSTS_KEPT` values, a value is judged afresh)
+    allowed_hosts: dict[str, tuple[str, int | None]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_lists(cls, hosts: Iterable[str], origins: Iterable[str], bind_host: str = "") -> BrowserPolicy:
@@ -123,14 +126,22 @@ def _forbidden(message: str, code: str) -> ClientError:
 
 def check_host(request: web.BaseRequest, policy: BrowserPolicy) -> tuple[str, int | None]:
     raw = request.headers.get("Host", "")
+    known = policy.allowed_hosts.get(raw)
+    if known is not None:
+        return known
     host = split_host(raw)
-    if host is None or not policy.host_allowed(host[0]):
-        raise _forbidden(
-            f"Host {echo(raw)!r} is not served by this gateway: it answers to loopback names, IP"
-            " addresses and the names in [server] allowed_hosts",
-            "host_not_allowed",
-        )
-    return host
+    if host is not None and policy.host_allowed(host[0]):
+        if len(policy.allowed_hosts) < _HOSTS_KEPT:
+            policy.allowed_hosts[raw] = host
+        return host
+    raise _forbidden(
+        f"Host {echo(raw)!r} is not served by this gateway: it answers to loopback names, IP"
+        " addresses and the names in [server] allowed_hosts",
+        "host_not_allowed",
+    )
+
+
+_HOSTS_KEPT = 256
 
 
 def check_origin(request: web.BaseRequest, policy: BrowserPolicy, host: tuple[str, int | None]) -> str | None:

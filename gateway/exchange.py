@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -173,12 +173,22 @@ async def run_exchange(
         raise
     finally:
         state.metrics.inflight.dec()
-        record = exchange.record()
-        state.observe(record)
-        state.inspector.capture(exchange, http.headers)
-        exchange.cost_usd = record.cost_usd
-        if exchange.trace is not None:
-            _finish_trace(exchange.trace, exchange, record)
+        # the record as the request ends (its duration), accounted for once the answer is on its
+        # way: a whole answer is written to the client when this returns (in the same step of the
+        # loop, unless the client is slow to read), so the metrics, the access-log line, the
+        # inspector's capture and the trace are off its latency; the callback runs before any
+        # later event of the loop (the client's next request, a /metrics scrape)
+        asyncio.get_running_loop().call_soon(_account, exchange, exchange.record(), http.headers)
+
+
+def _account(exchange: Exchange, record: RequestRecord, headers: Mapping[str, str]) -> None:
+    """A finished request's bookkeeping (`run_exchange`)."""
+    state = exchange.state
+    state.observe(record)
+    state.inspector.capture(exchange, headers)
+    exchange.cost_usd = record.cost_usd
+    if exchange.trace is not None:
+        _finish_trace(exchange.trace, exchange, record)
 
 
 def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:

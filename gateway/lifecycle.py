@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -27,7 +27,6 @@ from gateway.transcript.events import ErrorCategory, UpstreamError
 
 log = logging.getLogger("gateway")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ErrorEvent = Callable[[UpstreamError], bytes]
 
 # after the grace period: how long cancelled requests get to unwind (close their upstream) and
@@ -96,31 +95,29 @@ class InFlight:
         if entry is not None:
             entry.response, entry.error_event = response, error_event
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-        @web.middleware
-        async def in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
-            key = id(request)
-            task = asyncio.current_task()
-            assert task is not None
-            entry = self._open[key] = _Open(task, task.cancelling())
-            self._idle.clear()
-            try:
-                return await handler(request)
-            except asyncio.CancelledError:
-                if not entry.ended_it():
-                    raise  # the client went away, or the task was cancelled from elsewhere
-                if entry.response is not None and entry.error_event is not None:
-                    await _end_stream(entry.response, entry.error_event, self._end_by)
-                    return entry.response
-                response = error_response(request.path, shutting_down())
-                response.force_close()
-                return response
-            finally:
-                del self._open[key]
-                if not self._open:
-                    self._idle.set()
+    def enter(self, request: web.BaseRequest) -> _Open:
+        """`request` is being handled (from the edge middleware, gateway/app.py): its cancel scope
+        is the current task. Every `enter` is paired with a `leave` when the request ends."""
+        task = asyncio.current_task()
+        assert task is not None
+        entry = self._open[id(request)] = _Open(task, task.cancelling())
+        self._idle.clear()
+        return entry
 
-        return in_flight
+    def leave(self, request: web.BaseRequest) -> None:
+        del self._open[id(request)]
+        if not self._open:
+            self._idle.set()
+
+    async def last_answer(self, request: web.BaseRequest, entry: _Open) -> web.StreamResponse:
+        """The answer of a request the shutdown cancelled (`entry.ended_it()`): its stream's error
+        event, or a 503 when its answer had not started."""
+        if entry.response is not None and entry.error_event is not None:
+            await _end_stream(entry.response, entry.error_event, self._end_by)
+            return entry.response
+        response = error_response(request.path, shutting_down())
+        response.force_close()
+        return response
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for every request to finish, then end the rest (see the

@@ -345,33 +345,36 @@ async def send_and_close(
     return response
 
 
-def request_guard(
-    tokens: BearerTokens,
-    limits: BodyLimits,
-    browser: BrowserPolicy,
-    tenants: Tenants,
-    metrics_loopback_open: bool = False,
-) -> Middleware:
+@dataclass(frozen=True, slots=True)
+class RequestGuard:
     """Before any handler runs and before the body is read: the browser checks (Host, Origin, a
     listed origin's preflight; gateway/browser.py), access control, the JSON media type, then the
     body limits (so neither a web page nor an unauthenticated client can make the gateway read a
-    large body). A refusal is a ClientError for the error middleware to answer and account for."""
+    large body). A refusal is a ClientError for the edge middleware (gateway/app.py) to answer and
+    account for; it calls `admit`, then `read_body` when the request has a body, then the handler."""
 
-    @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    tokens: BearerTokens
+    limits: BodyLimits
+    browser: BrowserPolicy
+    tenants: Tenants
+    metrics_loopback_open: bool = False
+
+    def admit(self, request: web.Request) -> web.StreamResponse | None:
+        """Raises the request's refusal; returns the answer to a listed origin's preflight, else
+        None (the request goes on, its tenant decided)."""
+        browser = self.browser
         host = check_host(request, browser)
         origin = check_origin(request, browser, host)
         if origin is not None:
             if is_preflight(request):
                 return preflight(request, origin)
             request[CORS_ORIGIN] = origin
-        request[TENANT] = tenants.of(check_access(request, tokens, metrics_loopback_open))
+        request[TENANT] = self.tenants.of(check_access(request, self.tokens, self.metrics_loopback_open))
         check_json_body(request)
-        if request.body_exists:
-            await read_body_within(request, limits)
-        return await handler(request)
+        return None
 
-    return guard
+    async def read_body(self, request: web.Request) -> None:
+        await read_body_within(request, self.limits)
 
 
 _warned: set[str] = set()

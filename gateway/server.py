@@ -165,7 +165,7 @@ class GatewayRequestHandler(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         """A request aiohttp could not parse (or, never expected, an error that escaped the app's
-        error middleware): the error envelope instead of aiohttp's plain text."""
+        edge middleware): the error envelope instead of aiohttp's plain text."""
         started = time.monotonic()
         if isinstance(exc, HttpProcessingError):
             self.logger.debug("unparsable request from %s: %s", request.remote, exc)
@@ -227,9 +227,9 @@ class GatewayServer(web.Server):
         return GatewayRequestHandler(self, loop=self._loop, **self._kwargs)
 
 
-@web.middleware
-async def refuse_over_capacity(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The answer to a request on a connection past the cap (see `GatewayRequestHandler`)."""
+def refuse_over_capacity(request: web.BaseRequest) -> None:
+    """The refusal of a request on a connection past the cap (see `GatewayRequestHandler`),
+    raised before its handler by the edge middleware (gateway/app.py)."""
     if getattr(request.protocol, "over_capacity", False):
         raise ClientError(
             503,
@@ -238,7 +238,6 @@ async def refuse_over_capacity(request: web.Request, handler: Handler) -> web.St
             code="over_capacity",
             headers={"Retry-After": "1"},
         )
-    return await handler(request)
 
 
 class AcceptErrorLog:

@@ -73,26 +73,28 @@ class SSEParser:
 
     def _whole_events(self, chunk: bytes) -> list[tuple[str, str]] | None:
         """The events of a chunk made only of `[event: NAME\\n]data: DATA\\n\\n` frames within the
-        limits; None for anything else (the line-by-line framing handles it)."""
-        if chunk[-2:] != b"\n\n" or b"\r" in chunk:
+        limits; None for anything else (the line-by-line framing handles it). Walked by offsets:
+        no copy of the chunk or of its frames, only the name and data decoded."""
+        if not chunk.endswith(b"\n\n") or b"\r" in chunk:
             return None
+        max_line, max_event = self._max_line, self._max_event
         out: list[tuple[str, str]] = []
-        for frame in chunk[:-2].split(b"\n\n"):
+        size, at = len(chunk), 0
+        while at < size:
             name = ""
-            if frame[:7] == b"event: ":
-                end = frame.find(b"\n")
-                if end < 0 or end > self._max_line:
+            if chunk.startswith(b"event: ", at):
+                end = chunk.find(b"\n", at)
+                if end - at > max_line:
                     return None
-                name = frame[7:end].decode("utf-8", "replace")
-                frame = frame[end + 1 :]
-            if (
-                frame[:6] != b"data: "
-                or b"\n" in frame
-                or len(frame) > self._max_line
-                or len(frame) - 6 > self._max_event
-            ):
+                name = chunk[at + 7 : end].decode("utf-8", "replace")
+                at = end + 1
+            if not chunk.startswith(b"data: ", at):
                 return None
-            out.append((name, frame[6:].decode("utf-8", "replace")))
+            end = chunk.find(b"\n", at)  # found: the chunk ends with one
+            if chunk[end + 1 : end + 2] != b"\n" or end - at > max_line or end - at - 6 > max_event:
+                return None
+            out.append((name, chunk[at + 6 : end].decode("utf-8", "replace")))
+            at = end + 2
         return out
 
     def finish(self) -> list[tuple[str, str]]:

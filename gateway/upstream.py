@@ -114,8 +114,10 @@ class Upstream:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise UpstreamFailure(connection_error(exc)) from None
         # aiohttp's timeouts act only while a read of the response is waiting: a caller blocked on
-        # a slow client would hold the connection past `total`. This timer ends it regardless.
-        self._deadline = loop.call_at(ends, self._expire)
+        # a slow client would hold the connection past `total`. This timer ends it regardless. A
+        # whole answer is read at once, within aiohttp's `total`: no caller holds it in between.
+        if self._stream:
+            self._deadline = loop.call_at(ends, self._expire)
         return self
 
     def _expire(self) -> None:

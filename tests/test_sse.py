@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gateway.sse import SSELineTooLong, SSEParser
@@ -89,3 +89,41 @@ def test_the_one_event_fast_path_keeps_the_limits():
     with pytest.raises(SSELineTooLong):
         SSEParser(max_line=64, max_event=10).feed(b"data: " + b"x" * 32 + b"\n\n")
     assert SSEParser(max_line=10).feed(b"data: abcd\n\n") == [("", "abcd")]
+
+
+FRAMES = st.lists(
+    st.tuples(
+        st.sampled_from([b"", b"event: message_delta\n", b"event: \n", b"event: \xff\n", b"event:x\n"]),
+        st.sampled_from(
+            [b"data: {}", b"data: a: b", b"data: \xc3", b"data:x", b"data: ", b"id: 1", b"", b"xdata: q"]
+        ),
+        st.sampled_from([b"\n\n", b"\n", b"\n\n\n"]),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=400)
+@example([(b"", b"data: {}", b"\n"), (b"", b"xdata: q", b"\n\n")], (4096, 4096))
+@example([(b"event: message_delta\n", b"data: {}", b"\n\n")], (19, 4096))
+@given(
+    FRAMES,
+    st.tuples(
+        st.one_of(st.just(4096), st.integers(min_value=4, max_value=24)),
+        st.one_of(st.just(4096), st.integers(min_value=0, max_value=6)),
+    ),
+)
+def test_chunks_of_whole_frames_frame_as_byte_by_byte_feeding(frames, limits):
+    """A chunk of several `[event:]data:` frames (the walk by offsets) against the line framing,
+    the limits included."""
+    chunk = b"".join(name + data + end for name, data, end in frames)
+
+    def framed(pieces: list[bytes]) -> list | str:
+        parser = SSEParser(*limits)
+        try:
+            return [e for piece in pieces for e in parser.feed(piece)] + parser.finish()
+        except SSELineTooLong:
+            return "too long"
+
+    assert framed([chunk]) == framed([chunk[i : i + 1] for i in range(len(chunk))])

@@ -372,6 +372,8 @@ class Engine:
             return result
 
         def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
+            if trace is None:  # no span to open around it: no coroutine layer either
+                return attempt(prepared)
             return self._traced(trace, target, prepared, partial(attempt, prepared))
 
         if offload:
@@ -401,14 +403,12 @@ class Engine:
 
     @staticmethod
     async def _traced(
-        trace: RequestTrace | None,
+        trace: RequestTrace,
         target: Target,
         prepared: Prepared,
         send: Callable[[], Awaitable[EventStream | UpstreamError]],
     ) -> EventStream | UpstreamError:
-        """One attempt (`send`) inside its own span when tracing is on."""
-        if trace is None:
-            return await send()
+        """One attempt (`send`) inside its own span."""
         span = trace.attempt(target, prepared.request)
         try:
             result = await send()

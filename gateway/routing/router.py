@@ -71,24 +71,25 @@ class Router:
                 self._overflow[name] = _target(config, group, group.overflow_target)
             self._weights[name] = tuple(t.weight for t in group.targets)
             self._counters[name] = itertools.count()
+        # a group whose order never changes (failover, or one target) has one plan: made here,
+        # once, instead of per request
+        self._fixed: dict[str, Plan] = {
+            name: self._plan(name, targets)
+            for name, targets in self._groups.items()
+            if config.models[name].strategy == "failover" or len(targets) == 1
+        }
 
     def groups(self) -> dict[str, tuple[Target, ...]]:
         """Every model group's targets in config order."""
         return dict(self._groups)
 
     def plan(self, model: str) -> Plan:
+        fixed = self._fixed.get(model)
+        if fixed is not None:
+            return fixed
         targets = self._groups.get(model)
         if targets is not None:
-            group = self._config.models[model]
-            return Plan(
-                model,
-                self._order(model, targets),
-                affinity=group.affinity in ("issuer", "session"),
-                sessions=group.affinity == "session",
-                retry=group.retry,
-                timeouts=group.timeouts,
-                overflow=self._overflow.get(model),
-            )
+            return self._plan(model, self._order(model, targets))
         if len(model) > MAX_MODEL_CHARS:
             raise InvalidModelName(f"longer than {MAX_MODEL_CHARS} characters")
         provider_name, sep, upstream_model = model.partition("/")
@@ -110,6 +111,18 @@ class Router:
         )
         # a direct address is labelled by its provider: client input never becomes a label value
         return Plan(provider_name, (target,))
+
+    def _plan(self, model: str, order: tuple[Target, ...]) -> Plan:
+        group = self._config.models[model]
+        return Plan(
+            model,
+            order,
+            affinity=group.affinity in ("issuer", "session"),
+            sessions=group.affinity == "session",
+            retry=group.retry,
+            timeouts=group.timeouts,
+            overflow=self._overflow.get(model),
+        )
 
     def _order(self, name: str, targets: tuple[Target, ...]) -> tuple[Target, ...]:
         strategy = self._config.models[name].strategy

@@ -1,6 +1,7 @@
 """The relay's writes: the dialect's opening goes out in the same write as the first events when
 they were read already (before the commit point), and at once when they were not (never held
-back waiting for the upstream)."""
+back waiting for the upstream), and the keep-alive written after a quiet interval until the relay
+stops it."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Encoder:
 
 class Exchange:
     usage = None
+    ttft = None
     http = SimpleNamespace(protocol=SimpleNamespace(writing_paused=False), writer=None)
 
     def saw(self, event: Event) -> None:
@@ -88,3 +90,52 @@ async def test_an_answer_without_events_still_gets_its_head():
     stream.unread([])
     assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
     assert response.writes == [HEAD]
+
+
+class PingingEncoder(Encoder):
+    def keepalive(self) -> bytes:
+        return b"<ping>"
+
+
+async def _until(condition, limit: float = 10.0) -> None:
+    """Polls `condition` (a bound on a loaded machine, not a timing assertion)."""
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + limit
+    while not condition():
+        assert loop.time() < ends, "condition never met"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_silent_upstream_gets_keepalives_until_the_relay_stops_them():
+    gate = asyncio.Event()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
+    stream.unread([BlockStart(0, BlockKind.TEXT)])
+    response = Writes()
+    relay = Relay(response, PingingEncoder(), Assembler(), Exchange())  # type: ignore[arg-type]
+    relay.keep_alive(0.01)
+    task = asyncio.create_task(relay.run(SimpleNamespace(stream=stream)))  # type: ignore[arg-type]
+    await _until(lambda: response.writes.count(b"<ping>") >= 2)  # again after the first ping
+    gate.set()
+    await task
+    relay.stop_keeping_alive()
+    written = len(response.writes)
+    assert b"<b>" in response.writes
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+    assert len(response.writes) == written, "a keep-alive after the relay stopped them"
+
+
+async def test_a_keepalive_that_cannot_be_written_ends_the_keepalives():
+    class Gone(Writes):
+        async def write(self, data: bytes) -> None:
+            self.writes.append(data)
+            raise ConnectionResetError
+
+    response = Gone()
+    relay = Relay(response, PingingEncoder(), Assembler(), Exchange())  # type: ignore[arg-type]
+    relay.keep_alive(0.01)
+    await _until(lambda: bool(response.writes))
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+    assert response.writes == [b"<ping>"]
+    relay.stop_keeping_alive()

@@ -160,3 +160,26 @@ def test_configure_logging_writes_bare_json_lines_at_the_configured_level(restor
 def test_configure_logging_rejects_an_unknown_level(restore_logging):
     with pytest.raises(ValueError, match="verbose"):
         configure_logging("verbose", Redactor(), io.StringIO())
+
+
+async def test_a_whole_answer_is_written_before_its_bookkeeping(caplog, monkeypatch):
+    """Metrics, the access line and the inspector's capture come once the answer is on its way
+    (off the client's latency), and before the client can see it complete."""
+    import gateway.exchange
+
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    account = gateway.exchange._account
+    written: list[int] = []
+
+    def accounted(exchange, record, headers):
+        written.append(exchange.http.writer.output_size)  # the answer's bytes written so far
+        account(exchange, record, headers)
+
+    monkeypatch.setattr(gateway.exchange, "_account", accounted)
+    async with running_stack() as stack:
+        stack.hub.states["openai_chat"].push(Reply(text="Forty-two."))
+        status, _, body = await stack.chat({"model": "openai-chat", "messages": USER})
+        assert status == 200
+        # the client has the answer: its line is there already
+        assert len(access_lines(caplog)) == 1
+    assert written and written[0] >= len(body)

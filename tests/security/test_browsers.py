@@ -337,3 +337,27 @@ async def test_a_page_on_another_origin_makes_no_provider_call(chromium):  # noq
             await browser.close()
         assert provider_calls(gateway) == 0
         await gateway.serves_normally()
+
+
+def test_host_verdicts_are_kept_for_allowed_values_only():
+    from aiohttp.test_utils import make_mocked_request
+
+    from gateway.browser import BrowserPolicy, check_host
+    from gateway.ingress.errors import ClientError
+
+    policy = BrowserPolicy.from_lists(["gateway.internal"], [])
+
+    def host(value: str) -> tuple[str, int | None]:
+        return check_host(make_mocked_request("GET", "/v1/models", headers={"Host": value}), policy)
+
+    for _ in range(2):  # judged, then found
+        assert host("Gateway.Internal:8787") == ("gateway.internal", 8787)
+        with pytest.raises(ClientError) as refused:
+            host("gateway.internal.evil.test")
+        assert refused.value.status == 403
+    assert list(policy.allowed_hosts) == ["Gateway.Internal:8787"]
+    for n in range(300):  # past the bound, a value is still judged, only no longer kept
+        assert host(f"10.0.0.{n % 200}:{n + 1}") == (f"10.0.0.{n % 200}", n + 1)
+    assert len(policy.allowed_hosts) == 256
+    with pytest.raises(ClientError):
+        host("gateway.internal.evil.test")

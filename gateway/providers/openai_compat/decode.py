@@ -16,6 +16,7 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
+from gateway.providers.openai_compat import text_chunk
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -79,6 +80,20 @@ class ChatStreamDecoder(SSEStreamDecoder):
             self.done = True
             self._complete(out)
             return
+        if self._started:  # nearly every chunk after the first: the typed decode (text_chunk.py)
+            try:
+                text = text_chunk.DECODER.decode(data)
+            except text_chunk.NOT_THE_SHAPE:
+                pass
+            else:
+                for choice in text.choices or ():
+                    delta = choice.delta
+                    if choice.index == 0 and delta is not None:
+                        if delta.reasoning_content:
+                            self._reasoning_text(delta.reasoning_content, out)
+                        if delta.content:
+                            self._plain_text(delta.content, out)
+                return
         chunk = loads_or_none(data)
         if type(chunk) is not dict:
             self._fail(out, ErrorCategory.PROTOCOL, "upstream sent a stream chunk that is not a JSON object")
