@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.workloads import agent_messages, tools  # noqa: E402
 from gateway.config import ServerConfig  # noqa: E402
-from gateway.exchange import parse_transcript  # noqa: E402
 from gateway.ingress.budget import value_bound  # noqa: E402
 from gateway.ingress.chat.codec import CODEC  # noqa: E402
 from gateway.ingress.memo import DecodeMemo  # noqa: E402
+from gateway.ingress.split import parse_transcript  # noqa: E402
 from gateway.serve import GC_THRESHOLDS  # noqa: E402
 from gateway.transcript.seal import Sealer  # noqa: E402
 
@@ -58,7 +58,7 @@ def body(seed: str, messages: int) -> bytes:
 
 
 def handle(raw: bytes, memo: DecodeMemo) -> Any:
-    """What the exchange does before routing (gateway/exchange.py `parse_transcript`, then the
+    """What the exchange does before routing (gateway/ingress/split.py `parse_transcript`, then the
     codec)."""
     values = value_bound(raw, 0, len(raw))  # counted before any parse, memo or not
     parsed, items = parse_transcript(raw, "messages", memo, "chat\0", LIMITS, values)

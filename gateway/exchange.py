@@ -26,16 +26,15 @@ from aiohttp import web
 
 from gateway.access_log import session_hash
 from gateway.answering import answer_stream, answer_whole
-from gateway.config import ServerConfig
 from gateway.continuity import chain
 from gateway.continuity.items import expand
 from gateway.continuity.restore import message_keys, restore
-from gateway.ingress.admission import check_parts, check_size, parse_counted, values_within_budget
+from gateway.ingress.admission import check_size, parse_counted, values_within_budget
 from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint
 from gateway.ingress.budget import offloads
-from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse_json_body
-from gateway.ingress.memo import DecodeMemo, Items
-from gateway.ingress.split import parse_split
+from gateway.ingress.errors import ClientError, invalid, overflow_figures
+from gateway.ingress.memo import Items
+from gateway.ingress.split import parse_shared
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.offload import off_loop
 from gateway.repair.report import Repair
@@ -288,51 +287,6 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
         return await parse_counted(raw, server, values), None
     return parsed
-
-
-def parse_shared(
-    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None, wait: bool
-) -> tuple[Any, Items[Any] | None] | None:
-    """`parse_transcript` holding the memo's lock: the event loop's thread and the worker thread
-    of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
-    the other thread holds it, never waiting. What a request decodes later goes into its own
-    `Items` and the turn it opened (list appends, atomic), so decoding needs no lock."""
-    if not memo.lock.acquire(blocking=wait):
-        return None
-    try:
-        return parse_transcript(raw, field, memo, scope, limits, values)
-    finally:
-        memo.lock.release()
-
-
-def parse_transcript(
-    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None = None
-) -> tuple[Any, Items[Any] | None]:
-    """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
-    (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
-    nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
-    is parsed whole, and its items found by their values; a body whose opening the memo has not
-    seen is parsed whole and decoded as without the memo (a long one then waits on probation
-    whole for the next request that opens so). `values`: at least the JSON values the
-    body holds (`values_within_budget`)."""
-    limit = limits.max_json_depth
-    seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
-    if seen:
-        checks = partial(check_parts, limits=limits, values=values)
-        split = parse_split(raw, field, memo, scope, limit, checks, values)
-        if split is not None:
-            return split
-    body = parse_json_body(raw, limit, field)
-    check_parts(body, limits, values)
-    items = None
-    if type(body) is dict:
-        listed = body.get(field)
-        if type(listed) is list:
-            if seen:
-                items = memo.items(scope, listed, limit)
-            else:
-                items = memo.first_sight(listed, limit, raw, field, opening, values)
-    return body, items
 
 
 # upstream failure category -> the status the client sees; the rest (auth, permission, not found,

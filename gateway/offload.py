@@ -16,7 +16,7 @@ at a time is no loss (the GIL runs one anyway) and bounds how many large transcr
 worked on at once.
 
 A large body is parsed with the transcript memo (gateway/ingress/memo.py) as any other, under the
-memo's lock (gateway/exchange.py `parse_shared`): the event loop never waits for it (a body it
+memo's lock (gateway/ingress/split.py `parse_shared`): the event loop never waits for it (a body it
 parses while the worker thread holds the lock is parsed whole, as without the memo). The repair
 passes and encoders are pure, so they are safe to run in either thread.
 """

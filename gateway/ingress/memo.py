@@ -37,7 +37,7 @@ transcripts of every memoized dialect: tests/ingress/test_memo.py), plus the LRU
 entry, times what the allocator loses around them (calibrated against RSS by bench/memo.py).
 
 The event loop's thread and the worker thread of large bodies (gateway/offload.py) share the
-memo: whoever admits, splits or looks up holds `lock` (gateway/exchange.py `parse_shared`; the
+memo: whoever admits, splits or looks up holds `lock` (gateway/ingress/split.py `parse_shared`; the
 loop never waits for it). What decoding keeps afterwards goes into lists no other request reads
 until it is protected (appends, atomic under the interpreter's lock).
 
@@ -145,7 +145,7 @@ class DecodeMemo:
         self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
         self.hits = 0
         self.misses = 0
-        # held by whoever admits, splits or looks up (gateway/exchange.py `parse_shared`): the event
+        # held by whoever admits, splits or looks up (gateway/ingress/split.py `parse_shared`): the event
         # loop's thread and the worker thread of large bodies
         self.lock = threading.Lock()
         # a first sight `admit` found held for the request it admitted, read in parts by the

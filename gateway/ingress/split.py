@@ -7,16 +7,23 @@ the client sent (in C, building nothing but the slices); the other fields are pa
 as the whole body would have been, and so are the items the memo does not know. A body that is
 not a JSON object with a list in its transcript field, or a part orjson refuses, is parsed whole
 instead (`None` here), so every error a client sees is the one the whole parse gives.
+
+`parse_transcript` is the exchange's parse of a body with a transcript (the memo's admission,
+then in parts or whole), `parse_shared` the same holding the memo's lock (the event loop's
+thread and the worker thread of large bodies share the memo).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
 
-from gateway.ingress.errors import check_depth
+from gateway.config import ServerConfig
+from gateway.ingress.admission import check_parts
+from gateway.ingress.errors import check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE
 
@@ -62,4 +69,49 @@ def parse_split(
     check_depth(body, max_depth, field)
     check_parts(body)
     items.check_depth(values, max_depth)
+    return body, items
+
+
+def parse_shared(
+    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None, wait: bool
+) -> tuple[Any, Items[Any] | None] | None:
+    """`parse_transcript` holding the memo's lock: the event loop's thread and the worker thread
+    of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
+    the other thread holds it, never waiting. What a request decodes later goes into its own
+    `Items` and the turn it opened (list appends, atomic), so decoding needs no lock."""
+    if not memo.lock.acquire(blocking=wait):
+        return None
+    try:
+        return parse_transcript(raw, field, memo, scope, limits, values)
+    finally:
+        memo.lock.release()
+
+
+def parse_transcript(
+    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None = None
+) -> tuple[Any, Items[Any] | None]:
+    """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
+    (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
+    nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
+    is parsed whole, and its items found by their values; a body whose opening the memo has not
+    seen is parsed whole and decoded as without the memo (a long one then waits on probation
+    whole for the next request that opens so). `values`: at least the JSON values the
+    body holds (`values_within_budget`)."""
+    limit = limits.max_json_depth
+    seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
+    if seen:
+        checks = partial(check_parts, limits=limits, values=values)
+        split = parse_split(raw, field, memo, scope, limit, checks, values)
+        if split is not None:
+            return split
+    body = parse_json_body(raw, limit, field)
+    check_parts(body, limits, values)
+    items = None
+    if type(body) is dict:
+        listed = body.get(field)
+        if type(listed) is list:
+            if seen:
+                items = memo.items(scope, listed, limit)
+            else:
+                items = memo.first_sight(listed, limit, raw, field, opening, values)
     return body, items

@@ -113,8 +113,8 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
     others; a smaller one takes no thread hop. Which thread each step ran in is recorded."""
     import threading
 
-    from gateway import exchange as exchange_module
     from gateway.ingress import admission
+    from gateway.ingress import split as parsing
     from gateway.ingress.chat.codec import ChatCodec
     from gateway.offload import OFFLOAD_VALUES
     from gateway.routing import engine as engine_module
@@ -128,7 +128,7 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
 
         return step
 
-    for module in (admission, exchange_module):  # a large body's parse, and a small one's
+    for module in (admission, parsing):  # a body without a transcript's parse, and a transcript's
         monkeypatch.setattr(module, "parse_json_body", recorded("parse", module.parse_json_body))
     monkeypatch.setattr(ChatCodec, "decode", recorded("decode", ChatCodec.decode))
     monkeypatch.setattr(engine_module, "prepare", recorded("repair", engine_module.prepare))

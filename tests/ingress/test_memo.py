@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
-from gateway.exchange import parse_transcript
 from gateway.ingress.admission import check_parts
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError, check_depth, parse_json_body
@@ -24,6 +23,7 @@ from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.memo_size import RSS_FACTOR, bound_size, deep_size, entry_size
 from gateway.ingress.messages.codec import CODEC as MESSAGES
 from gateway.ingress.slices import item_texts
+from gateway.ingress.split import parse_transcript
 from gateway.providers import KINDS, get_adapter
 from gateway.providers.base import EncodeError
 from gateway.repair import prepare
@@ -130,7 +130,7 @@ LIMITS = ServerConfig(max_json_depth=DEPTH)
 
 
 def _decode(codec: Any, body: dict[str, Any] | bytes, memo: DecodeMemo | None, tenant: str = "") -> Any:
-    """What the exchange does (gateway/exchange.py `parse_transcript`): without a memo, the body
+    """What the exchange does (gateway/ingress/split.py `parse_transcript`): without a memo, the body
     parsed whole; with one, the items it knows found by their bytes and left unparsed."""
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
     items: Items[Any] | None = None
@@ -672,11 +672,11 @@ def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(m
     # admission on evidence of reuse: a request whose opening was never seen costs what it costs
     # without the memo (one whole parse, nothing kept); the same opening seen again (its next turn)
     # is read in parts and its items go on probation; per tenant, and within a bounded table
-    from gateway import exchange
     from gateway.ingress import memo as memo_module
+    from gateway.ingress import split as parsing
 
     paths: list[str] = []
-    split, whole = exchange.parse_split, exchange.parse_json_body
+    split, whole = parsing.parse_split, parsing.parse_json_body
 
     def spy_split(*args: Any, **kwargs: Any) -> Any:
         paths.append("split")
@@ -686,8 +686,8 @@ def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(m
         paths.append("whole")
         return whole(*args, **kwargs)
 
-    monkeypatch.setattr(exchange, "parse_split", spy_split)
-    monkeypatch.setattr(exchange, "parse_json_body", spy_whole)
+    monkeypatch.setattr(parsing, "parse_split", spy_split)
+    monkeypatch.setattr(parsing, "parse_json_body", spy_whole)
     memo = DecodeMemo(1 << 20)
     history = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Task."}]
     first = orjson.dumps({"model": "m", "messages": history, "tools": TOOLS})

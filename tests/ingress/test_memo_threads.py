@@ -1,5 +1,5 @@
 """The decode memo shared by the event loop's thread and the worker thread of large bodies
-(gateway/exchange.py `parse_shared`, gateway/offload.py): whichever thread parses a turn, what is
+(gateway/ingress/split.py `parse_shared`, gateway/offload.py): whichever thread parses a turn, what is
 sent upstream is what decoding it without the memo gives, and the event loop never waits for the
 worker's hold on the memo."""
 
@@ -12,12 +12,12 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.exchange import parse_shared
 from gateway.ingress.budget import offloads, value_bound
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages.codec import CODEC as MESSAGES
+from gateway.ingress.split import parse_shared
 from gateway.offload import OFFLOAD_VALUES
 from gateway.simulators.base import Reply
 from gateway.state import GatewayState

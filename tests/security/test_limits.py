@@ -55,7 +55,7 @@ async def test_a_body_of_too_many_values_is_refused_unparsed(monkeypatch):
         raise AssertionError("parsed a body over the value cap")
 
     async with serving(small) as gateway:
-        monkeypatch.setattr("gateway.exchange.parse_json_body", never)
+        monkeypatch.setattr("gateway.ingress.split.parse_json_body", never)
         for path, body in tiny_blocks(400).items():  # 400 blocks: 1200 values
             status, _, answer = await gateway.chat(body, path=path)
             assert status == 400 and code_of(answer) == "too_many_values", (path, answer)
