@@ -37,7 +37,7 @@ from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.split import parse_split
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
-from gateway.offload import off_loop
+from gateway.offload import Offload
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -103,8 +103,8 @@ class Exchange:
     received: Request | None = None  # the client's transcript, decoded (kept history prepended)
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
-    # a large body: its decode, repair and encode run in a worker thread (gateway/offload.py)
-    offload: bool = False
+    # a large body: its parse, decode, repair and encode run in a worker thread (gateway/offload.py)
+    offload: Offload | None = None
 
     def saw(self, event: Event) -> None:
         """An event on its way to the client: the first content (`is_first_content`) sets the
@@ -179,6 +179,8 @@ async def run_exchange(
         exchange.cost_usd = record.cost_usd
         if exchange.trace is not None:
             _finish_trace(exchange.trace, exchange, record)
+        if exchange.offload is not None:
+            exchange.offload.end()
 
 
 def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
@@ -198,11 +200,11 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
     values = await values_within_budget(raw, state.config.server)
-    exchange.offload = offload = offloads(values)
+    exchange.offload = offload = Offload() if offloads(values) else None
     body, items = await _parse(exchange, raw, values)
     decode = exchange.codec.decode
-    if offload:
-        inbound = await off_loop(
+    if offload is not None:
+        inbound = await offload.run(
             partial(decode, body, http.headers, state.sealer, None, params=http.match_info, query=http.query)
         )
     else:
@@ -217,8 +219,8 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.model = exchange.plan.model
     if exchange.key:
         await _admit(exchange)
-    if offload:
-        exchange.session = await off_loop(_session, inbound.session_hint, request, exchange.tenant)
+    if offload is not None:
+        exchange.session = await offload.run(_session, inbound.session_hint, request, exchange.tenant)
     else:
         exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
@@ -266,8 +268,8 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     """`values`: the body's count by `values_within_budget`, made once by the caller."""
     state = exchange.state
     server = state.config.server
-    if exchange.offload:  # the memo's cache belongs to the event loop: a large body is decoded whole
-        return await parse_counted(raw, server, values, offload=True), None
+    if exchange.offload is not None:  # the memo's cache belongs to the event loop: decoded whole
+        return await parse_counted(raw, server, values, offload=exchange.offload), None
     field = exchange.codec.transcript_field
     if field is None:
         return await parse_counted(raw, server, values), None

@@ -1,11 +1,11 @@
-"""Large requests are worked on off the event loop.
+"""Large requests are worked on off the event loop, out of the cyclic collector's sight.
 
 Decoding, repairing and encoding a transcript is linear in its blocks: about 5-8 us each, so a
 request within the default limits (200,000 one-character blocks, ~5 MB) held the event loop for
 over a second, and every other client waited. A body of OFFLOAD_VALUES JSON values or more
 (decided once, from a C-speed bound on its values, when it has been read: `offloads`) is parsed,
-decoded, repaired and encoded in a worker thread (`off_loop`); the interpreter hands the GIL back
-to the event loop every switch interval (5 ms), so the loop keeps answering while the thread
+decoded, repaired and encoded in a worker thread (`Offload.run`); the interpreter hands the GIL
+back to the event loop every switch interval (5 ms), so the loop keeps answering while the thread
 works. Smaller bodies stay on the loop: a thread hop costs more than their whole decode, and an
 agent's long transcript (1,000 messages: ~15,000 values, ~1 MB) keeps the transcript memo, which
 finds its history on the loop.
@@ -16,6 +16,21 @@ the event loop until the new thread runs, which under a busy worker thread took 
 at a time is no loss (the GIL runs one anyway) and bounds how many large transcripts are being
 worked on at once.
 
+The garbage collector. A job makes about a million container objects that live as long as the
+request (a 200,000-block body: the parsed lists, the transcript, the repaired copy). The collector
+runs in whichever thread allocates and holds the GIL while it runs: with the serving thresholds
+(gateway/serve.py) the youngest generation's survivors pile up in the middle one until a single
+collection walks them all, some 160-490 ms during which the event loop answered no one (and a full
+collection, once it is due, walks them again with everything else). None of it is garbage: the
+request keeps them, and reference counting frees them when it ends. So while any job runs the
+collector is paused, and when a job ends what it left (with everything else the collector tracks
+then) is frozen (`gc.freeze`: moved in O(1) to a generation no collection walks) until every
+request that froze objects has ended; then `gc.unfreeze` (O(1)) hands what still lives back to
+the oldest generation. Cyclic garbage among frozen objects is collected after that, not lost;
+objects made after a freeze are collected as usual, so a request that streams for minutes holds
+back at most what was alive when its last job ended. What startup froze (gateway/serve.py) is
+walked again by full collections after the first thaw.
+
 A large body skips the transcript memo (gateway/ingress/memo.py): its cache belongs to the event
 loop's thread, and the repair passes and encoders are pure, so they are safe to run elsewhere.
 """
@@ -23,6 +38,8 @@ loop's thread, and the repair passes and encoders are pure, so they are safe to 
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -46,8 +63,76 @@ def start() -> None:
         _worker.submit(int).result()
 
 
-async def off_loop(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """`function(*args, **kwargs)` in the worker thread."""
-    if _worker is None:
-        start()
-    return await asyncio.get_running_loop().run_in_executor(_worker, partial(function, *args, **kwargs))
+class Offload:
+    """One large request's work off the event loop: each step `run` in the worker thread, and
+    what the steps made kept out of the collector's sight until `end` (module docstring)."""
+
+    __slots__ = ("_ended", "_frozen")
+
+    def __init__(self) -> None:
+        self._frozen = False  # this request holds the freeze (`_Collector.holders`)
+        self._ended = False
+
+    async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`function(*args, **kwargs)` in the worker thread, the collector paused meanwhile."""
+        if _worker is None:
+            start()
+        job = partial(_collector.job, self, partial(function, *args, **kwargs))
+        return await asyncio.get_running_loop().run_in_executor(_worker, job)
+
+    def end(self) -> None:
+        """The request ended (on the event loop): what its jobs froze is thawed once no other
+        request holds the freeze, after the current callback (the request's own references,
+        held by the frame that ends it, are gone by then, so little goes back to be walked)."""
+        if _collector.release(self):
+            asyncio.get_running_loop().call_soon(_collector.thaw)
+
+
+class _Collector:
+    """The process's collector, paused while any job runs and frozen while any request holds
+    what a job left; both counted under a lock (the worker thread and the event loop's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0  # jobs running now
+        self._enabled = True  # whether the collector was on when the first of them started
+        self.holders = 0  # requests whose jobs froze objects and that have not ended
+
+    def job(self, offload: Offload, call: Callable[[], T]) -> T:
+        with self._lock:
+            if not self._running:
+                self._enabled = gc.isenabled()
+                gc.disable()
+            self._running += 1
+        try:
+            return call()
+        finally:
+            with self._lock:
+                # a request that ended meanwhile (its client went away) drops the result: nothing
+                # of it to keep out of sight
+                if not offload._ended:
+                    gc.freeze()
+                    if not offload._frozen:
+                        offload._frozen = True
+                        self.holders += 1
+                self._running -= 1
+                if not self._running and self._enabled:
+                    gc.enable()
+
+    def release(self, offload: Offload) -> bool:
+        """Whether `offload` was the last holder of the freeze."""
+        with self._lock:
+            offload._ended = True
+            if not offload._frozen:
+                return False
+            offload._frozen = False
+            self.holders -= 1
+            return not self.holders
+
+    def thaw(self) -> None:
+        with self._lock:
+            if not self.holders:  # else another request froze since: its end thaws
+                gc.unfreeze()
+
+
+_collector = _Collector()

@@ -30,6 +30,7 @@ from gateway.continuity.keys import history_key, item_key
 from gateway.continuity.recorder import Recorder
 from gateway.ingress.base import HistoryRef, ItemRef, KeptItems
 from gateway.ingress.errors import ClientError, echo
+from gateway.offload import Offload
 from gateway.store.base import StoreUnavailable
 from gateway.store.failopen import FailOpenStore
 from gateway.transcript.model import Message
@@ -273,33 +274,37 @@ class History:
                 self._write_item(item_id, KeptItem(item.answer, now, item.blocks), tenant)
         return found
 
-    def keep(
+    async def keep(
         self,
         answer_id: str,
         tenant: str,
         continued: Kept | None,
         messages: tuple[Message, ...],
         items: KeptItems = (),
-    ) -> Awaitable[object]:
+        offload: Offload | None = None,
+    ) -> None:
         """Keep an answer under its id: `messages` is the whole conversation it ends (what it
         continued included), `items` the answer's items by the ids the client got for them (a
-        later request may name them). Awaiting the result waits until the store has them all (or
-        failed open: they then wait in the store's retry queue)."""
+        later request may name them). Returns once the store has them all (or failed open: they
+        then wait in the store's retry queue). `offload`: a large request's, whose new messages
+        are encoded in the worker thread (gateway/offload.py)."""
         now = self._clock()
         if continued is None:
             link = root(messages, now)
         else:
             link = continued.child(messages[len(continued.messages) :], now)
-        writes = [self._put(history_key(answer_id, tenant), link, tenant)]
+        raw = await offload.run(encode_link, link) if offload is not None else encode_link(link)
+        writes = [self._put(history_key(answer_id, tenant), link, tenant, raw)]
         writes.extend(
             self._write_item(item_id, KeptItem(answer_id, now, blocks), tenant) for item_id, blocks in items
         )
-        return writes[0] if len(writes) == 1 else asyncio.gather(*writes)
+        await (writes[0] if len(writes) == 1 else asyncio.gather(*writes))
 
     def _write_item(self, item_id: str, item: KeptItem, tenant: str) -> asyncio.Future[None]:
         return self._recorder.write([item_key(item_id, tenant)], encode_item(item), tenant)
 
-    def _put(self, key: str, link: Link, tenant: str) -> asyncio.Future[None]:
-        raw = encode_link(link)
+    def _put(self, key: str, link: Link, tenant: str, raw: bytes | None = None) -> asyncio.Future[None]:
+        if raw is None:
+            raw = encode_link(link)
         self.cache.put(key, link, len(raw))
         return self._recorder.write([key], raw, tenant)

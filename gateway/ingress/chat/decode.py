@@ -63,7 +63,7 @@ def decode_request(
         wire = w.ChatRequestHead.model_validate(body)
         # only new messages are validated: a found one passed when it was first seen
         wires = [
-            w.MESSAGE.validate_python(m) if found is None else None
+            _validated(m) if found is None else None
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
@@ -157,6 +157,26 @@ def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
         cache = _cache(msg.cache_control) or cache
         return Message(Role.TOOL, (ToolResult(msg.tool_call_id, text, False, images, cache),)), 0
     raise invalid("unsupported message role", param=f"{where}.role")  # pragma: no cover - a closed union
+
+
+# a message's content list is validated this many parts per call: pydantic-core never hands the GIL
+# back during a call, and one user message of 200,000 parts held it ~330 ms in the worker thread
+# while the event loop waited (gateway/offload.py); a slice takes ~3 ms
+_PARTS_PER_CALL = 2_000
+
+
+def _validated(raw: Any) -> w.Message:
+    """`w.MESSAGE.validate_python(raw)`, a long content list in slices (any error: the caller
+    validates the whole request for the error it reports)."""
+    content = raw.get("content") if type(raw) is dict else None
+    if type(content) is not list or len(content) <= _PARTS_PER_CALL:
+        return w.MESSAGE.validate_python(raw)
+    message = w.MESSAGE.validate_python({**raw, "content": []})
+    parts: list[w.UserPart] = []
+    for start in range(0, len(content), _PARTS_PER_CALL):
+        parts += w.PARTS.validate_python(content[start : start + _PARTS_PER_CALL])
+    message.content = parts
+    return message
 
 
 def _whole_validation_error(body: dict[str, Any]) -> NoReturn:
