@@ -366,3 +366,45 @@ def test_an_assistant_refusal_sent_back_is_its_text():
         ],
     }
     assert decode(body).messages[1].blocks == (Text("I can't help with that."),)
+
+
+def test_a_long_content_list_is_validated_in_slices_with_the_same_result_and_errors(monkeypatch):
+    """pydantic-core holds the GIL for a whole call: a 200,000-part message in one call held the
+    event loop ~330 ms (gateway/offload.py), so no call validates more than a slice of parts.
+    What it decodes, and the error a bad part far down the list gets, are those of the whole."""
+    from gateway.ingress.chat import decode as chat_decode
+    from gateway.ingress.chat import wire
+
+    sizes: list[int] = []
+
+    class Counted:
+        def __init__(self, adapter):
+            self.adapter = adapter
+
+        def validate_python(self, value):
+            content = value.get("content") if isinstance(value, dict) else value
+            sizes.append(len(content) if isinstance(content, list) else 1)
+            return self.adapter.validate_python(value)
+
+    parts = [{"type": "text", "text": str(n), **({"cache_control": {"type": "ephemeral"}} if n == 4999 else {})}
+             for n in range(5000)]  # fmt: skip
+    messages = [
+        {"role": "system", "content": parts[:3]},
+        {"role": "user", "content": parts, "cache_control": {"type": "ephemeral"}},
+        {"role": "assistant", "content": parts[:2500]},
+    ]
+    whole = decode({"model": "m", "messages": messages})
+    monkeypatch.setattr(chat_decode.w, "MESSAGE", Counted(wire.MESSAGE))
+    monkeypatch.setattr(chat_decode.w, "PARTS", Counted(wire.PARTS))
+    assert decode({"model": "m", "messages": messages}) == whole
+    assert max(sizes) <= chat_decode._PARTS_PER_CALL < 5000
+    assert [b.text for b in whole.messages[0].blocks] == [str(n) for n in range(5000)]
+
+    bad = [*parts[:4321], {"type": "text", "text": 7}, *parts[4321:]]
+    with pytest.raises(ClientError) as sliced:
+        decode({"model": "m", "messages": [{"role": "user", "content": bad}]})
+    monkeypatch.undo()
+    with pytest.raises(ClientError) as at_once:
+        decode({"model": "m", "messages": [{"role": "user", "content": bad}]})
+    assert (sliced.value.message, sliced.value.param) == (at_once.value.message, at_once.value.param)
+    assert "messages[0].content[4321]" in sliced.value.message
