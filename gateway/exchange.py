@@ -200,7 +200,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
     values = await values_within_budget(raw, state.config.server)
-    exchange.offload = offload = Offload() if offloads(values) else None
+    exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
     body, items = await _parse(exchange, raw, values)
     decode = exchange.codec.decode
     if offload is not None:

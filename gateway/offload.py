@@ -2,13 +2,15 @@
 
 Decoding, repairing and encoding a transcript is linear in its blocks: about 5-8 us each, so a
 request within the default limits (200,000 one-character blocks, ~5 MB) held the event loop for
-over a second, and every other client waited. A body of OFFLOAD_VALUES JSON values or more
-(decided once, from a C-speed bound on its values, when it has been read: `offloads`) is parsed,
-decoded, repaired and encoded in a worker thread (`Offload.run`); the interpreter hands the GIL
-back to the event loop every switch interval (5 ms), so the loop keeps answering while the thread
-works. Smaller bodies stay on the loop: a thread hop costs more than their whole decode, and an
-agent's long transcript (1,000 messages: ~15,000 values, ~1 MB) keeps the transcript memo, which
-finds its history on the loop.
+over a second, and every other client waited. A body of OFFLOAD_VALUES JSON values or
+OFFLOAD_BYTES or more (decided once, from a C-speed bound on its values and its size, when it has
+been read: `offloads`) is parsed, decoded, repaired and encoded in a worker thread
+(`Offload.run`); the interpreter hands the GIL back to the event loop every switch interval (5
+ms) between two bytecodes, so the loop keeps answering while the thread works (one C call holds
+it throughout: chat validates a long content list in slices for this, gateway/ingress/chat).
+Smaller bodies stay on the loop: a thread hop costs more than their whole decode, and an agent's
+long transcript (1,000 messages: ~15,000 values, ~1 MB) keeps the transcript memo, which finds its
+history on the loop.
 
 One thread of its own, started with the app (`start`), takes every large request's work in turn:
 asyncio's default executor starts a thread whenever none looks idle, and `Thread.start` blocks
@@ -50,6 +52,10 @@ T = TypeVar("T")
 # decoding, repairing and encoding cost ~2 us per JSON value (a 200,000-block chat body holds
 # 600,000 and took over a second): a body below this many keeps the loop well under 100 ms
 OFFLOAD_VALUES = 50_000
+# ... or this many bytes, whatever their values: parsing a 31 MB body of one string held the loop
+# 32 ms in `orjson.loads` alone (134 ms on a loaded machine), and its encode for the provider
+# another 12 ms; an 8 MiB one costs ~6 + 3 ms
+OFFLOAD_BYTES = 8 << 20
 
 
 _worker: ThreadPoolExecutor | None = None

@@ -53,7 +53,7 @@ async def _count(
     try:
         raw = await request.read()
         values = await values_within_budget(raw, state.config.server)
-        offload = Offload() if offloads(values) else None  # decided once (gateway/offload.py)
+        offload = Offload() if offloads(values, len(raw)) else None  # decided once (gateway/offload.py)
         body = await parse_counted(raw, state.config.server, values, offload=offload)
         decode = partial(
             count.decode, body, request.headers, state.sealer, params=request.match_info, query=request.query

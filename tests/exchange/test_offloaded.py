@@ -123,3 +123,28 @@ async def test_a_large_responses_answer_is_kept_by_the_worker_thread(monkeypatch
             ) as resp:
                 assert resp.status == 200, await resp.read()
     assert threads[0] is False and threads[1:] == [True] * (len(threads) - 1)
+
+
+async def test_a_body_of_many_bytes_and_few_values_is_parsed_off_the_event_loop(monkeypatch):
+    """Its parse and encode are C calls linear in its bytes (31 MB: 32 + 12 ms): in the worker
+    thread the event loop waits for one of them at a time, on the loop for all in a row."""
+    from gateway.ingress import admission
+    from gateway.offload import OFFLOAD_BYTES
+
+    parsed_on_loop: list[bool] = []
+    parse = admission.parse_json_body
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        parsed_on_loop.append(threading.current_thread() is threading.main_thread())
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "parse_json_body", recorded)
+    body = {
+        "model": "claude",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "a" * OFFLOAD_BYTES}],
+    }
+    async with running_stack() as stack:
+        async with stack.http.post(stack.url + "/v1/messages", data=orjson.dumps(body)) as resp:
+            assert resp.status == 200, await resp.read()
+    assert parsed_on_loop == [False]
