@@ -24,6 +24,7 @@ LAYERS = {
     "handlers": 5,
     "lifecycle": 4,
     "exchange": 4,
+    "answering": 4,  # the exchange after its commit point (gateway/answering.py)
     "inspector": 4,
     "state": 4,
     "access_log": 4,
