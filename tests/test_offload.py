@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import traceback
 from collections.abc import Iterator
 
 import pytest
@@ -121,3 +122,34 @@ async def test_a_collector_the_operator_turned_off_stays_off():
         await settle()
     finally:
         gc.enable()
+
+
+async def test_what_a_failed_jobs_frames_held_is_freed_in_the_worker_not_where_its_error_is_handled():
+    """The error travels to the event loop with its traceback: the frames' locals (a long
+    message's validated half) would be freed there, holding the loop as long."""
+    import weakref
+
+    class Held:
+        pass
+
+    refs: list[weakref.ref[Held]] = []
+
+    def fails() -> None:
+        held = Held()
+        refs.append(weakref.ref(held))
+        try:
+            raise KeyError("inner")
+        except KeyError:
+            raise ValueError("a bad part") from None
+
+    offload = Offload()
+    try:
+        with pytest.raises(ValueError, match="a bad part") as raised:
+            await offload.run(fails)
+        assert refs[0]() is None, "freed before the error reached the event loop"
+        assert "fails" in "".join(traceback.format_tb(raised.value.__traceback__)), (
+            "the traceback still says where"
+        )
+    finally:
+        offload.end()
+        await settle()

@@ -9,6 +9,7 @@ import orjson
 from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
+from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.memo import Items, fresh_items
@@ -63,7 +64,7 @@ def decode_request(
         wire = w.ChatRequestHead.model_validate(body)
         # only new messages are validated: a found one passed when it was first seen
         wires = [
-            _validated(m) if found is None else None
+            validated(m) if found is None else None
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
@@ -159,30 +160,13 @@ def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
     raise invalid("unsupported message role", param=f"{where}.role")  # pragma: no cover - a closed union
 
 
-# a message's content list is validated this many parts per call: pydantic-core never hands the GIL
-# back during a call, and one user message of 200,000 parts held it ~330 ms in the worker thread
-# while the event loop waited (gateway/offload.py); a slice takes ~3 ms
-_PARTS_PER_CALL = 2_000
-
-
-def _validated(raw: Any) -> w.Message:
-    """`w.MESSAGE.validate_python(raw)`, a long content list in slices (any error: the caller
-    validates the whole request for the error it reports)."""
-    content = raw.get("content") if type(raw) is dict else None
-    if type(content) is not list or len(content) <= _PARTS_PER_CALL:
-        return w.MESSAGE.validate_python(raw)
-    message = w.MESSAGE.validate_python({**raw, "content": []})
-    parts: list[w.UserPart] = []
-    for start in range(0, len(content), _PARTS_PER_CALL):
-        parts += w.PARTS.validate_python(content[start : start + _PARTS_PER_CALL])
-    message.content = parts
-    return message
-
-
 def _whole_validation_error(body: dict[str, Any]) -> NoReturn:
     """Raise the first error of the whole request, as OpenAI orders them (model, messages, the
     rest): the head and the messages are validated apart, so either may have failed first."""
     try:
+        # the same first error as the whole body's, from bounded work (a long body's in one
+        # pydantic call held the GIL ~0.6 s); should the cut pass, the whole decides
+        w.ChatCompletionRequest.model_validate(narrowed(body))
         w.ChatCompletionRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
