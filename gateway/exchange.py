@@ -37,7 +37,7 @@ from gateway.ingress.errors import ClientError, invalid, overflow_figures, parse
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.split import parse_split
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
-from gateway.offload import Offload
+from gateway.offload import OFFLOAD_BLOCKS, Offload
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -212,9 +212,13 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
-    if inbound.history is not None or inbound.references:
+    continued = inbound.history is not None or bool(inbound.references)
+    if continued:
         request = await _continue(exchange, inbound, request)
-    check_size(request, state.config.server)
+    blocks = check_size(request, state.config.server)
+    if continued and offload is None and blocks >= OFFLOAD_BLOCKS:
+        # a short body continuing a long kept conversation: its repair and encode are as long
+        exchange.offload = offload = Offload()
     exchange.plan = plan_for(state, request.model)
     exchange.model = exchange.plan.model
     if exchange.key:

@@ -59,6 +59,10 @@ OFFLOAD_VALUES = 50_000
 # 32 ms in `orjson.loads` alone (134 ms on a loaded machine), and its encode for the provider
 # another 12 ms; an 8 MiB one costs ~6 + 3 ms
 OFFLOAD_BYTES = 8 << 20
+# a request continuing a kept conversation (`previous_response_id`) of this many blocks or more is
+# repaired and encoded there too, whatever its own body: what the body's values bound says for a
+# body (~3 values a block)
+OFFLOAD_BLOCKS = OFFLOAD_VALUES // 3
 
 
 _worker: ThreadPoolExecutor | None = None

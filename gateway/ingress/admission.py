@@ -100,8 +100,8 @@ def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any,
     return body, raw_parts(body)
 
 
-def check_size(request: Request, limits: ServerConfig) -> None:
-    """Refuse a transcript beyond the configured caps before any pass runs over it."""
+def check_size(request: Request, limits: ServerConfig) -> int:
+    """Refuse a transcript beyond the configured caps before any pass runs over it; its blocks."""
     if len(request.messages) > limits.max_messages:
         raise ClientError(
             400,
@@ -126,3 +126,4 @@ def check_size(request: Request, limits: ServerConfig) -> None:
             param="messages",
             code="too_many_blocks",
         )
+    return blocks
