@@ -216,9 +216,11 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if continued:
         request = await _continue(exchange, inbound, request)
     blocks = check_size(request, state.config.server)
-    if continued and offload is None and blocks >= OFFLOAD_BLOCKS:
+    if continued and blocks >= OFFLOAD_BLOCKS:
         # a short body continuing a long kept conversation: its repair and encode are as long
-        exchange.offload = offload = Offload()
+        offload = _offload(exchange)
+    else:
+        offload = exchange.offload  # or made for a long record the continuation read
     exchange.plan = plan_for(state, request.model)
     exchange.model = exchange.plan.model
     if exchange.key:
@@ -417,6 +419,14 @@ def _affinity_key(exchange: Exchange) -> str:
     return f"{exchange.tenant}\0{exchange.session}" if exchange.tenant else exchange.session
 
 
+def _offload(exchange: Exchange) -> Offload:
+    """The request's worker-thread work, made now if its body did not make it (a long kept
+    record to decode): the rest of the request is then worked on there too."""
+    if exchange.offload is None:
+        exchange.offload = Offload()
+    return exchange.offload
+
+
 def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
         return derive_session_key(request, tenant)
@@ -431,7 +441,7 @@ async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> R
     messages with the kept items they name by id in place."""
     history = exchange.state.history
     if inbound.history is not None:
-        exchange.kept = await history.resolve(inbound.history, exchange.tenant)
+        exchange.kept = await history.resolve(inbound.history, exchange.tenant, partial(_offload, exchange))
     messages = request.messages
     if inbound.references:
         found = await history.items(inbound.references, exchange.tenant)

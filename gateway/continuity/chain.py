@@ -117,12 +117,14 @@ async def resolve(
     *,
     max_depth: int,
     refresh_before: float,
+    offload: Callable[[], Offload] | None = None,
 ) -> Kept:
     """The conversation `history` names, or the client's error: 400 when nothing (or not all of
     it) is kept or the chain would exceed `max_depth`; 503 (retryable) when the store cannot
-    answer. `lookup` raises StoreUnavailable for a store that failed (not for a miss)."""
+    answer. `lookup` raises StoreUnavailable for a store that failed (not for a miss).
+    `offload`: the request's worker-thread work (gateway/offload.py), for a long record read."""
     try:
-        return await _resolve(_Links(lookup, cache), history, tenant, max_depth, refresh_before)
+        return await _resolve(_Links(lookup, cache, offload), history, tenant, max_depth, refresh_before)
     except StoreUnavailable:
         raise unavailable(history.source, repr(echo(history.id))) from None
 
@@ -142,9 +144,10 @@ def unavailable(param: str, what: str) -> ClientError:
 class _Links:
     """Links by store key: from the cache, else read (in one lookup per batch) and cached."""
 
-    def __init__(self, lookup: Lookup, cache: LinkCache) -> None:
+    def __init__(self, lookup: Lookup, cache: LinkCache, offload: Callable[[], Offload] | None) -> None:
         self._lookup = lookup
         self._cache = cache
+        self._offload = offload
 
     async def get(self, keys: list[str]) -> list[Link | None]:
         cache = self._cache
@@ -154,7 +157,10 @@ class _Links:
             return links
         read: dict[str, Link | None] = {}
         for key, raw in zip(missing, await self._lookup(missing), strict=True):
-            link = decode_link(raw) if raw is not None else None
+            if raw is not None and len(raw) >= OFFLOAD_RECORD_BYTES and self._offload is not None:
+                link = await self._offload().run(decode_link, raw)
+            else:
+                link = decode_link(raw) if raw is not None else None
             if link is not None and raw is not None:
                 cache.put(key, link, len(raw))
             read[key] = link
@@ -217,6 +223,9 @@ def _broken(history: HistoryRef) -> ClientError:
 
 # the decoded links one process keeps (LinkCache)
 LINK_CACHE_BYTES = 32 << 20
+# a record read from the store this long is decoded in the worker thread (when the request gives
+# one): decoding is linear in its blocks, ~2-4 us each (a 190,000-block answer's 2.9 MB: 0.4-0.8 s)
+OFFLOAD_RECORD_BYTES = 64 << 10
 
 
 class History:
@@ -248,7 +257,10 @@ class History:
             found.update(zip(missing, await self._store.get_many(missing, fail_open=False), strict=True))
         return [found.get(k) for k in keys]
 
-    async def resolve(self, history: HistoryRef, tenant: str) -> Kept:
+    async def resolve(
+        self, history: HistoryRef, tenant: str, offload: Callable[[], Offload] | None = None
+    ) -> Kept:
+        """`offload`: the request's worker-thread work, made when a long record is read."""
         now = self._clock()
         kept = await resolve(
             self._lookup,
@@ -257,6 +269,7 @@ class History:
             tenant,
             max_depth=self._max_depth,
             refresh_before=now - self._ttl / 2,
+            offload=offload,
         )
         for answer_id, link in kept.stale:  # a conversation in use keeps its beginning
             self._put(history_key(answer_id, tenant), refreshed(link, now), tenant)
