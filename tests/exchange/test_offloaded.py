@@ -62,6 +62,19 @@ def _walked_parts() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is Text and o.text == MARK)
 
 
+def _on_loop(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[bool]:
+    """Whether each call of `module.name` ran in the event loop's thread, in order."""
+    threads: list[bool] = []
+    function = getattr(module, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recorded)
+    return threads
+
+
 @pytest.mark.parametrize("route", list(ROUTES))
 async def test_a_large_requests_work_is_never_walked_by_the_collector_while_it_lives(route, monkeypatch):
     path, body = ROUTES[route]
@@ -104,14 +117,7 @@ async def test_a_large_responses_answer_is_kept_by_the_worker_thread(monkeypatch
     that continues it; a small one's on the loop."""
     from gateway.continuity import chain
 
-    threads: list[bool] = []
-    encode = chain.encode_link
-
-    def recorded(link: Any) -> bytes:
-        threads.append(threading.current_thread() is threading.main_thread())
-        return encode(link)
-
-    monkeypatch.setattr(chain, "encode_link", recorded)
+    threads = _on_loop(monkeypatch, chain, "encode_link")
     path, body = ROUTES["responses"]
     async with running_stack() as stack:
         for request in (body, {"model": "openai", "input": "small"}):
@@ -134,14 +140,7 @@ async def test_a_body_of_many_bytes_and_few_values_is_parsed_off_the_event_loop(
     from gateway.ingress import admission
     from gateway.offload import OFFLOAD_BYTES
 
-    parsed_on_loop: list[bool] = []
-    parse = admission.parse_json_body
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        parsed_on_loop.append(threading.current_thread() is threading.main_thread())
-        return parse(*args, **kwargs)
-
-    monkeypatch.setattr(admission, "parse_json_body", recorded)
+    parsed_on_loop = _on_loop(monkeypatch, admission, "parse_json_body")
     body = {
         "model": "claude",
         "max_tokens": 16,
@@ -159,14 +158,7 @@ async def test_a_long_kept_record_read_from_the_store_is_decoded_in_the_worker_t
     blocks), and the rest of the request worked on there too."""
     from gateway.continuity import chain
 
-    threads: list[bool] = []
-    decode = chain.decode_link
-
-    def recorded(raw: bytes) -> Any:
-        threads.append(threading.current_thread() is threading.main_thread())
-        return decode(raw)
-
-    monkeypatch.setattr(chain, "decode_link", recorded)
+    threads = _on_loop(monkeypatch, chain, "decode_link")
     path, body = ROUTES["responses"]
     small = {"model": "openai", "input": "small"}
     async with running_stack() as stack:
