@@ -57,6 +57,7 @@ async def record_turn(exchange: Exchange, inbound: Inbound, request: Request, tu
             exchange.kept,
             (*request.messages, turn.message()),
             exchange.codec.kept_items(inbound, exchange.reply, seen),
+            exchange.offload,
         )
 
 
