@@ -71,9 +71,11 @@ def bodies(size: int) -> dict[str, bytes]:
 
 def within_limits(blocks: int) -> dict[str, bytes]:
     """Per route, a streamed request of `blocks` one-character blocks (the default
-    `[server] max_blocks` is 200,000): accepted, decoded, repaired, encoded and sent upstream."""
+    `[server] max_blocks` is 200,000): accepted, decoded, repaired, encoded and sent upstream
+    (count_tokens: counted by the provider)."""
     text = [{"type": "text", "text": "a"}] * blocks
     items = [{"type": "input_text", "text": "a"}] * blocks
+    parts = [{"text": "a"}] * blocks
     return {
         "/v1/messages": orjson.dumps(
             {
@@ -88,6 +90,12 @@ def within_limits(blocks: int) -> dict[str, bytes]:
         ),
         "/v1/chat/completions": orjson.dumps(
             {"model": "claude", "stream": True, "messages": [{"role": "user", "content": text}]}
+        ),
+        "/v1beta/models/claude:streamGenerateContent?alt=sse": orjson.dumps(
+            {"contents": [{"role": "user", "parts": parts}]}
+        ),
+        "/v1/messages/count_tokens": orjson.dumps(
+            {"model": "claude", "messages": [{"role": "user", "content": text}]}
         ),
     }
 

@@ -57,6 +57,7 @@ async def record_turn(exchange: Exchange, inbound: Inbound, request: Request, tu
             exchange.kept,
             (*request.messages, turn.message()),
             exchange.codec.kept_items(inbound, exchange.reply, seen),
+            exchange.offload,
         )
 
 
@@ -103,7 +104,10 @@ async def answer_stream(
     state, http = exchange.state, exchange.http
     encoder = _stream_encoder(exchange, inbound)
     headers = {**exchange.headers, "Content-Type": encoder.content_type, "Cache-Control": "no-cache"}
-    response = _StreamResponse(status=200, headers=headers)
+    head = encoder.start()
+    # with no opening to carry them (NDJSON, Gemini's SSE), the headers go out at once: the first
+    # event may be a long thinking phase away, which a client's header timeout does not wait for
+    response = (_StreamResponse if head else web.StreamResponse)(status=200, headers=headers)
     assembler = Assembler()  # the turn as it streams, to record once it completed
     relay: Relay | None = None
     try:
@@ -116,7 +120,7 @@ async def answer_stream(
         if encoder.keepalive_seconds:
             relay.keep_alive(encoder.keepalive_seconds)
         try:
-            error = await relay.run(answer, encoder.start())
+            error = await relay.run(answer, head)
             turn = None if error is not None else assembler.finish()
         except FORMAT_ERRORS as exc:
             # the upstream broke its own format after the commit point: end the stream well-formed

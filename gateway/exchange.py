@@ -36,7 +36,7 @@ from gateway.ingress.errors import ClientError, invalid, overflow_figures
 from gateway.ingress.memo import Items
 from gateway.ingress.split import parse_shared
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
-from gateway.offload import off_loop
+from gateway.offload import OFFLOAD_BLOCKS, Offload
 from gateway.repair.report import Repair
 from gateway.routing.engine import AllTargetsFailed, Answer, Attempt
 from gateway.routing.router import UNKNOWN_MODEL, InvalidModelName, Plan, UnknownModel
@@ -102,8 +102,8 @@ class Exchange:
     received: Request | None = None  # the client's transcript, decoded (kept history prepended)
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
-    # a large body: its decode, repair and encode run in a worker thread (gateway/offload.py)
-    offload: bool = False
+    # a large body: its parse, decode, repair and encode run in a worker thread (gateway/offload.py)
+    offload: Offload | None = None
 
     def saw(self, event: Event) -> None:
         """An event on its way to the client: the first content (`is_first_content`) sets the
@@ -188,6 +188,8 @@ def _account(exchange: Exchange, record: RequestRecord, headers: Mapping[str, st
     exchange.cost_usd = record.cost_usd
     if exchange.trace is not None:
         _finish_trace(exchange.trace, exchange, record)
+    if exchange.offload is not None:  # what its worker-thread jobs froze is thawed (gateway/offload.py)
+        exchange.offload.end()
 
 
 def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
@@ -207,11 +209,11 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
     values = await values_within_budget(raw, state.config.server)
-    exchange.offload = offload = offloads(values)
+    exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
     body, items = await _parse(exchange, raw, values)
     decode = exchange.codec.decode
-    if offload:
-        inbound = await off_loop(
+    if offload is not None:
+        inbound = await offload.run(
             partial(decode, body, http.headers, state.sealer, items, params=http.match_info, query=http.query)
         )
     else:
@@ -219,15 +221,21 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     exchange.inbound = inbound
     exchange.ignored_tokens = inbound.ignored_tokens
     request = inbound.request
-    if inbound.history is not None or inbound.references:
+    continued = inbound.history is not None or bool(inbound.references)
+    if continued:
         request = await _continue(exchange, inbound, request)
-    check_size(request, state.config.server)
+    blocks = check_size(request, state.config.server)
+    if continued and blocks >= OFFLOAD_BLOCKS:
+        # a short body continuing a long kept conversation: its repair and encode are as long
+        offload = _offload(exchange)
+    else:
+        offload = exchange.offload  # or made for a long record the continuation read
     exchange.plan = plan_for(state, request.model)
     exchange.model = exchange.plan.model
     if exchange.key:
         await _admit(exchange)
-    if offload:
-        exchange.session = await off_loop(_session, inbound.session_hint, request, exchange.tenant)
+    if offload is not None:
+        exchange.session = await offload.run(_session, inbound.session_hint, request, exchange.tenant)
     else:
         exchange.session = _session(inbound.session_hint, request, exchange.tenant)
     if exchange.trace is not None:
@@ -281,8 +289,8 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     if field is None:
         return await parse_counted(raw, server, values, offload=exchange.offload), None
     scope = f"{exchange.dialect.ingress}\0{exchange.tenant}"
-    if exchange.offload:
-        return await off_loop(parse_shared, raw, field, state.memo, scope, server, values, True)
+    if exchange.offload is not None:
+        return await exchange.offload.run(parse_shared, raw, field, state.memo, scope, server, values, True)
     parsed = parse_shared(raw, field, state.memo, scope, server, values, False)
     if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
         return await parse_counted(raw, server, values), None
@@ -395,6 +403,14 @@ def _affinity_key(exchange: Exchange) -> str:
     return f"{exchange.tenant}\0{exchange.session}" if exchange.tenant else exchange.session
 
 
+def _offload(exchange: Exchange) -> Offload:
+    """The request's worker-thread work, made now if its body did not make it (a long kept
+    record to decode): the rest of the request is then worked on there too."""
+    if exchange.offload is None:
+        exchange.offload = Offload()
+    return exchange.offload
+
+
 def _session(hint: SessionHint | None, request: Request, tenant: str) -> str:
     if hint is None:
         return derive_session_key(request, tenant)
@@ -409,7 +425,7 @@ async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> R
     messages with the kept items they name by id in place."""
     history = exchange.state.history
     if inbound.history is not None:
-        exchange.kept = await history.resolve(inbound.history, exchange.tenant)
+        exchange.kept = await history.resolve(inbound.history, exchange.tenant, partial(_offload, exchange))
     messages = request.messages
     if inbound.references:
         found = await history.items(inbound.references, exchange.tenant)

@@ -101,7 +101,8 @@ GC_THRESHOLDS = (20_000, 50, 100)
 
 def tune_garbage_collector() -> None:
     """Once serving: what startup built (modules, validators, the app) moves out of the
-    collector's sight for good, and collections become rarer (`GC_THRESHOLDS`)."""
+    collector's sight (until a large request's objects are thawed with it: gateway/offload.py),
+    and collections become rarer (`GC_THRESHOLDS`)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -30,6 +30,7 @@ from gateway.continuity.keys import history_key, item_key
 from gateway.continuity.recorder import Recorder
 from gateway.ingress.base import HistoryRef, ItemRef, KeptItems
 from gateway.ingress.errors import ClientError, echo
+from gateway.offload import Offload
 from gateway.store.base import StoreUnavailable
 from gateway.store.failopen import FailOpenStore
 from gateway.transcript.model import Message
@@ -116,12 +117,14 @@ async def resolve(
     *,
     max_depth: int,
     refresh_before: float,
+    offload: Callable[[], Offload] | None = None,
 ) -> Kept:
     """The conversation `history` names, or the client's error: 400 when nothing (or not all of
     it) is kept or the chain would exceed `max_depth`; 503 (retryable) when the store cannot
-    answer. `lookup` raises StoreUnavailable for a store that failed (not for a miss)."""
+    answer. `lookup` raises StoreUnavailable for a store that failed (not for a miss).
+    `offload`: the request's worker-thread work (gateway/offload.py), for a long record read."""
     try:
-        return await _resolve(_Links(lookup, cache), history, tenant, max_depth, refresh_before)
+        return await _resolve(_Links(lookup, cache, offload), history, tenant, max_depth, refresh_before)
     except StoreUnavailable:
         raise unavailable(history.source, repr(echo(history.id))) from None
 
@@ -141,9 +144,10 @@ def unavailable(param: str, what: str) -> ClientError:
 class _Links:
     """Links by store key: from the cache, else read (in one lookup per batch) and cached."""
 
-    def __init__(self, lookup: Lookup, cache: LinkCache) -> None:
+    def __init__(self, lookup: Lookup, cache: LinkCache, offload: Callable[[], Offload] | None) -> None:
         self._lookup = lookup
         self._cache = cache
+        self._offload = offload
 
     async def get(self, keys: list[str]) -> list[Link | None]:
         cache = self._cache
@@ -153,7 +157,10 @@ class _Links:
             return links
         read: dict[str, Link | None] = {}
         for key, raw in zip(missing, await self._lookup(missing), strict=True):
-            link = decode_link(raw) if raw is not None else None
+            if raw is not None and len(raw) >= OFFLOAD_RECORD_BYTES and self._offload is not None:
+                link = await self._offload().run(decode_link, raw)
+            else:
+                link = decode_link(raw) if raw is not None else None
             if link is not None and raw is not None:
                 cache.put(key, link, len(raw))
             read[key] = link
@@ -216,6 +223,9 @@ def _broken(history: HistoryRef) -> ClientError:
 
 # the decoded links one process keeps (LinkCache)
 LINK_CACHE_BYTES = 32 << 20
+# a record read from the store this long is decoded in the worker thread (when the request gives
+# one): decoding is linear in its blocks, ~2-4 us each (a 190,000-block answer's 2.9 MB: 0.4-0.8 s)
+OFFLOAD_RECORD_BYTES = 64 << 10
 
 
 class History:
@@ -247,7 +257,10 @@ class History:
             found.update(zip(missing, await self._store.get_many(missing, fail_open=False), strict=True))
         return [found.get(k) for k in keys]
 
-    async def resolve(self, history: HistoryRef, tenant: str) -> Kept:
+    async def resolve(
+        self, history: HistoryRef, tenant: str, offload: Callable[[], Offload] | None = None
+    ) -> Kept:
+        """`offload`: the request's worker-thread work, made when a long record is read."""
         now = self._clock()
         kept = await resolve(
             self._lookup,
@@ -256,6 +269,7 @@ class History:
             tenant,
             max_depth=self._max_depth,
             refresh_before=now - self._ttl / 2,
+            offload=offload,
         )
         for answer_id, link in kept.stale:  # a conversation in use keeps its beginning
             self._put(history_key(answer_id, tenant), refreshed(link, now), tenant)
@@ -273,33 +287,37 @@ class History:
                 self._write_item(item_id, KeptItem(item.answer, now, item.blocks), tenant)
         return found
 
-    def keep(
+    async def keep(
         self,
         answer_id: str,
         tenant: str,
         continued: Kept | None,
         messages: tuple[Message, ...],
         items: KeptItems = (),
-    ) -> Awaitable[object]:
+        offload: Offload | None = None,
+    ) -> None:
         """Keep an answer under its id: `messages` is the whole conversation it ends (what it
         continued included), `items` the answer's items by the ids the client got for them (a
-        later request may name them). Awaiting the result waits until the store has them all (or
-        failed open: they then wait in the store's retry queue)."""
+        later request may name them). Returns once the store has them all (or failed open: they
+        then wait in the store's retry queue). `offload`: a large request's, whose new messages
+        are encoded in the worker thread (gateway/offload.py)."""
         now = self._clock()
         if continued is None:
             link = root(messages, now)
         else:
             link = continued.child(messages[len(continued.messages) :], now)
-        writes = [self._put(history_key(answer_id, tenant), link, tenant)]
+        raw = await offload.run(encode_link, link) if offload is not None else encode_link(link)
+        writes = [self._put(history_key(answer_id, tenant), link, tenant, raw)]
         writes.extend(
             self._write_item(item_id, KeptItem(answer_id, now, blocks), tenant) for item_id, blocks in items
         )
-        return writes[0] if len(writes) == 1 else asyncio.gather(*writes)
+        await (writes[0] if len(writes) == 1 else asyncio.gather(*writes))
 
     def _write_item(self, item_id: str, item: KeptItem, tenant: str) -> asyncio.Future[None]:
         return self._recorder.write([item_key(item_id, tenant)], encode_item(item), tenant)
 
-    def _put(self, key: str, link: Link, tenant: str) -> asyncio.Future[None]:
-        raw = encode_link(link)
+    def _put(self, key: str, link: Link, tenant: str, raw: bytes | None = None) -> asyncio.Future[None]:
+        if raw is None:
+            raw = encode_link(link)
         self.cache.put(key, link, len(raw))
         return self._recorder.write([key], raw, tenant)

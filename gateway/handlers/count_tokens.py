@@ -18,7 +18,7 @@ from gateway.ingress.base import CountRoute, Dialect
 from gateway.ingress.budget import offloads
 from gateway.ingress.errors import ClientError
 from gateway.metrics import AttemptOutcome, RequestRecord
-from gateway.offload import off_loop
+from gateway.offload import Offload
 from gateway.routing.count import PROVIDER, CountRefused, count_input_tokens
 from gateway.state import TENANT, GatewayState
 from gateway.transcript.events import ErrorCategory
@@ -49,15 +49,16 @@ def count_tokens_handler(dialect: Dialect, count: CountRoute) -> Handler:
 async def _count(
     state: GatewayState, dialect: Dialect, count: CountRoute, request: web.Request, record: RequestRecord
 ) -> web.Response:
+    offload: Offload | None = None
     try:
         raw = await request.read()
         values = await values_within_budget(raw, state.config.server)
-        offload = offloads(values)  # decided once (gateway/offload.py)
+        offload = Offload() if offloads(values, len(raw)) else None  # decided once (gateway/offload.py)
         body = await parse_counted(raw, state.config.server, values, offload=offload)
         decode = partial(
             count.decode, body, request.headers, state.sealer, params=request.match_info, query=request.query
         )
-        inbound = await off_loop(decode) if offload else decode()
+        inbound = await offload.run(decode) if offload is not None else decode()
         check_size(inbound.request, state.config.server)
         plan = plan_for(state, inbound.request.model)
         record.model = plan.model
@@ -80,6 +81,9 @@ async def _count(
         status, payload = dialect.error(exc)
         record.outcome, record.status = "client_error", status
         return web.Response(status=status, body=payload, headers=exc.headers, content_type="application/json")
+    finally:
+        if offload is not None:
+            offload.end()
     if source == PROVIDER:
         record.provider = provider
         record.attempts = [AttemptOutcome(provider, "ok")]

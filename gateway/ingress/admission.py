@@ -12,7 +12,7 @@ from typing import Any
 from gateway.config import ServerConfig
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, parse_json_body
-from gateway.offload import off_loop
+from gateway.offload import Offload
 from gateway.transcript.model import Request
 
 # a body's value count is made in steps, the event loop running between them: bytes per step of
@@ -22,7 +22,7 @@ _COUNT_STEP = 20_000
 
 
 async def parse_within_budget(
-    raw: bytes, limits: ServerConfig, skip: str | None = None, offload: bool = False
+    raw: bytes, limits: ServerConfig, skip: str | None = None, offload: Offload | None = None
 ) -> Any:
     """The parsed body, once it is known to be within the caps that bound its parse and decode:
     its JSON values (`values_within_budget`), then the blocks its lists hold (`check_parts`).
@@ -31,11 +31,15 @@ async def parse_within_budget(
 
 
 async def parse_counted(
-    raw: bytes, limits: ServerConfig, values: int | None, skip: str | None = None, offload: bool = False
+    raw: bytes,
+    limits: ServerConfig,
+    values: int | None,
+    skip: str | None = None,
+    offload: Offload | None = None,
 ) -> Any:
     """`parse_within_budget` for a body whose values `values_within_budget` counted already."""
-    if offload:
-        body, parts = await off_loop(_parse_and_count, raw, limits.max_json_depth, skip)
+    if offload is not None:
+        body, parts = await offload.run(_parse_and_count, raw, limits.max_json_depth, skip)
         check_parts(body, limits, parts=parts)
     else:
         body = parse_json_body(raw, limits.max_json_depth, skip)
@@ -96,8 +100,8 @@ def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any,
     return body, raw_parts(body)
 
 
-def check_size(request: Request, limits: ServerConfig) -> None:
-    """Refuse a transcript beyond the configured caps before any pass runs over it."""
+def check_size(request: Request, limits: ServerConfig) -> int:
+    """Refuse a transcript beyond the configured caps before any pass runs over it; its blocks."""
     if len(request.messages) > limits.max_messages:
         raise ClientError(
             400,
@@ -122,3 +126,4 @@ def check_size(request: Request, limits: ServerConfig) -> None:
             param="messages",
             code="too_many_blocks",
         )
+    return blocks

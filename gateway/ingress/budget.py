@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from gateway.offload import OFFLOAD_VALUES
+from gateway.offload import OFFLOAD_BYTES, OFFLOAD_VALUES
 
 # a JSON string (skipped whole, escapes included), or a container's opening or a separator
 _STRING_OR_VALUE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[{\[,]')
@@ -57,11 +57,11 @@ def value_bound(raw: bytes, start: int, end: int) -> int:
     return len(chunk.translate(None, _NOT_COUNTED))
 
 
-def offloads(values: int | None) -> bool:
-    """Whether a body's work goes to the worker thread (gateway/offload.py), decided once from
-    the count `values_within_budget` made of it (`value_bound`; None: past that bound, counted
-    exactly)."""
-    return values is None or values >= OFFLOAD_VALUES
+def offloads(values: int | None, size: int) -> bool:
+    """Whether a body of `size` bytes goes to the worker thread (gateway/offload.py), decided once
+    from the count `values_within_budget` made of it (`value_bound`; None: past that bound,
+    counted exactly)."""
+    return values is None or values >= OFFLOAD_VALUES or size >= OFFLOAD_BYTES
 
 
 def raw_parts(body: Any) -> int:

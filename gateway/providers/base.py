@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -95,6 +96,18 @@ class Adapter:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyEcho:
+    """How the family's API keys look when its error messages quote one (`pattern`), and what
+    stands for a quoted key in the message the gateway keeps (`mask`)."""
+
+    pattern: re.Pattern[str]
+    mask: str
+
+    def redact(self, message: str) -> str:
+        return self.pattern.sub(self.mask, message)
+
+
+@dataclass(frozen=True, slots=True)
 class Family:
     """One provider family: everything the gateway knows of it, in one record. The registry
     (gateway/providers/__init__.py) lists the records; config validation, the engine, the upstream
@@ -110,6 +123,8 @@ class Family:
     simulator_path: str
     # every other request header its adapter may set (beyond content-type and accept)
     headers: tuple[str, ...] = ()
+    # its keys as its error messages quote them: none leaves the family's module unmasked
+    key_echo: KeyEcho | None = None
 
     @property
     def kind(self) -> str:

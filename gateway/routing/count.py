@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from gateway.config import MissingApiKey, resolve_api_key
-from gateway.offload import off_loop
+from gateway.offload import Offload
 from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import prepare
@@ -43,7 +43,7 @@ class CountRefused(Exception):
 
 
 async def count_input_tokens(
-    engine: Engine, request: Request, plan: Plan, offload: bool = False
+    engine: Engine, request: Request, plan: Plan, offload: Offload | None = None
 ) -> tuple[int, str, str]:
     """(input tokens, PROVIDER or ESTIMATE, the provider entry that counted or was estimated for);
     raises CountRefused when the provider judged the request invalid (an estimate would hide
@@ -51,8 +51,8 @@ async def count_input_tokens(
     encoded in a worker thread (gateway/offload.py)."""
     target = plan.targets[0]
     adapter = get_adapter(target.kind)
-    if offload:
-        estimate, http = await off_loop(_estimate_and_encode, engine, request, target, adapter)
+    if offload is not None:
+        estimate, http = await offload.run(_estimate_and_encode, engine, request, target, adapter)
     else:
         estimate, http = _estimate_and_encode(engine, request, target, adapter)
     answer = getattr(adapter, "count_answer", None)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
-from gateway.offload import off_loop
+from gateway.offload import Offload
 from gateway.providers import get_adapter
 from gateway.providers.base import EncodeError, HttpRequest, ProviderAdapter
 from gateway.repair import Prepared, prepare
@@ -216,7 +216,7 @@ class Engine:
         plan: Plan,
         session: str | None = None,
         trace: RequestTrace | None = None,
-        offload: bool = False,
+        offload: Offload | None = None,
     ) -> Answer:
         """Try the plan's targets until one commits; raises AllTargetsFailed. `session`: the
         conversation's key, for session affinity; `trace`: the request's span when tracing is on
@@ -298,7 +298,7 @@ class Engine:
         target: Target,
         attempts: list[Attempt],
         deadline: float,
-        offload: bool,
+        offload: Offload | None,
     ) -> Answer | UpstreamError | None:
         """The group's larger-context target, once, after a context-window overflow (None: it
         cannot take traffic now, and the client hears about the overflow)."""
@@ -352,7 +352,7 @@ class Engine:
         others: bool,
         deadline: float,
         trace: RequestTrace | None = None,
-        offload: bool = False,
+        offload: Offload | None = None,
     ) -> tuple[EventStream, Prepared] | UpstreamError:
         """One target: repair for it, send, and on a continuity/pairing rejection repair strictly
         and send once more (DESIGN.md 4.5) before the loop moves on."""
@@ -376,8 +376,8 @@ class Engine:
                 return attempt(prepared)
             return self._traced(trace, target, prepared, partial(attempt, prepared))
 
-        if offload:
-            prepared = await off_loop(prepare, request, target, adapter.capabilities)
+        if offload is not None:
+            prepared = await offload.run(prepare, request, target, adapter.capabilities)
         else:
             prepared = prepare(request, target, adapter.capabilities)
         started = self._clock()
@@ -385,8 +385,8 @@ class Engine:
         if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
             attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
             strict = (
-                await off_loop(partial(prepare, request, target, adapter.capabilities, strict=True))
-                if offload
+                await offload.run(partial(prepare, request, target, adapter.capabilities, strict=True))
+                if offload is not None
                 else prepare(request, target, adapter.capabilities, strict=True)
             )
             prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
@@ -430,11 +430,11 @@ class Engine:
         stream: bool,
         timeouts: Timeouts,
         first_token: float | None,
-        offload: bool = False,
+        offload: Offload | None = None,
     ) -> tuple[EventStream | UpstreamError, HttpRequest | None]:
         """Encode for the target and send once; what was sent (None: nothing was)."""
-        if offload:
-            http = await off_loop(self.encode, adapter, target, prepared)
+        if offload is not None:
+            http = await offload.run(self.encode, adapter, target, prepared)
         else:
             http = self.encode(adapter, target, prepared)
         if isinstance(http, UpstreamError):

@@ -4,6 +4,7 @@ thoughts, structured output."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +12,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.simulators.base import Reply, ToolCallSpec
+from gateway.simulators.base import Fault, Reply, ToolCallSpec
 from tests.ops.conftest import Stack, running_stack
 
 
@@ -238,3 +239,24 @@ async def test_v1_models_answers_each_client_in_its_shape(stack):
         assert "claude" in [m["id"] for m in (await response.json())["data"]]
     async with stack.http.get(stack.url + "/v1beta/models/nope") as response:
         assert response.status == 404 and (await response.json())["error"]["status"] == "NOT_FOUND"
+
+
+async def test_the_headers_go_out_before_a_long_hidden_thinking_phase(stack):
+    """Gemini's SSE stream has no opening of its own and hides thoughts not asked for: the status
+    and headers are not held back until the first part the client sees (a long thinking phase
+    could outlast a client's header timeout)."""
+    state = stack.hub.states["anthropic"]
+    # the opening events and the thinking's first delta (the commit point), then a stall
+    state.push(
+        Fault(
+            after_events=4, mid_stream="stall", stall_seconds=60.0, reply=Reply(text="42.", reasoning="Hmm.")
+        )
+    )
+    body = {**HI, "generationConfig": {"thinkingConfig": {"includeThoughts": False, "thinkingBudget": 2048}}}
+    path = "/v1beta/models/claude:streamGenerateContent?alt=sse"
+    # a hang guard, not a timing assertion: without the headers the post waits out the stall
+    async with asyncio.timeout(20):
+        response = await stack.http.post(stack.url + path, data=orjson.dumps(body))
+    async with response:
+        assert response.status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+        assert state.open_streams == 1, "the upstream is still in its stall"

@@ -137,7 +137,7 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
     parts = [{"type": "text", "text": "a"}] * (OFFLOAD_VALUES // 2)
     large = {"model": "openai-chat", "messages": [{"role": "user", "content": parts}]}
     encoded = orjson.dumps(large)
-    assert offloads(value_bound(encoded, 0, len(encoded)))
+    assert offloads(value_bound(encoded, 0, len(encoded)), len(encoded))
     async with running_stack() as stack:
         upstream = stack.hub.states["openai_chat"]
         upstream.push(Reply(text="large"), Reply(text="small"))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from gateway.ingress.chat.decode import DecodeStats, decode_request, include_usage
@@ -366,3 +367,116 @@ def test_an_assistant_refusal_sent_back_is_its_text():
         ],
     }
     assert decode(body).messages[1].blocks == (Text("I can't help with that."),)
+
+
+def test_a_long_content_list_is_validated_in_slices_with_the_same_result_and_errors(monkeypatch):
+    """pydantic-core holds the GIL for a whole call: a 200,000-part message in one call held the
+    event loop ~330 ms (gateway/offload.py), so no call validates more than a slice of parts.
+    What it decodes, and the error a bad part far down the list gets, are those of the whole."""
+    from gateway.ingress.chat import decode as chat_decode
+    from gateway.ingress.chat import wire
+    from gateway.ingress.chat.validation import PARTS_PER_CALL
+
+    sizes: list[int] = []
+
+    class Counted:
+        def __init__(self, adapter):
+            self.adapter = adapter
+
+        def validate_python(self, value):
+            content = value.get("content") if isinstance(value, dict) else value
+            sizes.append(len(content) if isinstance(content, list) else 1)
+            return self.adapter.validate_python(value)
+
+    parts = [{"type": "text", "text": str(n), **({"cache_control": {"type": "ephemeral"}} if n == 4999 else {})}
+             for n in range(5000)]  # fmt: skip
+    messages = [
+        {"role": "system", "content": parts[:3]},
+        {"role": "user", "content": parts, "cache_control": {"type": "ephemeral"}},
+        {"role": "assistant", "content": parts[:2500]},
+    ]
+    whole = decode({"model": "m", "messages": messages})
+    monkeypatch.setattr(chat_decode.w, "MESSAGE", Counted(wire.MESSAGE))
+    monkeypatch.setattr(chat_decode.w, "PARTS", Counted(wire.PARTS))
+    assert decode({"model": "m", "messages": messages}) == whole
+    assert max(sizes) <= PARTS_PER_CALL < 5000
+    assert [b.text for b in whole.messages[0].blocks] == [str(n) for n in range(5000)]
+
+    bad = [*parts[:4321], {"type": "text", "text": 7}, *parts[4321:]]
+    with pytest.raises(ClientError) as sliced:
+        decode({"model": "m", "messages": [{"role": "user", "content": bad}]})
+    monkeypatch.undo()
+    with pytest.raises(ClientError) as at_once:
+        decode({"model": "m", "messages": [{"role": "user", "content": bad}]})
+    assert (sliced.value.message, sliced.value.param) == (at_once.value.message, at_once.value.param)
+    assert "messages[0].content[4321]" in sliced.value.message
+
+
+def _long_bodies():
+    from gateway.ingress.chat.validation import PARTS_PER_CALL as N
+
+    text = {"type": "text", "text": "x"}
+    many = [text] * (3 * N + 5)
+
+    def at(index, bad, parts=many):
+        return [*parts[:index], bad, *parts[index + 1 :]]
+
+    user = {"role": "user", "content": many}
+    bad_parts = (
+        {"type": 5},
+        7,
+        {"type": "image_url", "image_url": 5},
+        {"type": "text", "text": "x", "cache_control": {"type": "x"}},
+    )
+    for bad in bad_parts:
+        for index in (0, N - 1, N, 3 * N + 4):
+            yield {"model": "m", "messages": [{"role": "user", "content": at(index, bad)}]}
+    yield {"model": "m", "messages": [{**user, "cache_control": {"type": "nope"}}]}
+    yield {"model": "m", "messages": [{**user, "content": at(2 * N, 7), "cache_control": {"type": "nope"}}]}
+    yield {"model": "m", "messages": [{**user, "role": "robot"}]}
+    yield {"model": "m", "messages": [{**user, "role": "robot", "content": at(5, 7)}]}
+    yield {"model": "m", "messages": [user, {"role": "user", "content": at(3 * N, {"type": 5})}]}
+    yield {
+        "model": "m",
+        "messages": [{"role": "user", "content": at(9, 7)}, {"role": "user", "content": at(1, 7)}],
+    }
+    yield {"model": "m", "messages": [{"role": "user", "content": 5}, user]}
+    yield {"model": "m", "messages": [user, {"role": "tool", "content": "x"}]}
+    yield {"model": "m", "messages": [user, "not a message", {"role": "user", "content": 5}]}
+    yield {"model": 5, "messages": [{"role": "user", "content": at(3 * N, 7)}]}
+    yield {"model": "m", "temperature": 5, "messages": [user]}
+    yield {"model": "m", "temperature": 5, "messages": [{"role": "user", "content": at(3 * N, 7)}]}
+    yield {"model": "m", "messages": [{"role": "assistant", "content": at(N + 1, 7)}]}
+    yield {"model": "m", "messages": [{"role": "tool", "content": many}]}
+    yield {"model": "m", "messages": [{"role": "system", "content": at(3 * N + 4, {"type": 5})}, user]}
+    parts = [text] * 100
+    yield {
+        "model": "m",
+        "messages": [{"role": "user", "content": parts}] * 30
+        + [{"role": "user", "content": at(50, 7, parts)}],
+    }
+
+
+@pytest.mark.parametrize("body", list(_long_bodies()), ids=lambda b: str(len(orjson.dumps(b))))
+def test_a_long_requests_validation_error_is_the_one_its_whole_validation_reports(body, monkeypatch):
+    """Found from a bounded cut of the body (a 200,000-part body validated whole held the GIL
+    ~0.6 s): the same message, path and code as validating the whole body."""
+    from gateway.ingress.chat import decode as chat_decode
+    from gateway.ingress.chat.validation import PARTS_PER_CALL, narrowed
+
+    cut_body = narrowed(body)
+    parts = sum(
+        len(m["content"]) if isinstance(m, dict) and isinstance(m.get("content"), list) else 1
+        for m in cut_body["messages"]
+    )
+    assert parts <= PARTS_PER_CALL + len(body["messages"])
+    with pytest.raises(ClientError) as cut:
+        decode(body)
+    monkeypatch.setattr(chat_decode, "narrowed", lambda body: body)
+    with pytest.raises(ClientError) as whole:
+        decode(body)
+    assert (cut.value.message, cut.value.param, cut.value.code) == (
+        whole.value.message,
+        whole.value.param,
+        whole.value.code,
+    )

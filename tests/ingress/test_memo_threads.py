@@ -126,7 +126,7 @@ async def test_a_large_agent_turn_finds_its_history_in_the_memo_and_sends_what_i
             for messages in turns:
                 body = {"model": "openai-chat", "messages": messages, "tools": tools}
                 raw = orjson.dumps(body)
-                assert offloads(value_bound(raw, 0, len(raw)))
+                assert offloads(value_bound(raw, 0, len(raw)), len(raw))
                 status, _, answer = await stack.chat(body)
                 assert status == 200, answer
             assert stack.app is not None

@@ -35,3 +35,18 @@ def test_a_call_carries_only_the_headers_its_record_names_and_the_key_where_it_s
     assert names <= family.upstream_headers() <= UPSTREAM_REQUEST_HEADERS
     credential = {name.lower(): value for name, value in http.headers.items()}[family.credential_header]
     assert credential == (f"Bearer {KEY}" if family.credential_header == "authorization" else KEY)
+
+
+@pytest.mark.parametrize("kind", [kind for kind, family in FAMILIES.items() if family.key_echo is not None])
+def test_a_key_its_errors_quote_is_masked_as_its_record_says(kind):
+    echo = FAMILIES[kind].key_echo
+    assert echo is not None
+    key = echo.mask.replace("*", "") + "api03-SECRETsecret1234_abc-123"
+    assert echo.pattern.fullmatch(key)
+    for body in (
+        f"proxy error for key {key}".encode(),
+        f'{{"error": {{"message": "bad key {key}"}}}}'.encode(),
+    ):
+        message = get_adapter(kind).classify_error(401, {}, body).message
+        assert "SECRET" not in message and echo.mask in message
+    assert echo.redact(f"a {key} b {key}") == f"a {echo.mask} b {echo.mask}"

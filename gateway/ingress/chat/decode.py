@@ -9,6 +9,7 @@ import orjson
 from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
+from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.memo import Items, fresh_items
@@ -63,7 +64,7 @@ def decode_request(
         wire = w.ChatRequestHead.model_validate(body)
         # only new messages are validated: a found one passed when it was first seen
         wires = [
-            w.MESSAGE.validate_python(m) if found is None else None
+            validated(m) if found is None else None
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
@@ -163,6 +164,9 @@ def _whole_validation_error(body: dict[str, Any]) -> NoReturn:
     """Raise the first error of the whole request, as OpenAI orders them (model, messages, the
     rest): the head and the messages are validated apart, so either may have failed first."""
     try:
+        # the same first error as the whole body's, from bounded work (a long body's in one
+        # pydantic call held the GIL ~0.6 s); should the cut pass, the whole decides
+        w.ChatCompletionRequest.model_validate(narrowed(body))
         w.ChatCompletionRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]

@@ -186,3 +186,4 @@ class ChatRequestHead(_Parameters, _ModelField):
 
 
 MESSAGE = TypeAdapter(Message)
+PARTS = TypeAdapter(list[UserPart])  # a long content list, validated a slice at a time

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.anthropic.decode import ERROR_TYPES, AnthropicStreamDecoder, decode_response, redact
+from gateway.providers.anthropic.decode import ERROR_TYPES, KEY_ECHO, AnthropicStreamDecoder, decode_response
 from gateway.providers.anthropic.schema import anthropic_output_schema
 from gateway.providers.anthropic_content import cached, messages_wire
 from gateway.providers.base import (
@@ -365,7 +365,7 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
             category = ErrorCategory.CONTINUITY
     return UpstreamError(
         category,
-        redact(message),
+        KEY_ECHO.redact(message),
         status=status,
         type=etype,
         code=overflow_code(message, None, CONTEXT_OVERFLOW_MARKERS),
@@ -396,4 +396,5 @@ FAMILY = Family(
     credential_header="x-api-key",
     simulator_path="/anthropic",
     headers=("anthropic-version", "anthropic-beta"),
+    key_echo=KEY_ECHO,
 )

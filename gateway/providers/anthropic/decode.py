@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.base import SSEStreamDecoder, loads_or_none
+from gateway.providers.base import KeyEcho, SSEStreamDecoder, loads_or_none
 from gateway.providers.structured import output_tool_name
 from gateway.transcript.events import (
     BlockDelta,
@@ -63,11 +63,7 @@ ERROR_TYPES = {
 }
 
 # keys never reach a kept error message, even if an upstream or proxy echoes one
-API_KEY_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
-
-
-def redact(message: str) -> str:
-    return API_KEY_PATTERN.sub("sk-ant-***", message)
+KEY_ECHO = KeyEcho(re.compile(r"sk-ant-[A-Za-z0-9_\-]+"), "sk-ant-***")
 
 
 class _UsageTotals:
@@ -185,7 +181,8 @@ class AnthropicStreamDecoder(SSEStreamDecoder):
                 error = event.get("error") or {}
                 etype = error.get("type") or ""
                 category = ERROR_TYPES.get(etype, ErrorCategory.SERVER)
-                self._fail(out, category, redact(error.get("message") or etype or "stream error"), type=etype)
+                message = KEY_ECHO.redact(error.get("message") or etype or "stream error")
+                self._fail(out, category, message, type=etype)
             # ping and event types added later carry nothing the transcript needs
         except (KeyError, TypeError, AttributeError) as exc:
             self._fail(out, ErrorCategory.PROTOCOL, f"malformed Anthropic stream event: {exc!r}")

@@ -24,10 +24,10 @@ from gateway.providers.base import (
     retry_after_header,
 )
 from gateway.providers.openai_responses.decode import (
+    KEY_ECHO,
     ResponsesStreamDecoder,
     decode_response,
     error_category,
-    redact,
 )
 from gateway.transcript.events import ErrorCategory, UpstreamError
 from gateway.transcript.model import (
@@ -395,7 +395,7 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
             category = ErrorCategory.CONTINUITY
     return UpstreamError(
         category,
-        redact(message),
+        KEY_ECHO.redact(message),
         status=status,
         type=etype,
         code=overflow_code(message, code, ("maximum context length",)),
@@ -404,4 +404,6 @@ def classify_error(status: int, headers: Mapping[str, str], body: bytes) -> Upst
 
 
 ADAPTER = Adapter(KIND, CAPABILITIES, encode_request, ResponsesStreamDecoder, decode_response, classify_error)
-FAMILY = Family(ADAPTER, credential_header="authorization", simulator_path="/openai_responses/v1")
+FAMILY = Family(
+    ADAPTER, credential_header="authorization", simulator_path="/openai_responses/v1", key_echo=KEY_ECHO
+)

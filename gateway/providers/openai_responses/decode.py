@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.providers.base import SSEStreamDecoder, loads_or_none
+from gateway.providers.base import KeyEcho, SSEStreamDecoder, loads_or_none
 from gateway.transcript.events import (
     BlockDelta,
     BlockKind,
@@ -54,11 +54,7 @@ ERROR_CODES = {
 }
 
 # keys never reach a kept error message (OpenAI echoes part of a rejected key)
-API_KEY_PATTERN = re.compile(r"sk-[A-Za-z0-9_\-*]{6,}")
-
-
-def redact(message: str) -> str:
-    return API_KEY_PATTERN.sub("sk-***", message)
+KEY_ECHO = KeyEcho(re.compile(r"sk-[A-Za-z0-9_\-*]{6,}"), "sk-***")
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
@@ -337,7 +333,7 @@ class ResponsesStreamDecoder(SSEStreamDecoder):
     def _error(self, error: Mapping[str, Any], out: list[Event]) -> None:
         code = error.get("code")
         etype = error.get("type") or code or ""
-        message = redact(str(error.get("message") or etype or "response failed"))
+        message = KEY_ECHO.redact(str(error.get("message") or etype or "response failed"))
         self._fail(out, error_category(error, ErrorCategory.SERVER), message, type=etype, code=code)
 
 
