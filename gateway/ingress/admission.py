@@ -12,6 +12,7 @@ from typing import Any
 from gateway.config import ServerConfig
 from gateway.ingress.budget import JsonValues, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.ingress.pieces import parse_json_pieces
 from gateway.offload import Offload
 from gateway.transcript.model import Request
 
@@ -96,7 +97,7 @@ def check_parts(body: Any, limits: ServerConfig, values: int | None = None, part
 
 
 def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any, int]:
-    body = parse_json_body(raw, max_depth, skip)
+    body = parse_json_pieces(raw, max_depth, skip)  # the worker thread: in pieces, the loop runs between
     return body, raw_parts(body)
 
 

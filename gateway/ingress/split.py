@@ -25,6 +25,7 @@ from gateway.config import ServerConfig
 from gateway.ingress.admission import check_parts
 from gateway.ingress.errors import check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
+from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
@@ -82,13 +83,22 @@ def parse_shared(
     if not memo.lock.acquire(blocking=wait):
         return None
     try:
-        return parse_transcript(raw, field, memo, scope, limits, values)
+        # the worker thread parses a body whole in pieces: the event loop runs between them
+        return parse_transcript(
+            raw, field, memo, scope, limits, values, parse_json_pieces if wait else parse_json_body
+        )
     finally:
         memo.lock.release()
 
 
 def parse_transcript(
-    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None = None
+    raw: bytes,
+    field: str,
+    memo: DecodeMemo,
+    scope: str,
+    limits: ServerConfig,
+    values: int | None = None,
+    parse_whole: Callable[[bytes, int, str | None], Any] = parse_json_body,
 ) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
@@ -96,7 +106,8 @@ def parse_transcript(
     is parsed whole, and its items found by their values; a body whose opening the memo has not
     seen is parsed whole and decoded as without the memo (a long one then waits on probation
     whole for the next request that opens so). `values`: at least the JSON values the
-    body holds (`values_within_budget`)."""
+    body holds (`values_within_budget`). `parse_whole`: how a body parsed whole is parsed
+    (`parse_json_body`'s result and errors; in pieces in the worker thread)."""
     limit = limits.max_json_depth
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
@@ -104,7 +115,7 @@ def parse_transcript(
         split = parse_split(raw, field, memo, scope, limit, checks, values)
         if split is not None:
             return split
-    body = parse_json_body(raw, limit, field)
+    body = parse_whole(raw, limit, field)
     check_parts(body, limits, values)
     items = None
     if type(body) is dict:
