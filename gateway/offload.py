@@ -7,7 +7,8 @@ OFFLOAD_BYTES or more (decided once, from a C-speed bound on its values and its 
 been read: `offloads`) is parsed, decoded, repaired and encoded in a worker thread
 (`Offload.run`); the interpreter hands the GIL back to the event loop every switch interval (5
 ms) between two bytecodes, so the loop keeps answering while the thread works (one C call holds
-it throughout: chat validates a long content list in slices for this, gateway/ingress/chat).
+it throughout: chat validates a long content list in slices for this, gateway/ingress/chat, and
+the body is parsed in pieces, gateway/ingress/pieces.py).
 Smaller bodies stay on the loop: a thread hop costs more than their whole decode (an agent's
 1,000-message turn holds ~15,000 values, ~1 MB).
 

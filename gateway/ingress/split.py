@@ -84,9 +84,7 @@ def parse_shared(
         return None
     try:
         # the worker thread parses a body whole in pieces: the event loop runs between them
-        return parse_transcript(
-            raw, field, memo, scope, limits, values, parse_json_pieces if wait else parse_json_body
-        )
+        return parse_transcript(raw, field, memo, scope, limits, values, pieces=wait)
     finally:
         memo.lock.release()
 
@@ -98,7 +96,7 @@ def parse_transcript(
     scope: str,
     limits: ServerConfig,
     values: int | None = None,
-    parse_whole: Callable[[bytes, int, str | None], Any] = parse_json_body,
+    pieces: bool = False,
 ) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
@@ -106,8 +104,8 @@ def parse_transcript(
     is parsed whole, and its items found by their values; a body whose opening the memo has not
     seen is parsed whole and decoded as without the memo (a long one then waits on probation
     whole for the next request that opens so). `values`: at least the JSON values the
-    body holds (`values_within_budget`). `parse_whole`: how a body parsed whole is parsed
-    (`parse_json_body`'s result and errors; in pieces in the worker thread)."""
+    body holds (`values_within_budget`). `pieces`: a body parsed whole is parsed in pieces
+    (gateway/ingress/pieces.py: the worker thread's; the same result and errors)."""
     limit = limits.max_json_depth
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
@@ -115,7 +113,7 @@ def parse_transcript(
         split = parse_split(raw, field, memo, scope, limit, checks, values)
         if split is not None:
             return split
-    body = parse_whole(raw, limit, field)
+    body = parse_json_pieces(raw, limit, field) if pieces else parse_json_body(raw, limit, field)
     check_parts(body, limits, values)
     items = None
     if type(body) is dict:

@@ -129,7 +129,9 @@ async def test_a_large_body_is_worked_on_off_the_event_loop_and_a_small_one_on_i
         return step
 
     for module in (admission, parsing):  # a body without a transcript's parse, and a transcript's
-        monkeypatch.setattr(module, "parse_json_body", recorded("parse", module.parse_json_body))
+        # on the loop whole, in the worker thread in pieces
+        for name in ("parse_json_body", "parse_json_pieces"):
+            monkeypatch.setattr(module, name, recorded("parse", getattr(module, name)))
     monkeypatch.setattr(ChatCodec, "decode", recorded("decode", ChatCodec.decode))
     monkeypatch.setattr(engine_module, "prepare", recorded("repair", engine_module.prepare))
     monkeypatch.setattr(engine_module.Engine, "encode", recorded("encode", engine_module.Engine.encode))

@@ -141,7 +141,8 @@ async def test_a_body_of_many_bytes_and_few_values_is_parsed_off_the_event_loop(
     from gateway.offload import OFFLOAD_BYTES
 
     # a transcript's body is parsed by the memo-aware parse, in the worker thread with the memo
-    parsed_on_loop = _on_loop(monkeypatch, split, "parse_json_body")
+    # (in pieces there: gateway/ingress/pieces.py)
+    parsed_on_loop = _on_loop(monkeypatch, split, "parse_json_pieces")
     body = {
         "model": "claude",
         "max_tokens": 16,
