@@ -186,6 +186,11 @@ def parse_json_body(raw: bytes, max_depth: int, skip: str | None = None) -> Any:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise invalid(f"request body is not valid JSON: {exc}") from None
+    return depth_checked(value, raw, max_depth, skip)
+
+
+def depth_checked(value: Any, raw: bytes, max_depth: int, skip: str | None = None) -> Any:
+    """`value`, parsed from `raw`, once no value in it is nested deeper than `max_depth`."""
     # no value is nested deeper than the body has opening brackets (those inside strings only
     # add to the count): a body with no more than the limit needs no walk (a small request)
     if raw.count(b"{") + raw.count(b"[") > max_depth:

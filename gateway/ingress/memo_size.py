@@ -7,6 +7,8 @@ import sys
 from enum import Enum
 from typing import Any
 
+from gateway.ingress.budget import value_bound
+
 # what an entry costs beyond its key's bytes and its decoded objects: the key and value tuples,
 # the size and part count, the OrderedDict's slot and links (measured at ~280 bytes with tracemalloc)
 _OVERHEAD = 320
@@ -61,7 +63,7 @@ def bound_size(raw: bytes) -> int:
     one byte each when the text is ASCII without \\u escapes (which can widen a whole string)."""
     narrow = raw.isascii() and b"\\u" not in raw
     chars = len(raw) if narrow else 4 * len(raw)
-    values = raw.count(b"{") + raw.count(b"[") + raw.count(b",")
+    values = value_bound(raw, 0, len(raw))
     return chars + _PER_VALUE * values + _PER_ITEM
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.ingress.errors import check_depth, parse_json_body
+from gateway.ingress.errors import depth_checked, parse_json_body
 
 PIECE_BYTES = 256 << 10
 # orjson refuses a document nested deeper than this
@@ -59,9 +59,7 @@ def parse_json_pieces(raw: bytes, max_depth: int, skip: str | None = None, piece
         except (_Whole, *_UNREAD):
             value = None
         if value is not None:
-            if raw.count(b"{") + raw.count(b"[") > max_depth:
-                check_depth(value, max_depth, skip)
-            return value
+            return depth_checked(value, raw, max_depth, skip)
     return parse_json_body(raw, max_depth, skip)
 
 
