@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import sys
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -18,7 +20,7 @@ from typing import IO, Any
 import orjson
 
 from gateway.metrics import RequestRecord
-from gateway.redaction import RedactingFilter, Redactor
+from gateway.redaction import CHECKED_BY, RedactingFilter, Redactor
 
 ACCESS_LOGGER = "gateway.access"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -91,16 +93,46 @@ def access_line(record: RequestRecord) -> dict[str, Any]:
     }
 
 
+_HEX = re.compile(r"[0-9a-f]*")
+# the redactor the access log's handlers filter with (`configure_logging`): a line whose every
+# string it found clean is marked so, and not scanned whole again
+_checker: Redactor | None = None
+
+
+_second = -1
+_second_text = ""
+
+
+def _timestamp() -> str:
+    """The time now as `datetime.now(UTC).isoformat(timespec="milliseconds")` writes it, the
+    date and time of day formatted once per second."""
+    global _second, _second_text
+    second, ns = divmod(time.time_ns(), 1_000_000_000)
+    if second != _second:
+        _second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = second
+    return f"{_second_text}.{ns // 1_000_000:03d}+00:00"
+
+
 def log_access(record: RequestRecord) -> None:
     if not _access.isEnabledFor(logging.INFO):
         return
-    line = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), **access_line(record)}
+    line = {"ts": _timestamp(), **access_line(record)}
     # `Logger.info` without its caller lookup (a walk of the stack, ~6 us a line, for a file and
     # line number no access-log format prints): the same record through the same filters and
     # handlers
-    _access.handle(
-        _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, orjson.dumps(line).decode(), None, None)
-    )
+    text = orjson.dumps(line).decode()
+    entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, text, None, None)
+    checker = _checker
+    if checker is not None:
+        # the values the gateway mints (the time, random ids, a hash: hex digits) carry nothing
+        # of any secret, numbers are counts and durations, and every other string (config
+        # names, outcomes) is found clean once: the redacting filter need not scan the whole line
+        # (about 10 us of the ~20 a line costs)
+        minted = (line["ts"], line["request_id"], line["session"], line.get("trace_id", ""))
+        if _HEX.fullmatch("".join(minted[1:])) and checker.clean_json(text, minted):
+            entry.__dict__[CHECKED_BY] = checker
+    _access.handle(entry)
 
 
 class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -127,7 +159,9 @@ def configure_logging(level: str, redactor: Redactor, stream: IO[str] | None = N
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
+    global _checker
     redacting = RedactingFilter(redactor)
+    _checker = redactor
     # no format here names a record's thread or process: every record (an access line per
     # request) skips looking them up
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False

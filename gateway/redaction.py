@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
+from itertools import filterfalse
 
 from gateway.config import GatewayConfig, secret_values
 
@@ -65,10 +66,14 @@ class Redactor:
     """Replaces every fragment of the known secrets, their masked echoes, and credential-shaped
     substrings. Immutable, cheap to share."""
 
-    __slots__ = ("_grams", "_seeds", "_quads", "_heads", "_tails")
+    __slots__ = ("_grams", "_seeds", "_quads", "_heads", "_tails", "quote_free", "_clean")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
+        # no secret holds a double quote: no window of a JSON text that crosses a string's quote
+        # is a fragment of one (what `clean` relies on)
+        self.quote_free = not any('"' in s for s in unique)
+        self._clean: set[str] = set()  # strings found clean (`clean`)
         self._grams = frozenset(s[i : i + FRAGMENT] for s in unique for i in range(len(s) - FRAGMENT + 1))
         self._seeds = frozenset(g for g in self._grams if not _is_word(g))
         self._quads = frozenset(g[i : i + QUAD] for g in self._seeds for i in range(FRAGMENT - QUAD + 1))
@@ -85,6 +90,45 @@ class Redactor:
             if lowered is None or needs in lowered:
                 value = pattern.sub(rf"\1{REDACTED}", value)
         return value
+
+    def clean(self, value: str) -> bool:
+        """Whether the string `value`, written in a compact JSON text (as a key or a value), leaves
+        nothing there for `text` to redact. Decided once per spelling (bounded: past `_MAX_CLEAN`
+        spellings, a value is judged afresh).
+
+        Sound because the string is written as is (nothing in it is escaped); with `quote_free`, no
+        window of a secret crosses the quotes around it; and it is judged in its context: after a
+        quote (which the patterns' anchors and lookbehinds treat as they treat the start of a
+        text), and before a quote, a colon and a value, as a key is written (a credential header's
+        name followed by a value is what one pattern takes; a value is followed by less)."""
+        if value in self._clean:
+            return True
+        framed = f'"{value}":0'
+        if not (
+            self.quote_free
+            and value.isprintable()
+            and '"' not in value
+            and "\\" not in value
+            and self.text(framed) == framed
+        ):
+            return False
+        if len(self._clean) < _MAX_CLEAN:
+            self._clean.add(value)
+        return True
+
+    def clean_json(self, text: str, minted: Container[str] = ()) -> bool:
+        """Whether every string (key or value) of `text`, a compact JSON text, is `clean`, except
+        those in `minted`, which the caller vouches for - so that `text` need not be scanned
+        whole (the access log's lines, gateway/access_log.py; the numbers and nulls between its
+        strings are the caller's to vouch for too). The strings are the text's pieces between
+        quotes: an escaped quote inside one shifts them, but only after a piece holding the
+        backslash, which is not clean."""
+        if not self.quote_free:
+            return False
+        for value in filterfalse(self._clean.__contains__, text.split('"')[1::2]):
+            if value not in minted and not self.clean(value):
+                return False
+        return True
 
     def data(self, value: bytes) -> bytes:
         # bytes that are not UTF-8 go through unchanged (surrogateescape round-trips them)
@@ -144,11 +188,19 @@ class Redactor:
         return "".join(out)
 
 
+_MAX_CLEAN = 4096
+
+
 def secrets_redactor(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Redactor:
     """A redactor for every secret this config names (gateway/config/ reads them from the environment):
     each provider's key as set when the gateway starts, every client token, the continuity secret
     and the password of a redis store URL."""
     return Redactor(secret_values(config, env))
+
+
+# a LogRecord attribute: the Redactor its message was checked with, piece by piece, where it was
+# made (gateway/access_log.py): the filter of that redactor passes it without a scan
+CHECKED_BY = "checked_by"
 
 
 class RedactingFilter(logging.Filter):
@@ -161,6 +213,10 @@ class RedactingFilter(logging.Filter):
         self._formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.__dict__.get(CHECKED_BY) is self._redactor and not (
+            record.args or record.exc_info or record.stack_info
+        ):
+            return True  # a message made only of strings this redactor found clean (`clean`)
         # the message is formatted here once, so a secret passed as an argument is caught too
         record.msg, record.args = self._redactor.text(record.getMessage()), None
         if record.exc_info and not record.exc_text:
