@@ -1,0 +1,166 @@
+"""An access line whose strings the redactor found clean one by one is not scanned whole
+(Redactor.clean_json, gateway/access_log.py): what is written is exactly what the whole scan of
+the line gives, whatever the record holds (secrets, fragments, masked echoes, credential shapes,
+quotes and escapes in any of its strings), and the whole scan is skipped only for lines it would
+leave as they are. (The ids the gateway mints, random hex, are vouched for, not judged: a record's
+request id is one, or does not have their shape.)"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway import access_log
+from gateway.access_log import ACCESS_LOGGER, access_line, configure_logging, log_access
+from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
+from gateway.redaction import CHECKED_BY, REDACTED, Redactor
+from gateway.repair.report import REPAIR_KINDS, Repair
+from gateway.transcript.model import Usage
+
+SECRETS = ("sk-proj-abcdefgh12345678", "team-provider-key-1", "AIzaSyD-0123456789xyz", "0123456789abcdef01")
+PIECES = st.sampled_from(
+    [
+        *SECRETS,
+        "sk-proj-****5678",
+        "AIza\u2022\u2022\u20229xyz",
+        "sk-p...678",
+        "abcd\u2026",
+        "?key=",
+        "key=",
+        "Bearer ",
+        "bearer tok3n-abcdef",
+        "x-api-key",
+        "x-api-key: ",
+        "X-Goog-Api-Key=",
+        "provider",
+        "12345678",
+        "89abcdef",
+        " ",
+        '"',
+        "\\",
+        "\n",
+        '":',
+        "é",
+        "\u2028",
+        "stub",
+        "ok",
+    ]
+)
+TEXT = st.lists(st.one_of(PIECES, st.text(max_size=8)), max_size=6).map("".join)
+MINTED = st.builds(new_request_id)
+NOT_HEX = TEXT.filter(lambda value: not value or not set(value) <= set("0123456789abcdef"))
+TS = "2026-11-27T10:03:27.525+00:00"
+
+
+@st.composite
+def records(draw: st.DrawFn) -> RequestRecord:
+    usage = draw(st.none() | st.builds(Usage, *(st.integers(0, 10**9) for _ in range(5))))
+    return RequestRecord(
+        draw(TEXT),
+        request_id=draw(MINTED | NOT_HEX),
+        session=draw(TEXT),
+        model=draw(TEXT),
+        provider=draw(TEXT),
+        outcome=draw(TEXT),
+        status=draw(st.integers(0, 599)),
+        duration=draw(st.floats(0, 1e6)),
+        ttft=draw(st.none() | st.floats(0, 1e6)),
+        upstream_model=draw(TEXT),
+        attempts=draw(st.lists(st.builds(AttemptOutcome, TEXT, TEXT), max_size=3)),
+        repairs=draw(st.lists(st.tuples(TEXT, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)),
+        usage=usage,
+        ignored_tokens=draw(st.integers(0, 10**6)),
+        cost_usd=draw(st.none() | st.floats(0, 1e4)),
+        key=draw(TEXT),
+        trace_id=draw(MINTED | st.just("")),
+    )
+
+
+@pytest.fixture
+def captured(restore_logging, monkeypatch):
+    """configure_logging as `gateway serve` does, into a buffer; the line's time fixed. Yields
+    (the buffer, the redactor, the records the access logger made)."""
+    monkeypatch.setattr(access_log, "_timestamp", lambda: TS)
+    redactor = Redactor(SECRETS)
+    out = io.StringIO()
+    configure_logging("info", redactor, out)
+    made: list[logging.LogRecord] = []
+    logger = logging.getLogger(ACCESS_LOGGER)
+    handle = logger.handle
+    monkeypatch.setattr(logger, "handle", lambda entry: (made.append(entry), handle(entry)))
+    return out, redactor, made
+
+
+def _whole_scan(redactor: Redactor, record: RequestRecord) -> str:
+    return redactor.text(orjson.dumps({"ts": TS, **access_line(record)}).decode())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(record=records())
+def test_what_is_written_is_what_the_whole_scan_gives(captured, record):
+    out, redactor, made = captured
+    out.seek(0)
+    out.truncate()
+    made.clear()
+    log_access(record)
+    assert out.getvalue() == _whole_scan(redactor, record) + "\n"
+    if made[0].__dict__.get(CHECKED_BY) is redactor:  # not scanned: the scan changes nothing
+        assert _whole_scan(redactor, record) == made[0].getMessage()
+
+
+def test_a_plain_line_is_not_scanned_and_a_secret_in_any_string_is(captured):
+    out, redactor, made = captured
+    plain = RequestRecord(
+        "chat_completions",
+        request_id=new_request_id(),
+        session="sess_1",
+        model="smart",
+        provider="gemini",
+        upstream_model="gemini-3-pro-preview",
+        status=200,
+        attempts=[AttemptOutcome("gemini", "ok")],
+        repairs=[("gemini", Repair("synthetic_tool_result"))],
+        usage=Usage(10, 4, 0, 0, 0),
+    )
+    log_access(plain)
+    assert made[-1].__dict__.get(CHECKED_BY) is redactor
+    for leaky in (
+        {"model": "m-" + SECRETS[0]},
+        {"upstream_model": SECRETS[1][2:12]},
+        {"attempts": [AttemptOutcome(SECRETS[2], "ok")]},
+        {"key": "key=abc"},
+        {"request_id": "r-" + SECRETS[3]},  # not a minted id: judged as any other string
+        {"outcome": 'x"y'},
+    ):
+        log_access(_with(plain, **leaky))
+        assert made[-1].__dict__.get(CHECKED_BY) is None, leaky
+    lines = out.getvalue().splitlines()
+    # (a window that is a plain word, "provider", is a JSON key of every line: see Redactor)
+    windows = {s[i : i + 8] for s in SECRETS for i in range(len(s) - 7)} - {"provider"}
+    assert not any(window in line for line in lines for window in windows)
+    assert lines[4].count(REDACTED) == 1
+
+
+def _with(record: RequestRecord, **changes) -> RequestRecord:
+    fields = {name: getattr(record, name) for name in RequestRecord.__slots__ if name != "ingress"}
+    return RequestRecord(record.ingress, **{**fields, **changes})
+
+
+def test_a_secret_with_a_quote_turns_the_shortcut_off():
+    redactor = Redactor(['abc"defghijk'])
+    assert not redactor.quote_free
+    assert not redactor.clean_json('{"model":"smart"}')
+    assert Redactor(["abcdefghijk"]).clean_json('{"model":"smart"}')
+
+
+def test_clean_judges_a_string_as_a_key_is_written():
+    redactor = Redactor()
+    # '"x-api-key":1' is a header dump to the whole scan: a string so named is never clean
+    assert not redactor.clean("x-api-key")
+    assert not redactor.clean("a\\b") and not redactor.clean("a\nb") and not redactor.clean('a"b')
+    assert redactor.clean("gemini-3-pro-preview") and redactor.clean("é")
