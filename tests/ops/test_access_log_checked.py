@@ -72,7 +72,9 @@ def records(draw: st.DrawFn) -> RequestRecord:
         ttft=draw(st.none() | st.floats(0, 1e6)),
         upstream_model=draw(TEXT),
         attempts=draw(st.lists(st.builds(AttemptOutcome, TEXT, TEXT), max_size=3)),
-        repairs=draw(st.lists(st.tuples(TEXT, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)),
+        repairs=draw(
+            st.lists(st.tuples(TEXT, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
+        ),
         usage=usage,
         ignored_tokens=draw(st.integers(0, 10**6)),
         cost_usd=draw(st.none() | st.floats(0, 1e4)),
