@@ -85,6 +85,20 @@ class RequestRecord:
     trace_id: str = ""  # the request's OpenTelemetry trace, when tracing is on
 
 
+@dataclass(slots=True)
+class _Bound:
+    """The labelled children of one (ingress, model, provider, outcome): what every request
+    updates, looked up once per label set (`Metrics._bound`); the others once first updated (a
+    series appears in /metrics when it first counts something, as through `labels`)."""
+
+    requests: Any
+    duration: Any
+    ttft: Any = None
+    tokens: list[Any] = field(default_factory=lambda: [None] * len(TOKEN_TYPES))  # by TOKEN_TYPES
+    cost: Any = None
+    cost_unknown: Any = None
+
+
 # How often a worker writes its targets' availability for the others to read (see watch_targets).
 TARGETS_REFRESH_SECONDS = 1.0
 
@@ -157,6 +171,7 @@ class Metrics:
         )
         self._store_children: dict[tuple[str, str, str], Any] = {}
         self._children: dict[tuple[Any, ...], Any] = {}  # see _child
+        self._bound_sets: dict[tuple[str, str, str, str], _Bound] = {}  # see _bound
         # `--workers`: counted by the supervisor (gateway/workers.py); 0 in a single process
         self.worker_restarts = Counter(
             "gateway_worker_restarts_total", "Worker processes restarted after they died", registry=r
@@ -271,13 +286,27 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def _bound(self, ingress: str, model: str, provider: str, outcome: str) -> _Bound:
+        """The children a request of this label set updates, resolved together once."""
+        key = (ingress, model, provider, outcome)
+        bound = self._bound_sets.get(key)
+        if bound is None:
+            bound = self._bound_sets[key] = _Bound(
+                self.requests.labels(ingress, model, provider, outcome),
+                self.duration.labels(ingress, model, provider),
+            )
+        return bound
+
     def record(self, rec: RequestRecord) -> None:
         model, provider = self._model(rec.model), self._provider(rec.provider)
         child = self._child
-        child(self.requests, rec.ingress, model, provider, rec.outcome).inc()
-        child(self.duration, rec.ingress, model, provider).observe(rec.duration)
+        bound = self._bound(rec.ingress, model, provider, rec.outcome)
+        bound.requests.inc()
+        bound.duration.observe(rec.duration)
         if rec.ttft is not None:
-            child(self.ttft, model, provider).observe(rec.ttft)
+            if bound.ttft is None:
+                bound.ttft = self.ttft.labels(model, provider)
+            bound.ttft.observe(rec.ttft)
         previous = ""
         previous_outcome = "ok"
         for attempt in rec.attempts:
@@ -295,8 +324,8 @@ class Metrics:
                 kinds[key] = kinds.get(key, 0) + 1
             for (repair_provider, kind), times in kinds.items():
                 child(self.repairs, self._provider(repair_provider), kind).inc(times)
-        if rec.usage is not None and provider != NO_PROVIDER:
-            u = rec.usage
+        u = rec.usage
+        if u is not None and provider != NO_PROVIDER:
             counts = (
                 u.input_tokens,
                 u.output_tokens,
@@ -304,18 +333,25 @@ class Metrics:
                 u.cache_write_tokens,
                 u.reasoning_tokens,
             )
-            for kind, value in zip(TOKEN_TYPES, counts, strict=True):
+            tokens = bound.tokens
+            for i, value in enumerate(counts):
                 if value:
-                    child(self.tokens, provider, model, kind).inc(value)
-        if rec.usage is not None and provider != NO_PROVIDER:
+                    counter = tokens[i]
+                    if counter is None:
+                        counter = tokens[i] = self.tokens.labels(provider, model, TOKEN_TYPES[i])
+                    counter.inc(value)
             if rec.cost_usd is None:
-                child(self.cost_unknown, provider, model).inc()
+                if bound.cost_unknown is None:
+                    bound.cost_unknown = self.cost_unknown.labels(provider, model)
+                bound.cost_unknown.inc()
             elif rec.cost_usd:
-                child(self.cost, provider, model).inc(rec.cost_usd)
+                if bound.cost is None:
+                    bound.cost = self.cost.labels(provider, model)
+                bound.cost.inc(rec.cost_usd)
         if rec.key and (self._keys is None or rec.key in self._keys):
             child(self.key_requests, rec.key, rec.key_refusal or rec.outcome).inc()
-            if rec.usage is not None:
-                self.key_tokens.labels(rec.key).inc(rec.usage.input_tokens + rec.usage.output_tokens)
+            if u is not None:
+                self.key_tokens.labels(rec.key).inc(u.input_tokens + u.output_tokens)
             if rec.cost_usd:
                 self.key_cost.labels(rec.key).inc(rec.cost_usd)
         if rec.ignored_tokens:
