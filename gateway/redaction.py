@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Container, Iterable, Mapping
-from itertools import filterfalse
+from collections.abc import Iterable, Mapping
 
 from gateway.config import GatewayConfig, secret_values
 
@@ -66,7 +65,7 @@ class Redactor:
     """Replaces every fragment of the known secrets, their masked echoes, and credential-shaped
     substrings. Immutable, cheap to share."""
 
-    __slots__ = ("_grams", "_seeds", "_quads", "_heads", "_tails", "quote_free", "_clean")
+    __slots__ = ("_grams", "_seeds", "_quads", "_heads", "_tails", "quote_free", "_clean", "_clean_sets")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
@@ -74,6 +73,7 @@ class Redactor:
         # is a fragment of one (what `clean` relies on)
         self.quote_free = not any('"' in s for s in unique)
         self._clean: set[str] = set()  # strings found clean (`clean`)
+        self._clean_sets: set[tuple[str, ...]] = set()  # tuples of them (`clean_all`)
         self._grams = frozenset(s[i : i + FRAGMENT] for s in unique for i in range(len(s) - FRAGMENT + 1))
         self._seeds = frozenset(g for g in self._grams if not _is_word(g))
         self._quads = frozenset(g[i : i + QUAD] for g in self._seeds for i in range(FRAGMENT - QUAD + 1))
@@ -116,18 +116,16 @@ class Redactor:
             self._clean.add(value)
         return True
 
-    def clean_json(self, text: str, minted: Container[str] = ()) -> bool:
-        """Whether every string (key or value) of `text`, a compact JSON text, is `clean`, except
-        those in `minted`, which the caller vouches for - so that `text` need not be scanned
-        whole (the access log's lines, gateway/access_log.py; the numbers and nulls between its
-        strings are the caller's to vouch for too). The strings are the text's pieces between
-        quotes: an escaped quote inside one shifts them, but only after a piece holding the
-        backslash, which is not clean."""
-        if not self.quote_free:
+    def clean_all(self, values: tuple[str, ...]) -> bool:
+        """Every one of `values` `clean`: decided once per tuple (bounded as `clean`), so that a
+        text made of such strings (an access-log line: gateway/access_log.py) need not be
+        scanned whole."""
+        if values in self._clean_sets:
+            return True
+        if not all(self.clean(value) for value in values):
             return False
-        for value in filterfalse(self._clean.__contains__, text.split('"')[1::2]):
-            if value not in minted and not self.clean(value):
-                return False
+        if len(self._clean_sets) < _MAX_CLEAN:
+            self._clean_sets.add(values)
         return True
 
     def data(self, value: bytes) -> bytes:

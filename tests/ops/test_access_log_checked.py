@@ -1,5 +1,5 @@
 """An access line whose strings the redactor found clean one by one is not scanned whole
-(Redactor.clean_json, gateway/access_log.py): what is written is exactly what the whole scan of
+(Redactor.clean_all, gateway/access_log.py): what is written is exactly what the whole scan of
 the line gives, whatever the record holds (secrets, fragments, masked echoes, credential shapes,
 quotes and escapes in any of its strings), and the whole scan is skipped only for lines it would
 leave as they are. (The ids the gateway mints, random hex, are vouched for, not judged: a record's
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway import access_log
-from gateway.access_log import ACCESS_LOGGER, access_line, configure_logging, log_access
+from gateway.access_log import ACCESS_LOGGER, KEYS, _line, access_line, configure_logging, log_access
 from gateway.metrics import AttemptOutcome, RequestRecord, new_request_id
 from gateway.redaction import CHECKED_BY, REDACTED, Redactor
 from gateway.repair.report import REPAIR_KINDS, Repair
@@ -156,8 +156,8 @@ def _with(record: RequestRecord, **changes) -> RequestRecord:
 def test_a_secret_with_a_quote_turns_the_shortcut_off():
     redactor = Redactor(['abc"defghijk'])
     assert not redactor.quote_free
-    assert not redactor.clean_json('{"model":"smart"}')
-    assert Redactor(["abcdefghijk"]).clean_json('{"model":"smart"}')
+    assert not redactor.clean_all(("smart",))
+    assert Redactor(["abcdefghijk"]).clean_all(("smart",))
 
 
 def test_clean_judges_a_string_as_a_key_is_written():
@@ -166,3 +166,37 @@ def test_clean_judges_a_string_as_a_key_is_written():
     assert not redactor.clean("x-api-key")
     assert not redactor.clean("a\\b") and not redactor.clean("a\nb") and not redactor.clean('a"b')
     assert redactor.clean("gemini-3-pro-preview") and redactor.clean("é")
+
+
+def _strings(value) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set(value).union(*map(_strings, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(_strings, value))
+    return set()
+
+
+def test_every_string_of_a_line_is_checked_or_minted():
+    """A field added to the line is among the strings checked (or minted: the ids and hash)."""
+    record = RequestRecord(
+        "chat_completions",
+        request_id=new_request_id(),
+        session="s",
+        model="m",
+        provider="p",
+        outcome="o",
+        upstream_model="u",
+        attempts=[AttemptOutcome("a1", "x1"), AttemptOutcome("a2", "x2")],
+        repairs=[("p", Repair(sorted(REPAIR_KINDS)[0]))],
+        usage=Usage(1, 2, 3, 4, 5),
+        cost_usd=0.5,
+        key="k",
+        key_refusal="r",
+        affinity_break="b",
+        trace_id=new_request_id(),
+    )
+    line, strings = _line(record)
+    minted = {line["request_id"], line["session"], line["trace_id"]}
+    assert _strings({"ts": TS, **line}) - minted - {TS} <= set(KEYS) | set(strings)
