@@ -86,16 +86,21 @@ def records(draw: st.DrawFn) -> RequestRecord:
 @pytest.fixture
 def captured(restore_logging, monkeypatch):
     """configure_logging as `gateway serve` does, into a buffer; the line's time fixed. Yields
-    (the buffer, the redactor, the records the access logger made)."""
+    (the buffer, the redactor, the whole lines it scanned)."""
     monkeypatch.setattr(access_log, "_timestamp", lambda: TS)
     redactor = Redactor(SECRETS)
     out = io.StringIO()
     configure_logging("info", redactor, out)
-    made: list[logging.LogRecord] = []
-    logger = logging.getLogger(ACCESS_LOGGER)
-    handle = logger.handle
-    monkeypatch.setattr(logger, "handle", lambda entry: (made.append(entry), handle(entry)))
-    return out, redactor, made
+    scanned: list[str] = []
+    text = Redactor.text
+
+    def counted(self: Redactor, value: str) -> str:
+        if value.startswith('{"ts":'):
+            scanned.append(value)
+        return text(self, value)
+
+    monkeypatch.setattr(Redactor, "text", counted)
+    return out, redactor, scanned
 
 
 def _whole_scan(redactor: Redactor, record: RequestRecord) -> str:
@@ -105,47 +110,71 @@ def _whole_scan(redactor: Redactor, record: RequestRecord) -> str:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(record=records())
 def test_what_is_written_is_what_the_whole_scan_gives(captured, record):
-    out, redactor, made = captured
+    out, redactor, _ = captured
     out.seek(0)
     out.truncate()
-    made.clear()
     log_access(record)
     assert out.getvalue() == _whole_scan(redactor, record) + "\n"
-    if made[0].__dict__.get(CHECKED_BY) is redactor:  # not scanned: the scan changes nothing
-        assert _whole_scan(redactor, record) == made[0].getMessage()
 
 
-def test_a_plain_line_is_not_scanned_and_a_secret_in_any_string_is(captured):
-    out, redactor, made = captured
-    plain = RequestRecord(
-        "chat_completions",
-        request_id=new_request_id(),
-        session="sess_1",
-        model="smart",
-        provider="gemini",
-        upstream_model="gemini-3-pro-preview",
-        status=200,
-        attempts=[AttemptOutcome("gemini", "ok")],
-        repairs=[("gemini", Repair("synthetic_tool_result"))],
-        usage=Usage(10, 4, 0, 0, 0),
-    )
-    log_access(plain)
-    assert made[-1].__dict__.get(CHECKED_BY) is redactor
-    for leaky in (
-        {"model": "m-" + SECRETS[0]},
-        {"upstream_model": SECRETS[1][2:12]},
-        {"attempts": [AttemptOutcome(SECRETS[2], "ok")]},
-        {"key": "key=abc"},
-        {"request_id": "r-" + SECRETS[3]},  # not a minted id: judged as any other string
-        {"outcome": 'x"y'},
-    ):
-        log_access(_with(plain, **leaky))
-        assert made[-1].__dict__.get(CHECKED_BY) is None, leaky
-    lines = out.getvalue().splitlines()
+PLAIN = RequestRecord(
+    "chat_completions",
+    request_id=new_request_id(),
+    session="sess_1",
+    model="smart",
+    provider="gemini",
+    upstream_model="gemini-3-pro-preview",
+    status=200,
+    attempts=[AttemptOutcome("gemini", "ok")],
+    repairs=[("gemini", Repair("synthetic_tool_result"))],
+    usage=Usage(10, 4, 0, 0, 0),
+)
+LEAKY = (
+    {"model": "m-" + SECRETS[0]},
+    {"upstream_model": SECRETS[1][2:12]},
+    {"attempts": [AttemptOutcome(SECRETS[2], "ok")]},
+    {"key": "key=abc"},
+    {"request_id": "r-" + SECRETS[3]},  # not a minted id: judged as any other string
+    {"outcome": 'x"y'},
+)
+
+
+def _no_fragment(lines: list[str]) -> None:
     # (a window that is a plain word, "provider", is a JSON key of every line: see Redactor)
     windows = {s[i : i + 8] for s in SECRETS for i in range(len(s) - 7)} - {"provider"}
     assert not any(window in line for line in lines for window in windows)
+
+
+def test_a_plain_line_is_not_scanned_and_a_secret_in_any_string_is(captured):
+    out, _, scanned = captured
+    log_access(PLAIN)
+    assert not scanned
+    for leaky in LEAKY:
+        log_access(_with(PLAIN, **leaky))
+        assert len(scanned) == 1, leaky
+        scanned.clear()
+    lines = out.getvalue().splitlines()
+    _no_fragment(lines)
     assert lines[4].count(REDACTED) == 1
+
+
+def test_with_another_handler_too_the_record_carries_the_check(captured):
+    """The access logger writing elsewhere as well: each line is a LogRecord through every
+    handler; the redacting filter passes a checked one without a scan."""
+    out, redactor, scanned = captured
+    seen: list[logging.LogRecord] = []
+    other = logging.Handler()
+    other.emit = seen.append  # type: ignore[method-assign]
+    logging.getLogger(ACCESS_LOGGER).addHandler(other)
+    log_access(PLAIN)
+    assert not scanned and seen[0].__dict__[CHECKED_BY] is redactor
+    for leaky in LEAKY:
+        log_access(_with(PLAIN, **leaky))
+        assert len(scanned) == 1 and CHECKED_BY not in seen[-1].__dict__, leaky
+        scanned.clear()
+    lines = out.getvalue().splitlines()
+    assert lines == [entry.getMessage() for entry in seen]
+    _no_fragment(lines)
 
 
 def _with(record: RequestRecord, **changes) -> RequestRecord:
