@@ -268,6 +268,18 @@ async def test_the_client_response_allow_list_strips_foreign_headers():
     }
 
 
+async def test_a_set_of_names_found_allowed_once_does_not_let_another_through():
+    names = {"X-Gateway-Attempts": "1", "X-Request-Id": "r"}
+    for extra in ({}, {}, {"X-Upstream": "1"}, {"Set-Cookie": "a=b"}, {}):
+        response = web.Response(text="x", headers={**names, **extra})
+        await restrict_response_headers(make_mocked_request("GET", "/"), response)
+        assert dict(response.headers) == {
+            "Content-Type": "text/plain; charset=utf-8",
+            **names,
+            "Server": SERVER_HEADER,
+        }
+
+
 # -- request bodies -------------------------------------------------------------------------
 
 LIMIT = 64 * 1024
