@@ -63,7 +63,7 @@ def _is_word(gram: str) -> bool:
 
 class Redactor:
     """Replaces every fragment of the known secrets, their masked echoes, and credential-shaped
-    substrings. Immutable, cheap to share."""
+    substrings. Immutable but for its memo of strings found clean (`clean`); cheap to share."""
 
     __slots__ = ("_grams", "_seeds", "_quads", "_heads", "_tails", "quote_free", "_clean", "_clean_sets")
 
