@@ -50,14 +50,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from itertools import repeat
+from operator import is_
 from typing import Any, TypeVar
 
 import orjson
 
 from gateway.ingress.budget import Known, item_parts, known, value_bound
-from gateway.ingress.memo_items import Items
+from gateway.ingress.memo_items import Items, _FirstSight, _Turn
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
-from gateway.ingress.slices import held_items, opening_hash
+from gateway.ingress.slices import held_items, last_item_end, opening_hash, went_on
 
 T = TypeVar("T")
 
@@ -72,40 +74,6 @@ _LONG_TRANSCRIPT = 64
 # OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
 _SEEN_ENTRY = 240
 _SEEN_SHARE = 20
-
-
-class _Turn:
-    """The new items of one request, kept together on probation under the request's opening
-    items; once protected, they join the conversation's protected items (one `_Turn` per opening:
-    the unit of the LRU, which a hit on any of its items touches). `entries`: their keys, what
-    they decoded to and their raw parts, as decoding goes (a decode that raised leaves its item
-    out); once protected, `keys` only. `size` bounds what they hold, counted when they came."""
-
-    __slots__ = ("entries", "keys", "size", "opening")
-
-    def __init__(self, size: int) -> None:
-        self.entries: list[tuple[tuple[str, bytes], Any, int]] = []
-        self.keys: list[tuple[str, bytes]] = []
-        self.size = size
-        self.opening: tuple[str, bytes, bytes] = ("", b"", b"")
-
-
-class _FirstSight:
-    """A request whose opening was seen for the first time, on probation whole: its body (held,
-    not copied) and what its items decoded to (`records`, by index: None for an item whose decode
-    raised or was never asked for), read in parts only if
-    a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
-    what it decoded to as a turn of all its items would be."""
-
-    __slots__ = ("body", "field", "parts", "records", "size")
-    entries = ()  # none is found by its bytes yet
-
-    def __init__(self, body: bytes, field: str, parts: list[int], size: int) -> None:
-        self.body = body
-        self.field = field
-        self.parts = parts
-        self.records: list[Any] = [None] * len(parts)
-        self.size = size
 
 
 class DecodeMemo:
@@ -221,18 +189,63 @@ class DecodeMemo:
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items
-        if body_values is None:
-            body_values = value_bound(raw, 0, len(raw))
-        # at least what it holds, and what its turn holds once read in parts: without a scan for
-        # \\u escapes (every string taken as wide) unless that bound leaves it out of the budget
-        size = body_turn_size(raw, body_values, count, 0, scan=False)
-        if size > self._items_max:
-            size = body_turn_size(raw, body_values, count, 0)
+        size = self._held_size(raw, body_values, count)
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, size)
             items._record = sight.records
             self._on_probation(_first_key(opening), sight)
         return items
+
+    def chain(self, listed: Any, body: bytes, values: int | None) -> tuple[list[Any], Items[Any]] | None:
+        """The transcript items of a request whose list (`listed`, its raw text) goes on from the
+        long first sight (or the turn that went on from it) `admit` found held under the same
+        opening: the held items' bytes are the list's first ones (`continued`: one comparison,
+        no item split, hashed or looked up), and what they decoded to stands for them; the items
+        after them are parsed and decoded as new. This list, and what its items decode to, is
+        then held in its place for the next turn (on probation, as the first sight was). None:
+        not such a request (`split` then reads it item by item, the held body too).
+        `values`: at least the JSON values `body` holds, when counted already."""
+        pending = self._pending
+        if pending is None:
+            return None
+        opening, sight = pending
+        records = sight.records
+        if any(map(is_, records, repeat(None))):  # an item not decoded (or refused): no value
+            return None
+        found = went_on(sight.body, sight.field, sight.end, listed)
+        if found is None:
+            return None
+        text, new = found
+        self._pending = None
+        knowns = sight.knowns
+        if knowns is None:
+            knowns = [known(parts) for parts in sight.parts]
+        parts = [item_parts(value) for value in new]
+        count = len(records) + len(new)
+        items: Items[Any] = Items(
+            self, [None] * count, [*records, *([None] * len(new))], [*sight.parts, *parts], body
+        )
+        self.hits += len(records)
+        self.misses += len(new)
+        size = self._held_size(text, values, count)
+        if size <= self._items_max:
+            held = _FirstSight(text, None, items._parts, size)
+            held.records = [*items.found]
+            held.end = last_item_end(text)
+            held.knowns = [*knowns, *map(known, parts)]
+            items._record = held.records
+            self._on_probation(_first_key(opening), held)
+        return [*knowns, *new], items
+
+    def _held_size(self, raw: bytes, values: int | None, count: int) -> int:
+        """At least what `raw` held and what its `count` items decode to hold, and what their turn
+        holds once read in parts: without a scan for \\u escapes (every string taken as wide)
+        unless that bound leaves it out of the budget. `values`: at least the JSON values `raw`
+        holds, when counted already."""
+        if values is None:
+            values = value_bound(raw, 0, len(raw))
+        size = body_turn_size(raw, values, count, 0, scan=False)
+        return size if size <= self._items_max else body_turn_size(raw, values, count, 0)
 
     def _recall(self, opening: tuple[str, int], raws: list[bytes] | None = None) -> None:
         """The request that first opened as `opening` names, if still on probation, read in parts

@@ -53,7 +53,6 @@ def parse_split(
         listed = fields.get(field)
         if listed is None:
             return None
-        slices = ITEMS.decode(listed)
     except UNREADABLE:  # the whole parse says what is wrong
         return None
     body: dict[str, Any] = {}
@@ -62,7 +61,14 @@ def parse_split(
             body[name] = None if name == field else orjson.loads(memoryview(value))
     except orjson.JSONDecodeError:
         return None
-    found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
+    # a turn going on from a held one: compared whole, not read item by item
+    found = memo.chain(listed, raw, values)
+    if found is None:
+        try:
+            slices = ITEMS.decode(listed)
+        except UNREADABLE:
+            return None
+        found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
     if found is None:
         return None
     values, items = found

@@ -34,10 +34,12 @@ def long_sessions(draw: Any) -> list[bytes]:
     item of what the first sight held, or send it spaced out."""
     messages = agent_messages(LONG + draw(st.integers(0, 8)), "recall")
     turns = [_raw(messages, draw(st.booleans()))]
-    for _ in range(draw(st.integers(1, 3))):
-        step = draw(st.sampled_from(["append", "append", "edit", "drop"]))
+    for _ in range(draw(st.integers(1, 4))):
+        step = draw(st.sampled_from(["append", "append", "again", "edit", "drop"]))
         if step == "append":
             messages = [*messages, *draw(st.lists(chat_message(), min_size=1, max_size=2))]
+        elif step == "again":  # the same list once more (a retried request)
+            pass
         elif step == "edit":
             at = draw(st.integers(2, len(messages) - 1))
             messages = [*messages[:at], draw(chat_message()), *messages[at + 1 :]]
@@ -76,9 +78,45 @@ def test_the_next_turns_items_stand_for_the_held_body_and_it_is_not_read_again(m
     hits = memo.hits
     _decode(CHAT, _raw([*messages, {"role": "user", "content": "Next."}], False), memo)
     assert memo.hits - hits == len(messages) and read == []
+    # an edit of its last item: the held list is not how this one begins, so its items are read;
     # spaced out, the held body's list is not what the items show: read from the body itself
     other = agent_messages(LONG + 3, "spaced")
     _decode(CHAT, _raw(other, True), memo)
     hits = memo.hits
-    _decode(CHAT, _raw([*other, {"role": "user", "content": "Next."}], True), memo)
-    assert memo.hits - hits == len(other) and len(read) == 1
+    _decode(CHAT, _raw([*other[:-1], {"role": "user", "content": "Edited."}], True), memo)
+    assert memo.hits - hits == len(other) - 1 and len(read) == 1
+
+
+def test_turns_going_on_from_a_held_one_are_compared_whole_not_read_item_by_item(monkeypatch):
+    """A long first sight's next turns (gateway/ingress/memo.py `chain`): the held list's bytes
+    are the new list's first ones, so no item of it is split, looked up or decoded again, and the
+    new list is held in its place for the turn after; an edit of a held item falls back to
+    reading items (and finds the others by their bytes)."""
+    messages = agent_messages(LONG + 5, "chained")
+    memo = DecodeMemo(8 << 20)
+    split_calls: list[int] = []
+    real_split = memo.split
+
+    def split(*args: Any, **kwargs: Any) -> Any:
+        split_calls.append(1)
+        return real_split(*args, **kwargs)
+
+    for spaced in (False, True):
+        _decode(CHAT, _raw(messages, spaced), memo)
+        split_calls.clear()
+        monkeypatch.setattr(memo, "split", split)
+        turn = messages
+        for step in range(3):
+            hits = memo.hits
+            turn = [*turn, {"role": "user", "content": f"Step {step}."}]
+            inbound = _decode(CHAT, _raw(turn, spaced), memo)
+            assert inbound.request == _decode(CHAT, _raw(turn, spaced), None).request
+            assert memo.hits - hits == len(turn) - 1
+        assert split_calls == []
+        edited = [*turn[:-2], {"role": "user", "content": "Edited."}, turn[-1]]
+        hits = memo.hits
+        inbound = _decode(CHAT, _raw(edited, spaced), memo)
+        assert inbound.request == _decode(CHAT, _raw(edited, spaced), None).request
+        assert split_calls == [1] and memo.hits - hits == len(edited) - 1
+        monkeypatch.undo()
+        messages = agent_messages(LONG + 5, "chained spaced")
