@@ -74,10 +74,14 @@ _LONG_TRANSCRIPT = 64
 # OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
 _SEEN_ENTRY = 240
 _SEEN_SHARE = 20
+# the gateway's `min_bytes`: one short message costs 15 us to parse and decode whole, 26 us through
+# the memo (the opening's scan, the body read in parts, lookups): even at ~3 messages (~300 bytes)
+SHORT_BODY = 512
 
 
 class DecodeMemo:
-    """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before).
+    """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before); a body
+    shorter than `min_bytes` is parsed whole and decoded as without it (the gateway's: SHORT_BODY).
     `admit_after`: 2: a request's new items are kept on probation together and protected when a
     later request of the same scope opens with the same items (evidence of reuse); 1: every
     decoded item is protected at once.
@@ -86,10 +90,11 @@ class DecodeMemo:
     LRUCache, pure Python, cost more per item than decoding saved on short messages), whose unit is
     a conversation: a hit touches its item's conversation, and a conversation leaves whole."""
 
-    def __init__(self, max_bytes: int, *, admit_after: int = 2) -> None:
+    def __init__(self, max_bytes: int, *, admit_after: int = 2, min_bytes: int = 0) -> None:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
+        self.min_bytes = min_bytes  # a shorter body is parsed and decoded as without the memo
         # the openings seen (`seen`) take their share of the budget, the items the rest
         self._seen_max = max_bytes // (_SEEN_SHARE * _SEEN_ENTRY) if admit_after == 2 else 0
         self._items_max = max_bytes - self._seen_max * _SEEN_ENTRY

@@ -86,6 +86,8 @@ def parse_shared(
     of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
     the other thread holds it, never waiting. What a request decodes later goes into its own
     `Items` and the turn it opened (list appends, atomic), so decoding needs no lock."""
+    if len(raw) < memo.min_bytes:  # parsed whole, as without the memo: no lock to take
+        return parse_transcript(raw, field, memo, scope, limits, values)
     if not memo.lock.acquire(blocking=wait):
         return None
     try:
@@ -108,11 +110,16 @@ def parse_transcript(
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
     nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
     is parsed whole, and its items found by their values; a body whose opening the memo has not
-    seen is parsed whole and decoded as without the memo (a long one then waits on probation
-    whole for the next request that opens so). `values`: at least the JSON values the
-    body holds (`values_within_budget`). `pieces`: a body parsed whole is parsed in pieces
-    (gateway/ingress/pieces.py: the worker thread's; the same result and errors)."""
+    seen, or shorter than the memo's `min_bytes`, is parsed whole and decoded as without the memo
+    (a long one then waits on probation whole for the next request that opens so). `values`: at
+    least the JSON values the body holds (`values_within_budget`). `pieces`: a body parsed whole
+    is parsed in pieces (gateway/ingress/pieces.py: the worker thread's; the same result and
+    errors)."""
     limit = limits.max_json_depth
+    if len(raw) < memo.min_bytes:
+        body = parse_json_body(raw, limit)
+        check_parts(body, limits, values)
+        return body, None
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
         checks = partial(check_parts, limits=limits, values=values)

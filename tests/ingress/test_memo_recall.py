@@ -16,9 +16,9 @@ from bench.workloads import agent_messages
 from gateway.ingress import memo as memo_module
 from gateway.ingress import slices
 from gateway.ingress.chat.codec import CODEC as CHAT
-from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.memo import SHORT_BODY, DecodeMemo
 from gateway.ingress.slices import item_texts
-from tests.ingress.test_memo import TOOLS, _decode, _outbound, chat_message
+from tests.ingress.test_memo import LIMITS, TOOLS, _decode, _outbound, chat_message
 
 LONG = memo_module._LONG_TRANSCRIPT
 
@@ -120,3 +120,31 @@ def test_turns_going_on_from_a_held_one_are_compared_whole_not_read_item_by_item
         assert split_calls == [1] and memo.hits - hits == len(edited) - 1
         monkeypatch.undo()
         messages = agent_messages(LONG + 5, "chained spaced")
+
+
+def test_a_body_shorter_than_min_bytes_is_parsed_and_decoded_as_without_the_memo():
+    """The gateway's memo leaves short bodies alone (`SHORT_BODY`): their few items cost less to
+    decode than finding them; a longer body of the same conversation goes through the memo."""
+    from gateway.ingress.split import parse_shared
+
+    memo = DecodeMemo(1 << 20, min_bytes=SHORT_BODY)
+    short = [{"role": "user", "content": "What is six times seven?"}]
+    raw = orjson.dumps({"model": "m", "messages": short})
+    assert len(raw) < SHORT_BODY
+    for _ in range(3):
+        warm = _decode(CHAT, raw, memo)
+        assert warm.request == _decode(CHAT, raw, None).request
+    assert memo.hits == memo.misses == 0 and len(memo) == 0 and not memo._seen
+    with memo.lock:  # never taken for a short body: parsed at once though another thread holds it
+        body, items = parse_shared(raw, "messages", memo, "scope", LIMITS, None, False)
+    assert body == orjson.loads(raw) and items is None
+    # nested past the depth limit: refused as the whole parse refuses it
+    deep = b'{"model": "m", "messages": [{"role": "user", "content": ' + b"[" * 70 + b"]" * 70 + b"}]}"
+    refused = _decode(CHAT, deep, DecodeMemo(1 << 20, min_bytes=SHORT_BODY))
+    assert len(deep) < SHORT_BODY and refused[:2] == ("error", 400) and refused == _decode(CHAT, deep, None)
+    longer = [*short, *agent_messages(8, "short")]
+    raw = orjson.dumps({"model": "m", "messages": longer})
+    assert len(raw) >= SHORT_BODY
+    for _ in range(3):
+        assert _decode(CHAT, raw, memo).request == _decode(CHAT, raw, None).request
+    assert memo.hits == len(longer)
