@@ -50,26 +50,21 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from itertools import repeat
-from operator import is_
 from typing import Any, TypeVar
 
 import orjson
 
-from gateway.ingress.budget import Known, item_parts, known, value_bound
+from gateway.ingress.budget import Known, item_parts, known
+from gateway.ingress.memo_chain import LONG_TRANSCRIPT as _LONG_TRANSCRIPT
+from gateway.ingress.memo_chain import Chains, first_key
 from gateway.ingress.memo_items import Items, _FirstSight, _Turn
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
-from gateway.ingress.slices import held_items, last_item_end, opening_hash, went_on
+from gateway.ingress.slices import held_items, opening_hash
 
 T = TypeVar("T")
 
 # probation keeps at least this share of the budget, whatever the protected entries hold
 _PROBATION_SHARE = 4
-# a first sight of at least this many items waits on probation whole (its items' decoded values
-# held, so that the next turn finds them): a transcript this long went on before (a resumed or
-# forked session, or one whose opening was forgotten); holding a request's decoded items until
-# evicted costs a request that never repeats ~10% (bench/memo.py), which shorter ones never pay
-_LONG_TRANSCRIPT = 64
 # what remembering an opening costs (a key tuple of the shared scope and a hash, in an
 # OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
 _SEEN_ENTRY = 240
@@ -79,7 +74,7 @@ _SEEN_SHARE = 20
 SHORT_BODY = 512
 
 
-class DecodeMemo:
+class DecodeMemo(Chains):
     """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before); a body
     shorter than `min_bytes` is parsed whole and decoded as without it (the gateway's: SHORT_BODY).
     `admit_after`: 2: a request's new items are kept on probation together and protected when a
@@ -161,13 +156,13 @@ class DecodeMemo:
         if key in table:
             table.move_to_end(key)
             self._recall_pending()
-            sight = self._probation.pop(_first_key(key), None)
+            sight = self._probation.pop(first_key(key), None)
             if sight is not None:
                 # read in parts by the `split` or `items` that follows: the items of this body
                 # show where the held one's are
                 self._probation_size -= sight.size
                 self._pending = (key, sight)
-            return True, None
+            return True, key
         table[key] = None
         if len(table) > self._seen_max:
             table.popitem(last=False)
@@ -198,64 +193,13 @@ class DecodeMemo:
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, size)
             items._record = sight.records
-            self._on_probation(_first_key(opening), sight)
+            self._on_probation(first_key(opening), sight)
         return items
-
-    def chain(self, listed: Any, body: bytes, values: int | None) -> tuple[list[Any], Items[Any]] | None:
-        """The transcript items of a request whose list (`listed`, its raw text) goes on from the
-        long first sight (or the turn that went on from it) `admit` found held under the same
-        opening: the held items' bytes are the list's first ones (`continued`: one comparison,
-        no item split, hashed or looked up), and what they decoded to stands for them; the items
-        after them are parsed and decoded as new. This list, and what its items decode to, is
-        then held in its place for the next turn (on probation, as the first sight was). None:
-        not such a request (`split` then reads it item by item, the held body too).
-        `values`: at least the JSON values `body` holds, when counted already."""
-        pending = self._pending
-        if pending is None:
-            return None
-        opening, sight = pending
-        records = sight.records
-        if any(map(is_, records, repeat(None))):  # an item not decoded (or refused): no value
-            return None
-        found = went_on(sight.body, sight.field, sight.end, listed)
-        if found is None:
-            return None
-        text, new = found
-        self._pending = None
-        knowns = sight.knowns
-        if knowns is None:
-            knowns = [known(parts) for parts in sight.parts]
-        parts = [item_parts(value) for value in new]
-        count = len(records) + len(new)
-        items: Items[Any] = Items(
-            self, [None] * count, [*records, *([None] * len(new))], [*sight.parts, *parts], body
-        )
-        self.hits += len(records)
-        self.misses += len(new)
-        size = self._held_size(text, values, count)
-        if size <= self._items_max:
-            held = _FirstSight(text, None, items._parts, size)
-            held.records = [*items.found]
-            held.end = last_item_end(text)
-            held.knowns = [*knowns, *map(known, parts)]
-            items._record = held.records
-            self._on_probation(_first_key(opening), held)
-        return [*knowns, *new], items
-
-    def _held_size(self, raw: bytes, values: int | None, count: int) -> int:
-        """At least what `raw` held and what its `count` items decode to hold, and what their turn
-        holds once read in parts: without a scan for \\u escapes (every string taken as wide)
-        unless that bound leaves it out of the budget. `values`: at least the JSON values `raw`
-        holds, when counted already."""
-        if values is None:
-            values = value_bound(raw, 0, len(raw))
-        size = body_turn_size(raw, values, count, 0, scan=False)
-        return size if size <= self._items_max else body_turn_size(raw, values, count, 0)
 
     def _recall(self, opening: tuple[str, int], raws: list[bytes] | None = None) -> None:
         """The request that first opened as `opening` names, if still on probation, read in parts
         (`raws`: the items of the request opening the same way now, when read in parts)."""
-        sight = self._probation.pop(_first_key(opening), None)
+        sight = self._probation.pop(first_key(opening), None)
         if sight is not None:
             self._probation_size -= sight.size
             self._read(opening, sight, raws)
@@ -484,11 +428,6 @@ class DecodeMemo:
             self._probation_size -= turn.size
         while self._protected and self.size > self._items_max:  # `newest` fits the budget alone
             self._drop_oldest()
-
-
-def _first_key(opening: tuple[str, int]) -> tuple[str, bytes, bytes]:
-    """Where a first sight waits on probation: never an opening of items (no JSON text is NUL)."""
-    return (opening[0], b"\0", opening[1].to_bytes(8, "little", signed=True))
 
 
 def fresh_items(count: int) -> Items[Any]:

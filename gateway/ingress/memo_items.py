@@ -37,7 +37,7 @@ class Items(Generic[T]):
         self._parts = parts
         self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
         self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
-        self._record: list[T | None] | None = None  # a first sight's decoded items, by index
+        self._record: list[T | None] | None = None  # a held list's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
 
     def decode(self, index: int, decode: Callable[[], T]) -> T:
@@ -46,10 +46,10 @@ class Items(Generic[T]):
         value = self.found[index]
         if value is None:
             value = decode()
+            if self._record is not None:  # a held list's (gateway/ingress/memo_chain.py)
+                self._record[index] = value
             key = self._keys[index]
             if key is None:
-                if self._record is not None:
-                    self._record[index] = value
                 return value
             turn = self._turn
             if turn is not None:

@@ -41,11 +41,14 @@ def parse_split(
     max_depth: int,
     check_parts: Callable[[Any], None],
     values: int | None = None,
+    opening: tuple[str, int] | None = None,
 ) -> tuple[dict[str, Any], Items[Any]] | None:
     """The body, with `field` holding the items' values (`Known` for an item the memo found,
     left unparsed), and the items as the memo found them; checked in the order of the whole
     parse: the body's depth without the items, `check_parts`, each new item's depth. None: parse
-    the body whole. `values`: at least the JSON values of the body, when counted already."""
+    the body whole. `values`: at least the JSON values of the body, when counted already.
+    `opening`: what `admit` knows the body's opening by (a long list read item by item is held
+    under it for the next turn: gateway/ingress/memo_chain.py)."""
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
     try:
@@ -62,7 +65,7 @@ def parse_split(
     except orjson.JSONDecodeError:
         return None
     # a turn going on from a held one: compared whole, not read item by item
-    found = memo.chain(listed, raw, values)
+    chained = found = memo.chain(listed, raw, values)
     if found is None:
         try:
             slices = ITEMS.decode(listed)
@@ -71,11 +74,13 @@ def parse_split(
         found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
     if found is None:
         return None
-    values, items = found
-    body[field] = values
+    items_values, items = found
+    body[field] = items_values
     check_depth(body, max_depth, field)
     check_parts(body)
-    items.check_depth(values, max_depth)
+    items.check_depth(items_values, max_depth)
+    if chained is None:
+        memo.hold(opening, raw, field, items, values)
     return body, items
 
 
@@ -123,7 +128,7 @@ def parse_transcript(
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
         checks = partial(check_parts, limits=limits, values=values)
-        split = parse_split(raw, field, memo, scope, limit, checks, values)
+        split = parse_split(raw, field, memo, scope, limit, checks, values, opening)
         if split is not None:
             return split
     body = parse_json_pieces(raw, limit, field) if pieces else parse_json_body(raw, limit, field)

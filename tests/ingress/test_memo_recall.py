@@ -30,9 +30,10 @@ def _raw(messages: list[dict[str, Any]], spaced: bool) -> bytes:
 
 @st.composite
 def long_sessions(draw: Any) -> list[bytes]:
-    """A resumed session's turns: a long first sight, then turns that append, edit or drop an
-    item of what the first sight held, or send it spaced out."""
-    messages = agent_messages(LONG + draw(st.integers(0, 8)), "recall")
+    """A resumed session's turns: a long first sight (or one a little short of long, which
+    grows long), then turns that append, edit or drop an item of what the first sight held,
+    or send it spaced out."""
+    messages = agent_messages(LONG + draw(st.integers(-3, 8)), "recall")
     turns = [_raw(messages, draw(st.booleans()))]
     for _ in range(draw(st.integers(1, 4))):
         step = draw(st.sampled_from(["append", "append", "again", "edit", "drop"]))
@@ -148,3 +149,28 @@ def test_a_body_shorter_than_min_bytes_is_parsed_and_decoded_as_without_the_memo
     for _ in range(3):
         assert _decode(CHAT, raw, memo).request == _decode(CHAT, raw, None).request
     assert memo.hits == len(longer)
+
+
+def test_a_conversation_grown_long_item_by_item_goes_on_from_its_held_list(monkeypatch):
+    """A session that began short is read item by item (`split`); once its list is long, the
+    list is held (gateway/ingress/memo_chain.py `hold`) and the next turn goes on from it."""
+    memo = DecodeMemo(8 << 20)
+    split_calls: list[int] = []
+    real_split = memo.split
+
+    def split(*args: Any, **kwargs: Any) -> Any:
+        split_calls.append(1)
+        return real_split(*args, **kwargs)
+
+    monkeypatch.setattr(memo, "split", split)
+    messages = agent_messages(LONG - 4, "grown")
+    read_item_by_item: list[bool] = []
+    for step in range(6):
+        messages = [*messages, {"role": "user", "content": f"Step {step}."}]
+        raw = _raw(messages, False)
+        before = len(split_calls)
+        assert _decode(CHAT, raw, memo).request == _decode(CHAT, raw, None).request
+        read_item_by_item.append(len(split_calls) > before)
+    # a first sight of LONG - 3 items (parsed whole), two turns short of LONG and one of LONG
+    # read item by item (that one held), then turns going on from the held list
+    assert read_item_by_item == [False, True, True, True, False, False]
