@@ -19,11 +19,14 @@ from gateway.continuity.keys import lookup_key, normalize_text
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall
 
+# Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
+_ASSISTANT = Role.ASSISTANT
+
 
 def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:
     """The lookup key of every assistant message, in order (None: nothing to look up)."""
     keys: list[str | None] = []
-    for position, message in enumerate(m for m in request.messages if m.role is Role.ASSISTANT):
+    for position, message in enumerate(m for m in request.messages if m.role is _ASSISTANT):
         keys.append(lookup_key(message.blocks, session, position, tenant))
     return tuple(keys)
 
@@ -35,7 +38,7 @@ def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
 
 def answer_position(request: Request) -> int:
     """The position the answer to `request` takes among the conversation's assistant turns."""
-    return sum(1 for m in request.messages if m.role is Role.ASSISTANT)
+    return sum(1 for m in request.messages if m.role is _ASSISTANT)
 
 
 def _arguments(raw: str) -> str:
@@ -83,13 +86,13 @@ def restore(
     changed = False
     position = -1
     for message in request.messages:
-        if message.role is Role.ASSISTANT:
+        if message.role is _ASSISTANT:
             position += 1
             key = keys[position]
             raw = records.get(key) if key is not None else None
             stored = _decoded(raw) if raw else None
             if stored is not None and stored != message.blocks and visible(stored) == visible(message.blocks):
-                messages.append(Message(Role.ASSISTANT, stored))
+                messages.append(Message(_ASSISTANT, stored))
                 repairs.append(Repair("continuity_restored"))
                 changed = True
                 continue
