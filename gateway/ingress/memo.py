@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 import orjson
 
 from gateway.ingress.budget import Known, item_parts, known
+from gateway.ingress.errors import check_depth
 from gateway.ingress.memo_chain import LONG_TRANSCRIPT as _LONG_TRANSCRIPT
 from gateway.ingress.memo_chain import Chains, first_key
 from gateway.ingress.memo_items import Items, _FirstSight, _Turn
@@ -185,7 +186,7 @@ class DecodeMemo(Chains):
         count = len(values)
         parts = [item_parts(v) for v in values]
         items: Items[Any] = Items(self, [None] * count, [None] * count, parts)
-        items.check_depth(values, max_depth)
+        check_depth(values, max_depth, start=2)  # every item new: one walk of the list (item: 3)
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items

@@ -174,3 +174,30 @@ def test_a_conversation_grown_long_item_by_item_goes_on_from_its_held_list(monke
     # a first sight of LONG - 3 items (parsed whole), two turns short of LONG and one of LONG
     # read item by item (that one held), then turns going on from the held list
     assert read_item_by_item == [False, True, True, True, False, False]
+
+
+def test_a_first_sights_items_are_walked_at_their_depth():
+    """At first sight every item is new: the list is walked once (the body at 1, the list at 2,
+    an item at 3), refusing exactly what a whole walk refuses."""
+    from gateway.ingress.errors import ClientError, check_depth
+    from gateway.ingress.split import parse_transcript
+
+    for nested in (LIMITS.max_json_depth - 3, LIMITS.max_json_depth - 2):
+        # an item at depth 3 whose content holds `nested` more levels
+        item = {"role": "user", "content": "x"}
+        deep: Any = "leaf"
+        for _ in range(nested):
+            deep = [deep]
+        item["extra"] = deep
+        raw = orjson.dumps({"model": "m", "messages": [item]})
+        try:
+            check_depth(orjson.loads(raw), LIMITS.max_json_depth)
+            whole = None
+        except ClientError as exc:
+            whole = str(exc)
+        try:
+            parse_transcript(raw, "messages", DecodeMemo(1 << 20), "scope", LIMITS)
+            first = None
+        except ClientError as exc:
+            first = str(exc)
+        assert first == whole and (whole is None) == (nested == LIMITS.max_json_depth - 3)
