@@ -88,6 +88,19 @@ def test_the_next_turns_items_stand_for_the_held_body_and_it_is_not_read_again(m
     assert memo.hits - hits == len(other) - 1 and len(read) == 1
 
 
+def _spy_split(memo: DecodeMemo, monkeypatch: Any) -> list[int]:
+    """The calls of `memo.split` (reading a request item by item), one 1 each, from now on."""
+    calls: list[int] = []
+    real = memo.split
+
+    def split(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(memo, "split", split)
+    return calls
+
+
 def test_turns_going_on_from_a_held_one_are_compared_whole_not_read_item_by_item(monkeypatch):
     """A long first sight's next turns (gateway/ingress/memo.py `chain`): the held list's bytes
     are the new list's first ones, so no item of it is split, looked up or decoded again, and the
@@ -95,17 +108,9 @@ def test_turns_going_on_from_a_held_one_are_compared_whole_not_read_item_by_item
     reading items (and finds the others by their bytes)."""
     messages = agent_messages(LONG + 5, "chained")
     memo = DecodeMemo(8 << 20)
-    split_calls: list[int] = []
-    real_split = memo.split
-
-    def split(*args: Any, **kwargs: Any) -> Any:
-        split_calls.append(1)
-        return real_split(*args, **kwargs)
-
     for spaced in (False, True):
         _decode(CHAT, _raw(messages, spaced), memo)
-        split_calls.clear()
-        monkeypatch.setattr(memo, "split", split)
+        split_calls = _spy_split(memo, monkeypatch)
         turn = messages
         for step in range(3):
             hits = memo.hits
@@ -155,14 +160,7 @@ def test_a_conversation_grown_long_item_by_item_goes_on_from_its_held_list(monke
     """A session that began short is read item by item (`split`); once its list is long, the
     list is held (gateway/ingress/memo_chain.py `hold`) and the next turn goes on from it."""
     memo = DecodeMemo(8 << 20)
-    split_calls: list[int] = []
-    real_split = memo.split
-
-    def split(*args: Any, **kwargs: Any) -> Any:
-        split_calls.append(1)
-        return real_split(*args, **kwargs)
-
-    monkeypatch.setattr(memo, "split", split)
+    split_calls = _spy_split(memo, monkeypatch)
     messages = agent_messages(LONG - 4, "grown")
     read_item_by_item: list[bool] = []
     for step in range(6):
