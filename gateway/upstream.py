@@ -153,6 +153,10 @@ class Upstream:
             response.close()
 
     async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """What leaving the context does (safe to call more than once): nothing in it waits."""
         if self._deadline is not None:
             self._deadline.cancel()
         if self._idle is not None:

@@ -237,7 +237,9 @@ class Engine:
             if claim is not None:
                 index, ticket = claim
                 target = order[index]
-                others = any(self.health.available(order[i]) for i in pending)
+                # whether another target could follow a stalled one (only a stream's first-content
+                # limit asks: a whole answer has none)
+                others = request.stream and any(self.health.available(order[i]) for i in pending)
                 try:
                     result = await self._serve(
                         request, plan, target, ticket, attempts, others, deadline, trace, offload
