@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 
 import aiohttp
 
@@ -33,7 +34,7 @@ def commits(event: Event) -> bool:
     return is_first_content(event) or type(event) is Finish
 
 
-async def run_attempt(
+def run_attempt(
     session: aiohttp.ClientSession,
     adapter: ProviderAdapter,
     target: Target,
@@ -42,15 +43,25 @@ async def run_attempt(
     stream: bool,
     timeouts: Timeouts,
     first_token: float | None,
-) -> EventStream | UpstreamError:
+) -> Awaitable[EventStream | UpstreamError]:
     """Send `http` and read up to the commit point. `first_token` (streaming only; None for no
     limit) bounds the wait for the first content, response headers included: a stalled target is
     abandoned so the next one can be tried. On success the stream is handed over with what was
-    read before the commit point put back."""
+    read before the commit point put back. (Not a coroutine itself: the caller awaits the one for
+    its kind of answer directly, a frame less to resume each time the response wakes it.)"""
     upstream = Upstream(session, http, timeouts, stream=stream)
     if not stream:
-        return await _whole_attempt(upstream, adapter, target, prepared)
-    limit = first_token
+        return _whole_attempt(upstream, adapter, target, prepared)
+    return _streamed_attempt(upstream, adapter, target, prepared, first_token)
+
+
+async def _streamed_attempt(
+    upstream: Upstream,
+    adapter: ProviderAdapter,
+    target: Target,
+    prepared: Prepared,
+    limit: float | None,
+) -> EventStream | UpstreamError:
     events: EventStream | None = None
     handed_over = False
     try:
