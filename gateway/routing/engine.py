@@ -197,6 +197,9 @@ class Engine:
     def _order(
         self, request: Request, plan: Plan, session: str | None
     ) -> tuple[tuple[Target, ...], Target | None, str | None]:
+        if len(plan.targets) < 2:
+            # nothing to reorder, and a session cannot leave its only target: no transcript walk
+            return plan.targets, None, None
         order, home, moved = self._session_order(request, plan, session)
         if plan.affinity:
             order = prefer_issuer(order, request)
