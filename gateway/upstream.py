@@ -124,9 +124,11 @@ class Upstream:
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
-        timeout = t.client(self._stream)
-        loop = asyncio.get_running_loop()
-        ends = loop.time() + t.total
+        stream = self._stream
+        timeout = t.client(stream)
+        if stream:
+            loop = asyncio.get_running_loop()
+            ends = loop.time() + t.total
         try:
             self._response = await self._session.post(
                 self._request.url,
@@ -140,7 +142,7 @@ class Upstream:
         # aiohttp's timeouts act only while a read of the response is waiting: a caller blocked on
         # a slow client would hold the connection past `total`. This timer ends it regardless. A
         # whole answer is read at once, within aiohttp's `total`: no caller holds it in between.
-        if self._stream:
+        if stream:
             self._deadline = loop.call_at(ends, self._expire)
         return self
 
