@@ -13,8 +13,9 @@
 - A refused request whose body is left unread is answered, then drained for a bounded time and
   number of bytes, then its connection closed (`send_and_close`).
 - Header allow-lists both ways: an upstream request carries only the headers a provider call
-  needs (the adapters build them from scratch; nothing of the client's is copied), and a client
-  response only the gateway's own headers (nothing of the provider's).
+  needs (the adapters build them from scratch; nothing of the client's is copied; the list is
+  gateway/headers.py's, checked where upstream.py sends the call), and a client response only the
+  gateway's own headers (nothing of the provider's).
 """
 
 from __future__ import annotations
