@@ -34,7 +34,7 @@ USER_AGENT = f"llm-transcript-gateway/{__version__}"
 def client_session() -> aiohttp.ClientSession:
     """The one client session provider calls go through. Upstream URLs come only from config: no
     proxies or netrc from the environment, no cookies kept. The headers a call carries are checked
-    against the allow-list where they are sent (`Upstream`, gateway/security.py): the session adds
+    against the allow-list where they are sent (`Upstream`, gateway/headers.py): the session adds
     only its User-Agent and aiohttp's framing headers, all on the list."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True),
