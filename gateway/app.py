@@ -32,7 +32,7 @@ from gateway.http_errors import echo_path, error_response, method_not_allowed, n
 from gateway.ingress.base import ModelsList
 from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.errors import ClientError
-from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.memo import SHORT_BODY, DecodeMemo
 from gateway.inspector import Inspector
 from gateway.lifecycle import InFlight
 from gateway.limits import KeyLimits
@@ -242,7 +242,7 @@ def create_app(
             redactor,
             sealer,
             in_flight=in_flight,
-            memo=DecodeMemo(server.transcript_memo_mib << 20),
+            memo=DecodeMemo(server.transcript_memo_mib << 20, min_bytes=SHORT_BODY),
             inspector=Inspector(config.inspector.enabled, config.inspector.max_bytes),
             prices=PriceBook(config),
             limits=limits,

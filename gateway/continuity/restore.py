@@ -19,11 +19,14 @@ from gateway.continuity.keys import lookup_key, normalize_text
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall
 
+# Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
+_ASSISTANT = Role.ASSISTANT
+
 
 def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:
     """The lookup key of every assistant message, in order (None: nothing to look up)."""
     keys: list[str | None] = []
-    for position, message in enumerate(m for m in request.messages if m.role is Role.ASSISTANT):
+    for position, message in enumerate(m for m in request.messages if m.role is _ASSISTANT):
         keys.append(lookup_key(message.blocks, session, position, tenant))
     return tuple(keys)
 
@@ -35,7 +38,7 @@ def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
 
 def answer_position(request: Request) -> int:
     """The position the answer to `request` takes among the conversation's assistant turns."""
-    return sum(1 for m in request.messages if m.role is Role.ASSISTANT)
+    return sum(1 for m in request.messages if m.role is _ASSISTANT)
 
 
 def _arguments(raw: str) -> str:
@@ -52,20 +55,43 @@ def visible(blocks: tuple[Block, ...]) -> tuple[str, tuple[tuple[str, str, str],
     return text, calls
 
 
+class _Turn:
+    """A record decoded (`stored`), and the last client copy it was compared with (held, and
+    compared by identity) with the verdict: an agent re-sends its history every turn,
+    and the decode memo hands back the same blocks for the same bytes, so each record's
+    comparison is made once, not every turn (the verdict is a pure function of the two)."""
+
+    __slots__ = ("size", "stored", "last")
+
+    def __init__(self, raw: bytes) -> None:
+        # the record, its decoded blocks and the client copy held, each about as much again
+        self.size = 3 * len(raw) + 256
+        self.stored = decode_turn(raw)
+        # the client copy last compared, and the verdict (one tuple: replaced whole)
+        self.last: tuple[tuple[Block, ...] | None, bool] = (None, False)
+
+    def restores(self, blocks: tuple[Block, ...]) -> bool:
+        """Whether the record goes back in place of the client's `blocks`: it differs from them
+        (tokens the client dropped) while the client's visible content is the same."""
+        last = self.last
+        if last[0] is blocks:
+            return last[1]
+        stored = self.stored
+        same = stored is not None and stored != blocks and visible(stored) == visible(blocks)
+        self.last = (blocks, same)
+        return same
+
+
 # records decoded, by their bytes: an agent's every request restores its whole history, whose
 # records are the same from turn to turn (bounded by the records' bytes; a pure function's cache)
-_TURNS: LRUCache[bytes, tuple[int, tuple[Block, ...] | None]] = LRUCache(
-    maxsize=16 << 20, getsizeof=lambda entry: entry[0]
-)
+_TURNS: LRUCache[bytes, _Turn] = LRUCache(maxsize=16 << 20, getsizeof=lambda entry: entry.size)
 
 
-def _decoded(raw: bytes) -> tuple[Block, ...] | None:
+def _decoded(raw: bytes) -> _Turn:
     entry = _TURNS.get(raw)
     if entry is None:
-        # the record, and its decoded blocks holding about as much again
-        entry = (2 * len(raw) + 256, decode_turn(raw))
-        _TURNS[raw] = entry
-    return entry[1]
+        entry = _TURNS[raw] = _Turn(raw)
+    return entry
 
 
 def restore(
@@ -83,13 +109,14 @@ def restore(
     changed = False
     position = -1
     for message in request.messages:
-        if message.role is Role.ASSISTANT:
+        if message.role is _ASSISTANT:
             position += 1
             key = keys[position]
             raw = records.get(key) if key is not None else None
-            stored = _decoded(raw) if raw else None
-            if stored is not None and stored != message.blocks and visible(stored) == visible(message.blocks):
-                messages.append(Message(Role.ASSISTANT, stored))
+            turn = _decoded(raw) if raw else None
+            if turn is not None and turn.restores(message.blocks):
+                assert turn.stored is not None
+                messages.append(Message(_ASSISTANT, turn.stored))
                 repairs.append(Repair("continuity_restored"))
                 changed = True
                 continue

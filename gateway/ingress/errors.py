@@ -192,7 +192,13 @@ def parse_json_body(raw: bytes, max_depth: int, skip: str | None = None) -> Any:
 def depth_checked(value: Any, raw: bytes, max_depth: int, skip: str | None = None) -> Any:
     """`value`, parsed from `raw`, once no value in it is nested deeper than `max_depth`."""
     # no value is nested deeper than the body has opening brackets (those inside strings only
-    # add to the count): a body with no more than the limit needs no walk (a small request)
-    if raw.count(b"{") + raw.count(b"[") > max_depth:
+    # add to the count): a body with no more than the limit needs no walk (a small request). A
+    # large body is walked without counting: the walk visits no more containers than the count
+    # would find (and fewer with `skip`), and the count costs ~0.3 ms a MiB
+    if len(raw) > _COUNTED_BYTES or raw.count(b"{") + raw.count(b"[") > max_depth:
         check_depth(value, max_depth, skip)
     return value
+
+
+# the largest body whose opening brackets are counted before its walk (`depth_checked`)
+_COUNTED_BYTES = 16 << 10

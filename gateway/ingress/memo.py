@@ -54,8 +54,11 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.ingress.budget import Known, item_parts, known, value_bound
-from gateway.ingress.memo_items import Items
+from gateway.ingress.budget import Known, item_parts, known
+from gateway.ingress.errors import check_depth
+from gateway.ingress.memo_chain import LONG_TRANSCRIPT as _LONG_TRANSCRIPT
+from gateway.ingress.memo_chain import Chains, first_key
+from gateway.ingress.memo_items import Items, _FirstSight, _Turn
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
 from gateway.ingress.slices import held_items, opening_hash
 
@@ -63,53 +66,18 @@ T = TypeVar("T")
 
 # probation keeps at least this share of the budget, whatever the protected entries hold
 _PROBATION_SHARE = 4
-# a first sight of at least this many items waits on probation whole (its items' decoded values
-# held, so that the next turn finds them): a transcript this long went on before (a resumed or
-# forked session, or one whose opening was forgotten); holding a request's decoded items until
-# evicted costs a request that never repeats ~10% (bench/memo.py), which shorter ones never pay
-_LONG_TRANSCRIPT = 64
 # what remembering an opening costs (a key tuple of the shared scope and a hash, in an
 # OrderedDict: ~200 bytes with tracemalloc), and the budget's share the remembered openings take
 _SEEN_ENTRY = 240
 _SEEN_SHARE = 20
+# the gateway's `min_bytes`: one short message costs 15 us to parse and decode whole, 26 us through
+# the memo (the opening's scan, the body read in parts, lookups): even at ~3 messages (~300 bytes)
+SHORT_BODY = 512
 
 
-class _Turn:
-    """The new items of one request, kept together on probation under the request's opening
-    items; once protected, they join the conversation's protected items (one `_Turn` per opening:
-    the unit of the LRU, which a hit on any of its items touches). `entries`: their keys, what
-    they decoded to and their raw parts, as decoding goes (a decode that raised leaves its item
-    out); once protected, `keys` only. `size` bounds what they hold, counted when they came."""
-
-    __slots__ = ("entries", "keys", "size", "opening")
-
-    def __init__(self, size: int) -> None:
-        self.entries: list[tuple[tuple[str, bytes], Any, int]] = []
-        self.keys: list[tuple[str, bytes]] = []
-        self.size = size
-        self.opening: tuple[str, bytes, bytes] = ("", b"", b"")
-
-
-class _FirstSight:
-    """A request whose opening was seen for the first time, on probation whole: its body (held,
-    not copied) and what its items decoded to (`records`, by index: None for an item whose decode
-    raised or was never asked for), read in parts only if
-    a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
-    what it decoded to as a turn of all its items would be."""
-
-    __slots__ = ("body", "field", "parts", "records", "size")
-    entries = ()  # none is found by its bytes yet
-
-    def __init__(self, body: bytes, field: str, parts: list[int], size: int) -> None:
-        self.body = body
-        self.field = field
-        self.parts = parts
-        self.records: list[Any] = [None] * len(parts)
-        self.size = size
-
-
-class DecodeMemo:
-    """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before).
+class DecodeMemo(Chains):
+    """The process's memo; `max_bytes` 0 turns it off (every item is decoded, as before); a body
+    shorter than `min_bytes` is parsed whole and decoded as without it (the gateway's: SHORT_BODY).
     `admit_after`: 2: a request's new items are kept on probation together and protected when a
     later request of the same scope opens with the same items (evidence of reuse); 1: every
     decoded item is protected at once.
@@ -118,10 +86,11 @@ class DecodeMemo:
     LRUCache, pure Python, cost more per item than decoding saved on short messages), whose unit is
     a conversation: a hit touches its item's conversation, and a conversation leaves whole."""
 
-    def __init__(self, max_bytes: int, *, admit_after: int = 2) -> None:
+    def __init__(self, max_bytes: int, *, admit_after: int = 2, min_bytes: int = 0) -> None:
         if admit_after not in (1, 2):
             raise ValueError("admit_after is 1 or 2")
         self.max_bytes = max_bytes
+        self.min_bytes = min_bytes  # a shorter body is parsed and decoded as without the memo
         # the openings seen (`seen`) take their share of the budget, the items the rest
         self._seen_max = max_bytes // (_SEEN_SHARE * _SEEN_ENTRY) if admit_after == 2 else 0
         self._items_max = max_bytes - self._seen_max * _SEEN_ENTRY
@@ -188,13 +157,13 @@ class DecodeMemo:
         if key in table:
             table.move_to_end(key)
             self._recall_pending()
-            sight = self._probation.pop(_first_key(key), None)
+            sight = self._probation.pop(first_key(key), None)
             if sight is not None:
                 # read in parts by the `split` or `items` that follows: the items of this body
                 # show where the held one's are
                 self._probation_size -= sight.size
                 self._pending = (key, sight)
-            return True, None
+            return True, key
         table[key] = None
         if len(table) > self._seen_max:
             table.popitem(last=False)
@@ -217,27 +186,21 @@ class DecodeMemo:
         count = len(values)
         parts = [item_parts(v) for v in values]
         items: Items[Any] = Items(self, [None] * count, [None] * count, parts)
-        items.check_depth(values, max_depth)
+        check_depth(values, max_depth, start=2)  # every item new: one walk of the list (item: 3)
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items
-        if body_values is None:
-            body_values = value_bound(raw, 0, len(raw))
-        # at least what it holds, and what its turn holds once read in parts: without a scan for
-        # \\u escapes (every string taken as wide) unless that bound leaves it out of the budget
-        size = body_turn_size(raw, body_values, count, 0, scan=False)
-        if size > self._items_max:
-            size = body_turn_size(raw, body_values, count, 0)
+        size = self._held_size(raw, body_values, count)
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, size)
             items._record = sight.records
-            self._on_probation(_first_key(opening), sight)
+            self._on_probation(first_key(opening), sight)
         return items
 
     def _recall(self, opening: tuple[str, int], raws: list[bytes] | None = None) -> None:
         """The request that first opened as `opening` names, if still on probation, read in parts
         (`raws`: the items of the request opening the same way now, when read in parts)."""
-        sight = self._probation.pop(_first_key(opening), None)
+        sight = self._probation.pop(first_key(opening), None)
         if sight is not None:
             self._probation_size -= sight.size
             self._read(opening, sight, raws)
@@ -466,11 +429,6 @@ class DecodeMemo:
             self._probation_size -= turn.size
         while self._protected and self.size > self._items_max:  # `newest` fits the budget alone
             self._drop_oldest()
-
-
-def _first_key(opening: tuple[str, int]) -> tuple[str, bytes, bytes]:
-    """Where a first sight waits on probation: never an opening of items (no JSON text is NUL)."""
-    return (opening[0], b"\0", opening[1].to_bytes(8, "little", signed=True))
 
 
 def fresh_items(count: int) -> Items[Any]:

@@ -1,5 +1,6 @@
 """One request's transcript items as the decode memo found them (gateway/ingress/memo.py): each
-item's decoded value, or what decoding a new one keeps."""
+item's decoded value, or what decoding a new one keeps; and what the memo keeps of a request
+(`_Turn`, `_FirstSight`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import orjson
 
+from gateway.ingress.budget import Known
 from gateway.ingress.errors import check_depth
 
 if TYPE_CHECKING:
-    from gateway.ingress.memo import DecodeMemo, _Turn
+    from gateway.ingress.memo import DecodeMemo
 
 T = TypeVar("T")
 
@@ -35,7 +37,7 @@ class Items(Generic[T]):
         self._parts = parts
         self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
         self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
-        self._record: list[T | None] | None = None  # a first sight's decoded items, by index
+        self._record: list[T | None] | None = None  # a held list's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
 
     def decode(self, index: int, decode: Callable[[], T]) -> T:
@@ -44,10 +46,10 @@ class Items(Generic[T]):
         value = self.found[index]
         if value is None:
             value = decode()
+            if self._record is not None:  # a held list's (gateway/ingress/memo_chain.py)
+                self._record[index] = value
             key = self._keys[index]
             if key is None:
-                if self._record is not None:
-                    self._record[index] = value
                 return value
             turn = self._turn
             if turn is not None:
@@ -72,3 +74,39 @@ class Items(Generic[T]):
             return orjson.loads(self._body)
         except orjson.JSONDecodeError:  # nested past what orjson reads at once: its parts were read
             return body
+
+
+class _Turn:
+    """The new items of one request, kept together on probation under the request's opening
+    items; once protected, they join the conversation's protected items (one `_Turn` per opening:
+    the unit of the LRU, which a hit on any of its items touches). `entries`: their keys, what
+    they decoded to and their raw parts, as decoding goes (a decode that raised leaves its item
+    out); once protected, `keys` only. `size` bounds what they hold, counted when they came."""
+
+    __slots__ = ("entries", "keys", "size", "opening")
+
+    def __init__(self, size: int) -> None:
+        self.entries: list[tuple[tuple[str, bytes], Any, int]] = []
+        self.keys: list[tuple[str, bytes]] = []
+        self.size = size
+        self.opening: tuple[str, bytes, bytes] = ("", b"", b"")
+
+
+class _FirstSight:
+    """A request whose opening was seen for the first time, on probation whole: its body (held,
+    not copied) and what its items decoded to (`records`, by index: None for an item whose decode
+    raised or was never asked for), read in parts only if
+    a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
+    what it decoded to as a turn of all its items would be."""
+
+    __slots__ = ("body", "field", "parts", "records", "size", "end", "knowns")
+    entries = ()  # none is found by its bytes yet
+
+    def __init__(self, body: bytes, field: str | None, parts: list[int], size: int) -> None:
+        self.body = body
+        self.field = field  # None: `body` is the list itself (a turn that went on: `chain`)
+        self.parts = parts
+        self.records: list[Any] = [None] * len(parts)
+        self.size = size
+        self.end = 0  # where the list's last item ends in `body`, when `field` is None
+        self.knowns: list[Known] | None = None  # `known` of each part count, once made

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Any
 
 import msgspec
+import orjson
 
 FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -47,11 +49,12 @@ def opening_hash(raw: bytes, field: str) -> int | None:
     return hash(raw[start:end])
 
 
-def item_texts(raw: bytes, field: str) -> list[bytes] | None:
-    """Each item of the list in `field` of the JSON object `raw`, a copy of its bytes (a slice
-    would keep the whole body alive); None when `raw` is not such an object."""
+def item_texts(raw: bytes, field: str | None) -> list[bytes] | None:
+    """Each item of the list in `field` of the JSON object `raw` (`field` None: `raw` is the list),
+    a copy of its bytes (a slice would keep the whole body alive); None when `raw` is not such an
+    object."""
     try:
-        listed = FIELDS.decode(raw).get(field)
+        listed = raw if field is None else FIELDS.decode(raw).get(field)
         if listed is None:
             return None
         return [bytes(memoryview(text)) for text in ITEMS.decode(listed)]
@@ -59,14 +62,14 @@ def item_texts(raw: bytes, field: str) -> list[bytes] | None:
         return None
 
 
-def held_items(body: bytes, field: str, count: int, raws: list[bytes] | None) -> list[bytes] | None:
+def held_items(body: bytes, field: str | None, count: int, raws: list[bytes] | None) -> list[bytes] | None:
     """The `count` items of the list in `field` of the JSON object `body`, as `item_texts` reads
     them; taken from `raws` (another body's items, in order) when its first `count`, written out
     as a list, are that list exactly: each is a whole JSON value, so the list reads the same
     either way, and `body` is read once instead of twice. None: not such a body."""
     if raws is not None and len(raws) >= count:
         try:
-            listed = FIELDS.decode(body).get(field)
+            listed = body if field is None else FIELDS.decode(body).get(field)
         except UNREADABLE:
             listed = None
         # compared as bytes: memoryview's == compares element by element (ten times longer)
@@ -74,3 +77,53 @@ def held_items(body: bytes, field: str, count: int, raws: list[bytes] | None) ->
             return raws[:count]
     texts = item_texts(body, field)
     return texts if texts is not None and len(texts) == count else None
+
+
+_SPACE = b" \t\r\n"
+
+
+def last_item_end(listed: Any) -> int:
+    """Where the last item of the JSON list text `listed` ends (the spaces before its `]` left
+    out; 1 for an empty list)."""
+    end = len(listed) - 1
+    view = memoryview(listed)
+    while end > 1 and view[end - 1] in _SPACE:
+        end -= 1
+    return end
+
+
+def continued(text: bytes, held: Any, end: int) -> bytes | None:
+    """The items of the JSON list `text` after the first ones, as a JSON list, when those are the
+    items of the JSON list `held` (a list text whose last item ends at `end`: `last_item_end`):
+    the same bytes up to there, then a `,` or the list's end after spaces. The list reads the
+    same either way: a parser reads the same first items from the same bytes, the last of them
+    ended there in `held` (by its `]`) as it does in `text` (by a `,` or `]`), and `text`'s
+    remaining items follow that `,`. None: `text` does not go on from `held`."""
+    if end <= 1 or not text.startswith(memoryview(held)[:end]):
+        return None
+    at = end
+    while at < len(text) and text[at] in _SPACE:
+        at += 1
+    if at >= len(text):
+        return None
+    if text[at] == 0x2C:  # ,
+        return b"[" + text[at + 1 :]
+    return b"[]" if text[at] == 0x5D and at == len(text) - 1 else None
+
+
+def went_on(held: Any, field: str | None, end: int, listed: Any) -> tuple[bytes, list[Any]] | None:
+    """The list text `listed` (a copy) and its items after those of the list held (in `field` of
+    the JSON object `held`, or `held` itself when `field` is None, its last item ending at `end`)
+    parsed, when `listed` goes on from that list (`continued`). None: it does not, or those items
+    are not JSON orjson reads."""
+    try:
+        if field is not None:
+            held = FIELDS.decode(held)[field]
+            end = last_item_end(held)
+        text = bytes(memoryview(listed))
+        tail = continued(text, held, end)
+        if tail is None:
+            return None
+        return text, [orjson.loads(memoryview(item)) for item in ITEMS.decode(tail)]
+    except (*UNREADABLE, KeyError, orjson.JSONDecodeError):
+        return None

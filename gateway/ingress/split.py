@@ -41,11 +41,14 @@ def parse_split(
     max_depth: int,
     check_parts: Callable[[Any], None],
     values: int | None = None,
+    opening: tuple[str, int] | None = None,
 ) -> tuple[dict[str, Any], Items[Any]] | None:
     """The body, with `field` holding the items' values (`Known` for an item the memo found,
     left unparsed), and the items as the memo found them; checked in the order of the whole
     parse: the body's depth without the items, `check_parts`, each new item's depth. None: parse
-    the body whole. `values`: at least the JSON values of the body, when counted already."""
+    the body whole. `values`: at least the JSON values of the body, when counted already.
+    `opening`: what `admit` knows the body's opening by (a long list read item by item is held
+    under it for the next turn: gateway/ingress/memo_chain.py)."""
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
     try:
@@ -53,7 +56,6 @@ def parse_split(
         listed = fields.get(field)
         if listed is None:
             return None
-        slices = ITEMS.decode(listed)
     except UNREADABLE:  # the whole parse says what is wrong
         return None
     body: dict[str, Any] = {}
@@ -62,14 +64,23 @@ def parse_split(
             body[name] = None if name == field else orjson.loads(memoryview(value))
     except orjson.JSONDecodeError:
         return None
-    found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
+    # a turn going on from a held one: compared whole, not read item by item
+    chained = found = memo.chain(listed, raw, values)
+    if found is None:
+        try:
+            slices = ITEMS.decode(listed)
+        except UNREADABLE:
+            return None
+        found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
     if found is None:
         return None
-    values, items = found
-    body[field] = values
+    items_values, items = found
+    body[field] = items_values
     check_depth(body, max_depth, field)
     check_parts(body)
-    items.check_depth(values, max_depth)
+    items.check_depth(items_values, max_depth)
+    if chained is None:
+        memo.hold(opening, raw, field, items, values)
     return body, items
 
 
@@ -80,6 +91,8 @@ def parse_shared(
     of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
     the other thread holds it, never waiting. What a request decodes later goes into its own
     `Items` and the turn it opened (list appends, atomic), so decoding needs no lock."""
+    if len(raw) < memo.min_bytes:  # parsed whole, as without the memo: no lock to take
+        return parse_transcript(raw, field, memo, scope, limits, values)
     if not memo.lock.acquire(blocking=wait):
         return None
     try:
@@ -102,15 +115,20 @@ def parse_transcript(
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
     nor walked by the depth check (gateway/ingress/split.py); a body that cannot be read in parts
     is parsed whole, and its items found by their values; a body whose opening the memo has not
-    seen is parsed whole and decoded as without the memo (a long one then waits on probation
-    whole for the next request that opens so). `values`: at least the JSON values the
-    body holds (`values_within_budget`). `pieces`: a body parsed whole is parsed in pieces
-    (gateway/ingress/pieces.py: the worker thread's; the same result and errors)."""
+    seen, or shorter than the memo's `min_bytes`, is parsed whole and decoded as without the memo
+    (a long one then waits on probation whole for the next request that opens so). `values`: at
+    least the JSON values the body holds (`values_within_budget`). `pieces`: a body parsed whole
+    is parsed in pieces (gateway/ingress/pieces.py: the worker thread's; the same result and
+    errors)."""
     limit = limits.max_json_depth
+    if len(raw) < memo.min_bytes:
+        body = parse_json_body(raw, limit)
+        check_parts(body, limits, values)
+        return body, None
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
         checks = partial(check_parts, limits=limits, values=values)
-        split = parse_split(raw, field, memo, scope, limit, checks, values)
+        split = parse_split(raw, field, memo, scope, limit, checks, values, opening)
         if split is not None:
             return split
     body = parse_json_pieces(raw, limit, field) if pieces else parse_json_body(raw, limit, field)

@@ -87,3 +87,31 @@ def test_the_same_reply_twice_gets_each_turns_own_tokens():
     restored, repairs = restore(request, records, "s")
     assert restored.messages[1].blocks == first and restored.messages[3].blocks == second
     assert len(repairs) == 2
+
+
+def test_a_record_is_compared_once_per_client_copy_and_again_for_another(monkeypatch):
+    """An agent re-sends the same client copy every turn (the decode memo hands back the same
+    blocks): the record's comparison with it is made once; another copy (an edit, equal or not)
+    is compared afresh, and the verdicts are those of a fresh comparison."""
+    from gateway.continuity import restore as restore_module
+
+    compared: list[int] = []
+    real = restore_module.visible
+
+    def counted(blocks):
+        compared.append(1)
+        return real(blocks)
+
+    monkeypatch.setattr(restore_module, "visible", counted)
+    record = {"call:call_A": encode_turn(TURN)}
+    stripped = _request((Text("Checking."), ToolCall("call_A", "f", '{"y":2,"x":1}')))
+    for _ in range(3):
+        assert restore(stripped, record, "s")[0].messages[1].blocks == TURN
+    assert len(compared) == 2  # the record's and the client's visible content, once
+    edited = _request((Text("Checking again."), ToolCall("call_A", "f", '{"x": 1, "y": 2}')))
+    assert restore(edited, record, "s") == (edited, [])
+    # an equal copy that is another object: compared afresh, the same verdict
+    again = _request((Text("Checking."), ToolCall("call_A", "f", '{"y":2,"x":1}')))
+    assert restore(again, record, "s")[0].messages[1].blocks == TURN
+    assert restore(stripped, record, "s")[0].messages[1].blocks == TURN
+    assert len(compared) == 8

@@ -43,6 +43,19 @@ def test_the_bracket_bound_refuses_exactly_what_the_walk_refuses(value, limit, s
     assert _refused(lambda: parse_json_body(raw, limit, skip)) == walked
 
 
+@settings(max_examples=100, deadline=None)
+@given(_json, st.integers(1, 8), st.sampled_from([None, "messages"]))
+def test_a_large_body_is_walked_without_its_brackets_counted_and_refuses_what_the_walk_refuses(
+    value, limit, skip
+):
+    body = {"model": "m", "pad": "{[" * 9000, "value": value}  # past the counted size
+    if skip is not None:
+        body[skip] = value if isinstance(value, list) else [value]
+    raw = orjson.dumps(body)
+    walked = _refused(lambda: check_depth(orjson.loads(raw), limit, skip))
+    assert _refused(lambda: parse_json_body(raw, limit, skip)) == walked
+
+
 def test_a_body_at_the_limit_is_taken_and_one_past_it_refused():
     for depth, refused in ((4, False), (5, True)):
         raw = b"[" * depth + b"]" * depth
