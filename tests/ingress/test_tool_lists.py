@@ -1,0 +1,149 @@
+"""Tool lists decoded before are found again by their text (gateway/ingress/tool_lists.py): a
+request decodes to the same Request, or is refused with the same error, whether its tools were
+seen before or not, and as the whole request's validation reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from gateway.ingress.chat import decode as chat_decode
+from gateway.ingress.chat import wire as w
+from gateway.ingress.errors import ClientError
+from gateway.ingress.tool_lists import MAX_TEXT, ToolLists
+from gateway.transcript.model import CacheControl, ToolSpec
+from gateway.transcript.seal import Sealer
+
+SEALER = Sealer(b"t" * 32)
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+names = st.sampled_from(["get_weather", "search", "a-b_c", "", "bad name", "x" * 65, 7])
+schemas = st.sampled_from(
+    [
+        None,
+        {},
+        {"type": "object", "properties": {"q": {"type": "string"}}},
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1.5}}},
+        "not an object",
+    ]
+)
+functions = st.fixed_dictionaries(
+    {"name": names},
+    optional={
+        "description": st.sampled_from(["Weather", "", None, 3]),
+        "parameters": schemas,
+        "strict": st.booleans(),
+    },
+)
+tools = st.fixed_dictionaries(
+    {"type": st.sampled_from(["function", "function", "web_search"]), "function": functions},
+    optional={
+        "cache_control": st.sampled_from(
+            [{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}, {"type": "x"}]
+        )
+    },
+)
+tool_lists = st.lists(tools, max_size=4) | st.sampled_from([None, "tools", {"type": "function"}, [1], [[]]])
+choices = st.sampled_from([None, "auto", "required", {"type": "function", "function": {"name": "search"}}])
+
+
+def outcome(body: dict[str, Any]) -> Any:
+    try:
+        return chat_decode.decode_request(body, SEALER)
+    except ClientError as error:
+        return (error.status, error.message, error.param, error.code)
+
+
+def whole_tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
+    """The tools as the whole request's model reads them (what the head validated before)."""
+    wire = w.ChatCompletionRequest.model_validate(body)
+    return tuple(
+        ToolSpec(
+            t.function.name,
+            t.function.description or "",
+            t.function.parameters or {"type": "object", "properties": {}},
+            cache=CacheControl(t.cache_control.ttl) if t.cache_control is not None else None,
+        )
+        for t in wire.tools or ()
+    )
+
+
+class _Never:
+    """Decodes every list, keeps none (the decode without the memo)."""
+
+    def decoded(self, raw: Any) -> Any:
+        return chat_decode._tool_specs(raw)
+
+
+@SETTINGS
+@given(tool_lists, choices)
+def test_seen_or_not_a_request_decodes_or_fails_alike(raw_tools, choice):
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    if raw_tools is not None or choice is None:
+        body["tools"] = raw_tools
+    if choice is not None:
+        body["tool_choice"] = choice
+    first, again = outcome(body), outcome(body)  # the second finds what the first kept
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chat_decode, "_TOOL_LISTS", _Never())
+        unkept = outcome(body)
+    assert first == again == unkept
+    if not isinstance(first, tuple):
+        assert first.tools == whole_tools(body)
+    else:
+        try:
+            w.ChatCompletionRequest.model_validate(body)
+        except ValidationError:
+            return
+        # the whole request passes validation: the refusal is the decode's own (names, choice)
+        assert first[3] == "invalid_value"
+
+
+def test_only_lists_that_decode_are_kept():
+    calls: list[Any] = []
+
+    def decode(raw: Any) -> int:
+        calls.append(raw)
+        if raw == ["bad"]:
+            raise ValueError("bad")
+        return len(raw)
+
+    lists = ToolLists(decode)
+    assert lists.decoded(["a", "b"]) == 2
+    assert lists.decoded(["a", "b"]) == 2
+    assert calls == [["a", "b"]]
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            lists.decoded(["bad"])
+    assert calls == [["a", "b"], ["bad"], ["bad"]]
+    assert len(lists) == 1
+
+
+def test_a_list_that_is_not_json_or_too_long_is_decoded_every_time():
+    calls: list[Any] = []
+    lists = ToolLists(lambda raw: calls.append(raw) or 1)
+    odd = [{1, 2}]  # a set: no JSON text to find it by
+    long = ["x" * MAX_TEXT]
+    for _ in range(2):
+        lists.decoded(odd)
+        lists.decoded(long)
+    assert len(calls) == 4
+    assert len(lists) == 0
+
+
+def test_the_lists_kept_stay_within_the_budget_least_recent_first_out():
+    lists = ToolLists(len, budget=3 * (2 * 1000 + 256))
+    texts = [[f"{n:04d}" + "x" * 990] for n in range(5)]
+    for raw in texts:
+        lists.decoded(raw)
+    assert len(lists) == 3
+    calls: list[Any] = []
+    lists._decode = lambda raw: calls.append(raw) or 1  # type: ignore[method-assign]
+    lists.decoded(texts[-1])
+    assert calls == []
+    lists.decoded(texts[0])
+    assert calls == [texts[0]]
