@@ -14,6 +14,8 @@ from pydantic import ValidationError
 from gateway.ingress.chat import decode as chat_decode
 from gateway.ingress.chat import wire as w
 from gateway.ingress.errors import ClientError
+from gateway.ingress.messages import decode as messages_decode
+from gateway.ingress.messages import wire as mw
 from gateway.ingress.tool_lists import MAX_TEXT, ToolLists
 from gateway.transcript.model import CacheControl, ToolSpec
 from gateway.transcript.seal import Sealer
@@ -147,3 +149,54 @@ def test_the_lists_kept_stay_within_the_budget_least_recent_first_out():
     assert calls == []
     lists.decoded(texts[0])
     assert calls == [texts[0]]
+
+
+# -- the Messages dialect: custom and server tools, whose decode refuses some lists itself -----
+
+messages_tools = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["get_weather", "search", "search", "web_search", "", "bad name"]),
+        "input_schema": st.sampled_from([{"type": "object"}, {"properties": {}}, {"type": "string"}, None]),
+    },
+    optional={
+        "type": st.sampled_from(["custom", "web_search_20250305", None]),
+        "description": st.sampled_from(["Weather", None, 3]),
+        "strict": st.booleans(),
+        "cache_control": st.sampled_from([{"type": "ephemeral"}, {"type": "x"}]),
+    },
+)
+messages_lists = st.lists(messages_tools, max_size=4) | st.sampled_from([None, "tools", [1]])
+messages_choices = st.sampled_from(
+    [None, {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": "search"}]
+)
+
+
+def messages_outcome(body: dict[str, Any]) -> Any:
+    try:
+        validated = messages_decode.validate(body)
+        return messages_decode.decode_request(validated, {}, SEALER, messages_decode.Decoded())
+    except ClientError as error:
+        return (error.status, error.message, error.param, error.code)
+
+
+class _NeverMessages:
+    def decoded(self, raw: Any) -> Any:
+        return messages_decode._validated_tools(raw)
+
+
+@SETTINGS
+@given(messages_lists, messages_choices)
+def test_seen_or_not_a_messages_request_decodes_or_fails_alike(raw_tools, choice):
+    body: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    if raw_tools is not None or choice is None:
+        body["tools"] = raw_tools
+    if choice is not None:
+        body["tool_choice"] = choice
+    first, again = messages_outcome(body), messages_outcome(body)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(messages_decode, "_TOOL_LISTS", _NeverMessages())
+        unkept = messages_outcome(body)
+    assert first == again == unkept
+    if not isinstance(first, tuple):
+        specs, hosted = messages_decode._tools(mw.MessagesRequest.model_validate(body).tools)
+        assert (first.tools, first.hosted_tools) == (specs, hosted)
