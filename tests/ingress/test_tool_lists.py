@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from gateway.ingress.chat import decode as chat_decode
 from gateway.ingress.chat import wire as w
 from gateway.ingress.errors import ClientError
+from gateway.ingress.gemini import decode as gemini_decode
 from gateway.ingress.messages import decode as messages_decode
 from gateway.ingress.messages import wire as mw
 from gateway.ingress.tool_lists import MAX_TEXT, ToolLists
@@ -200,3 +201,55 @@ def test_seen_or_not_a_messages_request_decodes_or_fails_alike(raw_tools, choice
     if not isinstance(first, tuple):
         specs, hosted = messages_decode._tools(mw.MessagesRequest.model_validate(body).tools)
         assert (first.tools, first.hosted_tools) == (specs, hosted)
+
+
+# -- the Gemini dialect: declarations whose schemas are read and converted -----------------------
+
+gemini_schemas = st.sampled_from(
+    [
+        {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}, "required": ["city"]},
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+        {"type": "ARRAY"},
+        "not a schema",
+        {"type": 3},
+    ]
+)
+declarations = st.fixed_dictionaries(
+    {"name": st.sampled_from(["get_weather", "search", 7])},
+    optional={
+        "description": st.sampled_from(["Weather", 3]),
+        "parameters": gemini_schemas,
+        "parametersJsonSchema": gemini_schemas,
+        "parameters_json_schema": gemini_schemas,
+    },
+)
+gemini_tools = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"functionDeclarations": st.lists(declarations, max_size=3) | st.just("x")}),
+        st.sampled_from([{"googleSearch": {}}, {"unknownTool": {}}, "tool"]),
+    ),
+    max_size=3,
+) | st.sampled_from([None, "tools", {}])
+
+
+def gemini_outcome(body: dict[str, Any]) -> Any:
+    try:
+        return gemini_decode.decode_request(body, "m", False, SEALER, gemini_decode.Decoded())
+    except ClientError as error:
+        return (error.status, error.message, error.param, error.code)
+
+
+class _NeverGemini:
+    def decoded(self, raw: Any) -> Any:
+        return gemini_decode._tools(raw)
+
+
+@SETTINGS
+@given(gemini_tools)
+def test_seen_or_not_a_gemini_request_decodes_or_fails_alike(raw_tools):
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": raw_tools}
+    first, again = gemini_outcome(body), gemini_outcome(body)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gemini_decode, "_TOOL_LISTS", _NeverGemini())
+        unkept = gemini_outcome(body)
+    assert first == again == unkept
