@@ -78,23 +78,35 @@ def whole_tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
 class _Never:
     """Decodes every list, keeps none (the decode without the memo)."""
 
-    def decoded(self, raw: Any) -> Any:
-        return chat_decode._tool_specs(raw)
+    def __init__(self, decode: Any) -> None:
+        self.decoded = decode
+
+
+def with_tools(body: dict[str, Any], raw_tools: Any, choice: Any) -> dict[str, Any]:
+    """`body` with `tools` (left out now and then: missing is not null) and `tool_choice`."""
+    if raw_tools is not None or choice is None:
+        body["tools"] = raw_tools
+    if choice is not None:
+        body["tool_choice"] = choice
+    return body
+
+
+def alike(outcome: Any, module: Any, decode: Any, body: dict[str, Any]) -> Any:
+    """The outcome of `body` decoded twice (the second finds what the first kept) and without
+    the memo: all three the same."""
+    first, again = outcome(body), outcome(body)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "_TOOL_LISTS", _Never(decode))
+        unkept = outcome(body)
+    assert first == again == unkept
+    return first
 
 
 @SETTINGS
 @given(tool_lists, choices)
 def test_seen_or_not_a_request_decodes_or_fails_alike(raw_tools, choice):
-    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    if raw_tools is not None or choice is None:
-        body["tools"] = raw_tools
-    if choice is not None:
-        body["tool_choice"] = choice
-    first, again = outcome(body), outcome(body)  # the second finds what the first kept
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chat_decode, "_TOOL_LISTS", _Never())
-        unkept = outcome(body)
-    assert first == again == unkept
+    body = with_tools({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, raw_tools, choice)
+    first = alike(outcome, chat_decode, chat_decode._tool_specs, body)
     if not isinstance(first, tuple):
         assert first.tools == whole_tools(body)
     else:
@@ -180,24 +192,12 @@ def messages_outcome(body: dict[str, Any]) -> Any:
         return (error.status, error.message, error.param, error.code)
 
 
-class _NeverMessages:
-    def decoded(self, raw: Any) -> Any:
-        return messages_decode._validated_tools(raw)
-
-
 @SETTINGS
 @given(messages_lists, messages_choices)
 def test_seen_or_not_a_messages_request_decodes_or_fails_alike(raw_tools, choice):
-    body: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
-    if raw_tools is not None or choice is None:
-        body["tools"] = raw_tools
-    if choice is not None:
-        body["tool_choice"] = choice
-    first, again = messages_outcome(body), messages_outcome(body)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(messages_decode, "_TOOL_LISTS", _NeverMessages())
-        unkept = messages_outcome(body)
-    assert first == again == unkept
+    body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    body = with_tools(body, raw_tools, choice)
+    first = alike(messages_outcome, messages_decode, messages_decode._validated_tools, body)
     if not isinstance(first, tuple):
         specs, hosted = messages_decode._tools(mw.MessagesRequest.model_validate(body).tools)
         assert (first.tools, first.hosted_tools) == (specs, hosted)
@@ -239,17 +239,8 @@ def gemini_outcome(body: dict[str, Any]) -> Any:
         return (error.status, error.message, error.param, error.code)
 
 
-class _NeverGemini:
-    def decoded(self, raw: Any) -> Any:
-        return gemini_decode._tools(raw)
-
-
 @SETTINGS
 @given(gemini_tools)
 def test_seen_or_not_a_gemini_request_decodes_or_fails_alike(raw_tools):
     body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": raw_tools}
-    first, again = gemini_outcome(body), gemini_outcome(body)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gemini_decode, "_TOOL_LISTS", _NeverGemini())
-        unkept = gemini_outcome(body)
-    assert first == again == unkept
+    alike(gemini_outcome, gemini_decode, gemini_decode._tools, body)
