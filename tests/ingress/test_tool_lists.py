@@ -17,6 +17,7 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini import decode as gemini_decode
 from gateway.ingress.messages import decode as messages_decode
 from gateway.ingress.messages import wire as mw
+from gateway.ingress.responses import decode as responses_decode
 from gateway.ingress.tool_lists import MAX_TEXT, ToolLists
 from gateway.transcript.model import CacheControl, ToolSpec
 from gateway.transcript.seal import Sealer
@@ -244,3 +245,71 @@ def gemini_outcome(body: dict[str, Any]) -> Any:
 def test_seen_or_not_a_gemini_request_decodes_or_fails_alike(raw_tools):
     body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": raw_tools}
     alike(gemini_outcome, gemini_decode, gemini_decode._tools, body)
+
+
+# -- the Responses dialect: the items may add tools (`additional_tools`) and name namespaced ones --
+
+responses_members = st.fixed_dictionaries(
+    {"type": st.sampled_from(["function", "function", "custom", "web_search"]), "name": names},
+    optional={
+        "description": st.sampled_from(["Weather", 3]),
+        "parameters": schemas,
+        "strict": st.sampled_from([True, "yes"]),
+        "format": st.sampled_from([{"type": "text"}, {"type": "regex"}]),
+    },
+)
+responses_tools = st.one_of(
+    responses_members,
+    st.fixed_dictionaries(
+        {
+            "type": st.just("namespace"),
+            "name": st.sampled_from(["fs", "", "fs__"]),
+            "tools": st.lists(responses_members, max_size=2),
+        }
+    ),
+    st.sampled_from([{"type": "file_search"}, {"type": 7}, "tool"]),
+)
+responses_lists = st.lists(responses_tools, max_size=4) | st.sampled_from([None, "tools", {}])
+responses_inputs = st.lists(
+    st.sampled_from(
+        [
+            {"role": "user", "content": "hi"},
+            {"type": "additional_tools", "tools": [{"type": "function", "name": "late"}]},
+            {"type": "additional_tools", "tools": [{"type": "function", "name": "search"}]},
+            {"type": "function_call", "call_id": "c1", "name": "search", "arguments": "{}"},
+            {
+                "type": "function_call",
+                "call_id": "c2",
+                "namespace": "fs",
+                "name": "search",
+                "arguments": "{}",
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        ]
+    ),
+    min_size=1,
+    max_size=4,
+)
+responses_choices = st.sampled_from(
+    [
+        None,
+        "required",
+        {"type": "function", "name": "search"},
+        {"type": "function", "namespace": "fs", "name": "search"},
+    ]
+)
+
+
+def responses_outcome(body: dict[str, Any]) -> Any:
+    try:
+        return responses_decode.decode_request(body, {}, SEALER)
+    except ClientError as error:
+        return (error.status, error.message, error.param, error.code)
+
+
+@SETTINGS
+@given(responses_lists, responses_inputs, responses_choices)
+def test_seen_or_not_a_responses_request_decodes_or_fails_alike(raw_tools, items, choice):
+    body = with_tools({"model": "m", "input": items}, raw_tools, choice)
+    # without the memo: nothing found, every tool added and finished in the request's own order
+    alike(responses_outcome, responses_decode, lambda raw: None, body)
