@@ -8,7 +8,9 @@ without a shared machine's noise in between.
 
     python bench/request_path.py [--reps N]
 
-Prints microseconds per request (the best of five rounds) for each step and for all of them.
+Prints microseconds per request (the best of five rounds) for each step and for all of them,
+then each dialect's decode of a one-message request carrying the bench's 20 tools, as an agent
+sends them every turn (`gateway/ingress/tool_lists.py`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ import argparse
 import gc
 import time
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
 from bench import workloads
 from gateway.ingress.base import Inbound, Reply
 from gateway.ingress.chat.codec import CODEC
+from gateway.ingress.gemini.codec import GENERATE
+from gateway.ingress.messages.codec import CODEC as MESSAGES
+from gateway.ingress.responses.codec import CODEC as RESPONSES
 from gateway.providers import get_adapter
 from gateway.repair import Prepared, prepare
 from gateway.routing.answer import EventStream, IdMapper
@@ -110,6 +116,48 @@ def measure(reps: int, rounds: int = 5) -> dict[str, float]:
     return {name: per_request(run, reps, rounds) for name, run in steps.items()}
 
 
+def agent_bodies() -> dict[str, tuple[Callable[[Any], Inbound], Any]]:
+    """Per dialect: its decode, and a one-message request with the bench's 20 tools in its form."""
+    functions = [t["function"] for t in workloads.tools()]
+    question = "What is six times seven?"
+    return {
+        "chat": (
+            lambda body: CODEC.decode(body, {}, SEALER),
+            {"model": "m", "messages": [{"role": "user", "content": question}], "tools": workloads.tools()},
+        ),
+        "messages": (
+            lambda body: MESSAGES.decode(body, {}, SEALER),
+            {
+                "model": "m",
+                "max_tokens": 1024,
+                "messages": [{"role": "user", "content": question}],
+                "tools": [
+                    {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+                    for f in functions
+                ],
+            },
+        ),
+        "responses": (
+            lambda body: RESPONSES.decode(body, {}, SEALER),
+            {"model": "m", "input": question, "tools": [{"type": "function", **f} for f in functions]},
+        ),
+        "gemini": (
+            lambda body: GENERATE.decode(body, {}, SEALER, params={"model": "m"}),
+            {
+                "contents": [{"role": "user", "parts": [{"text": question}]}],
+                "tools": [{"functionDeclarations": functions}],
+            },
+        ),
+    }
+
+
+def measure_tools(reps: int, rounds: int = 5) -> dict[str, float]:
+    return {
+        dialect: per_request(lambda: decode(body), reps, rounds)  # noqa: B023 - called at once
+        for dialect, (decode, body) in agent_bodies().items()
+    }
+
+
 def main() -> None:
     about = __doc__.split("\n\n")[0]
     parser = argparse.ArgumentParser(prog="python bench/request_path.py", description=about)
@@ -117,6 +165,9 @@ def main() -> None:
     args = parser.parse_args()
     print("us per small chat request to an OpenAI Chat upstream, each step in process")
     for name, value in measure(args.reps).items():
+        print(f"{name:14} {value:7.2f}")
+    print("us per decode of a one-message request with 20 tools, per dialect")
+    for name, value in measure_tools(max(1, args.reps // 4)).items():
         print(f"{name:14} {value:7.2f}")
 
 
