@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from gateway.ingress.gemini import decode as gemini_decode
 from gateway.ingress.messages import decode as messages_decode
 from gateway.ingress.messages import wire as mw
 from gateway.ingress.responses import decode as responses_decode
-from gateway.ingress.tool_lists import MAX_TEXT, ToolLists
+from gateway.ingress.tool_lists import CHARGE, MAX_TEXT, ToolLists
 from gateway.transcript.model import CacheControl, ToolSpec
 from gateway.transcript.seal import Sealer
 
@@ -152,8 +153,9 @@ def test_a_list_that_is_not_json_or_too_long_is_decoded_every_time():
 
 
 def test_the_lists_kept_stay_within_the_budget_least_recent_first_out():
-    lists = ToolLists(len, budget=3 * (2 * 1000 + 256))
     texts = [[f"{n:04d}" + "x" * 990] for n in range(5)]
+    charge = CHARGE * len(orjson.dumps(texts[0])) + 256
+    lists = ToolLists(len, budget=3 * charge)
     for raw in texts:
         lists.decoded(raw)
     assert len(lists) == 3
