@@ -9,10 +9,9 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-import aiohttp
 from aiohttp import web
 
-from gateway import __version__, offload
+from gateway import offload
 from gateway.browser import BrowserPolicy
 from gateway.config import (
     GatewayConfig,
@@ -49,19 +48,17 @@ from gateway.security import (
     body_too_large,
     restrict_response_headers,
     send_and_close,
-    upstream_header_allowlist,
 )
 from gateway.server import refuse_over_capacity
 from gateway.state import GatewayState
 from gateway.store import open_store
 from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
-from gateway.upstream import UPSTREAM_READ_BUFFER
+from gateway.upstream import client_session
 
 log = logging.getLogger("gateway")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-USER_AGENT = f"llm-transcript-gateway/{__version__}"
 IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
 
 
@@ -221,18 +218,7 @@ def create_app(
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         offload.start()  # the thread large requests are worked on in (gateway/offload.py)
-        # upstream URLs come only from config: no proxies from the environment, no cookies kept,
-        # and only allow-listed headers leave (see gateway/security.py)
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True),
-            cookie_jar=aiohttp.DummyCookieJar(),
-            trust_env=False,
-            headers={"User-Agent": USER_AGENT},
-            middlewares=(upstream_header_allowlist,),
-            # what an answer's reader holds before it stops reading the socket (twice this): a
-            # stream whose client stopped reading keeps that much, then TCP throttles the provider
-            read_bufsize=UPSTREAM_READ_BUFFER,
-        )
+        session = client_session()  # upstream URLs, cookies and headers: see there
         store = open_store(config.store, on_op=metrics.count_store_operation)
         recorder = Recorder(store)
         engine = Engine(config, session, env=env)

@@ -18,7 +18,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +50,7 @@ from gateway.transcript.events import (
     UpstreamError,
     is_first_content,
 )
-from gateway.transcript.model import AssistantTurn, Request, Usage
+from gateway.transcript.model import AssistantTurn, Request, Usage, request_with
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
@@ -433,7 +433,7 @@ async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> R
         messages = expand(messages, inbound.references, found, continued)
     if exchange.kept is not None:
         messages = exchange.kept.messages + messages
-    return replace(request, messages=messages)
+    return request_with(request, messages=messages)
 
 
 async def _restore(exchange: Exchange, request: Request) -> Request:

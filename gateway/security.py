@@ -13,8 +13,9 @@
 - A refused request whose body is left unread is answered, then drained for a bounded time and
   number of bytes, then its connection closed (`send_and_close`).
 - Header allow-lists both ways: an upstream request carries only the headers a provider call
-  needs (the adapters build them from scratch; nothing of the client's is copied), and a client
-  response only the gateway's own headers (nothing of the provider's).
+  needs (the adapters build them from scratch; nothing of the client's is copied; the list is
+  gateway/headers.py's, checked where upstream.py sends the call), and a client response only the
+  gateway's own headers (nothing of the provider's).
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-import aiohttp
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
@@ -43,8 +43,8 @@ from gateway.browser import (
     is_preflight,
     preflight,
 )
+from gateway.headers import Verdicts, drop_header
 from gateway.ingress.errors import ClientError
-from gateway.providers import FAMILIES
 from gateway.state import TENANT
 
 log = logging.getLogger(__name__)
@@ -61,12 +61,6 @@ INSPECTOR_PREFIX = "/inspector/"
 # A request that passed through a proxy is not a local client, whatever address it came from.
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
-# What a provider call may carry: HTTP framing aiohttp adds, and the headers each provider family
-# sets (its record names them: the gateway's own provider key, its API version...)
-_UPSTREAM_FRAMING = ("host", "content-length", "accept", "accept-encoding", "user-agent")
-UPSTREAM_REQUEST_HEADERS = frozenset(_UPSTREAM_FRAMING).union(
-    *(family.upstream_headers() for family in FAMILIES.values())
-)
 # What a client response may carry: framing, the gateway's own headers, nothing from upstream.
 CLIENT_RESPONSE_HEADERS = frozenset(
     {
@@ -377,71 +371,18 @@ class RequestGuard:
         await read_body_within(request, self.limits)
 
 
-_warned: set[str] = set()
-
-
-def _drop(headers: MutableMapping[str, str], name: str, direction: str) -> None:
-    # once per name and direction: a new header someone adds shows up in the log, not per request
-    key = f"{direction}:{name.lower()}"
-    if key not in _warned:
-        _warned.add(key)
-        log.warning("dropped %s header %r: not on the allow-list (gateway/security.py)", direction, name)
-    del headers[name]
-
-
-class _Verdicts(dict[str, bool]):
-    """A header name as written -> whether an allow-list takes it, decided once per spelling (the
-    adapters and the gateway write the same few names on every request; a name never seen is
-    judged by `allowed`). Bounded: past `_MAX_VERDICTS` spellings, a name is judged afresh."""
-
-    __slots__ = ("_allowed",)
-
-    def __init__(self, allowed: Callable[[str], bool]) -> None:
-        super().__init__()
-        self._allowed = allowed
-
-    def __missing__(self, name: str) -> bool:
-        verdict = self._allowed(name.lower())
-        if len(self) < _MAX_VERDICTS:
-            self[name] = verdict
-        return verdict
-
-
-_MAX_VERDICTS = 1024
-
-
-def _upstream_header_allowed(name: str) -> bool:
-    return name in UPSTREAM_REQUEST_HEADERS
-
-
-_UPSTREAM_VERDICTS = _Verdicts(_upstream_header_allowed)
-
-
-async def upstream_header_allowlist(
-    request: aiohttp.ClientRequest,
-    handler: Callable[[aiohttp.ClientRequest], Awaitable[aiohttp.ClientResponse]],
-) -> aiohttp.ClientResponse:
-    """aiohttp client middleware: a provider call carries only allow-listed headers."""
-    headers = request.headers
-    verdicts = _UPSTREAM_VERDICTS
-    if not all(verdicts[n] for n in headers):
-        for name in dict.fromkeys(n for n in headers if not verdicts[n]):
-            _drop(headers, name, "upstream request")
-    return await handler(request)
-
-
 async def restrict_response_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
     """`on_response_prepare` signal: a client response carries only the gateway's own headers."""
     headers = response.headers
     names = tuple(headers)
-    if names not in _ALLOWED_NAMES:  # the gateway's answers carry the same few sets of names
+    refused = _CLIENT_SETS.get(names)
+    if refused is None:  # the gateway's answers carry the same few sets of names: judged once each
         verdicts = _CLIENT_VERDICTS
-        if all(verdicts[n] for n in names):
-            if len(_ALLOWED_NAMES) < _MAX_VERDICTS:
-                _ALLOWED_NAMES.add(names)
-        else:
-            for name in dict.fromkeys(n for n in names if not verdicts[n]):
-                _drop(headers, name, "client response")
+        refused = tuple(dict.fromkeys(n for n in names if not verdicts[n]))
+        if len(_CLIENT_SETS) < _MAX_SETS:
+            _CLIENT_SETS[names] = refused
+    for name in refused:
+        drop_header(headers, name, "client response")
     headers["Server"] = SERVER_HEADER
     origin = request.get(CORS_ORIGIN)
     if origin is not None:
@@ -452,7 +393,7 @@ def _client_header_allowed(name: str) -> bool:
     return name in CLIENT_RESPONSE_HEADERS or name.startswith(GATEWAY_HEADER_PREFIX)
 
 
-_CLIENT_VERDICTS = _Verdicts(_client_header_allowed)
-# the lists of header names (as written, in order) a response had that were all allowed: judged
-# once each (bounded as _Verdicts)
-_ALLOWED_NAMES: set[tuple[str, ...]] = set()
+_CLIENT_VERDICTS = Verdicts(_client_header_allowed)
+# the names of a response's headers, as written and in order -> those the allow-list refuses
+_CLIENT_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_MAX_SETS = 1024

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp.client_exceptions import SocketTimeoutError
 
+from gateway import __version__
+from gateway.headers import upstream_headers
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory, UpstreamError
 
@@ -26,6 +28,23 @@ MAX_STREAM_CHUNK = 32 * 1024
 # the client session's read_bufsize: a response's reader stops reading its socket past twice this
 # (aiohttp's default, 64 KiB, let a stalled stream hold 128 KiB plus one 256 KiB socket read)
 UPSTREAM_READ_BUFFER = 16 * 1024
+USER_AGENT = f"llm-transcript-gateway/{__version__}"
+
+
+def client_session() -> aiohttp.ClientSession:
+    """The one client session provider calls go through. Upstream URLs come only from config: no
+    proxies or netrc from the environment, no cookies kept. The headers a call carries are checked
+    against the allow-list where they are sent (`Upstream`, gateway/headers.py): the session adds
+    only its User-Agent and aiohttp's framing headers, all on the list."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True),
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT},
+        # what an answer's reader holds before it stops reading the socket (twice this): a stream
+        # whose client stopped reading keeps that much, then TCP throttles the provider
+        read_bufsize=UPSTREAM_READ_BUFFER,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,21 +59,22 @@ class Timeouts:
     idle: float = 120.0
     total: float = 600.0
 
+    # aiohttp's timeouts for a whole and a streamed answer, built with the Timeouts (the engine
+    # keeps one per provider and group override): nothing to build or look up per request
+    _whole: aiohttp.ClientTimeout = field(init=False, repr=False, compare=False)
+    _streamed: aiohttp.ClientTimeout = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # a non-streamed answer arrives in one piece after the whole generation: no idle gap
+        # applies to it, only `total`
+        whole = aiohttp.ClientTimeout(total=self.total, sock_connect=self.connect)
+        streamed = aiohttp.ClientTimeout(total=self.total, sock_connect=self.connect, sock_read=self.idle)
+        object.__setattr__(self, "_whole", whole)
+        object.__setattr__(self, "_streamed", streamed)
+
     def client(self, stream: bool) -> aiohttp.ClientTimeout:
-        """aiohttp's timeouts for one response (built once per Timeouts and kind of answer)."""
-        found = _CLIENT_TIMEOUTS.get((self, stream))
-        if found is None:
-            # a non-streamed answer arrives in one piece after the whole generation: no idle gap
-            # applies to it, only `total`
-            found = aiohttp.ClientTimeout(
-                total=self.total, sock_connect=self.connect, sock_read=self.idle if stream else None
-            )
-            if len(_CLIENT_TIMEOUTS) < 1024:  # one per provider and group override, in practice
-                _CLIENT_TIMEOUTS[(self, stream)] = found
-        return found
-
-
-_CLIENT_TIMEOUTS: dict[tuple[Timeouts, bool], aiohttp.ClientTimeout] = {}
+        """aiohttp's timeouts for one response."""
+        return self._streamed if stream else self._whole
 
 
 class UpstreamFailure(Exception):
@@ -72,6 +92,10 @@ def connection_error(exc: BaseException) -> UpstreamError:
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return UpstreamError(ErrorCategory.TIMEOUT, f"upstream timed out ({_describe(exc)})")
     return UpstreamError(ErrorCategory.CONNECTION, f"upstream connection failed ({_describe(exc)})")
+
+
+def _too_large(limit: int) -> UpstreamFailure:
+    return UpstreamFailure(UpstreamError(ErrorCategory.PROTOCOL, f"upstream body larger than {limit} bytes"))
 
 
 class Upstream:
@@ -100,14 +124,16 @@ class Upstream:
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
-        timeout = t.client(self._stream)
-        loop = asyncio.get_running_loop()
-        ends = loop.time() + t.total
+        stream = self._stream
+        timeout = t.client(stream)
+        if stream:
+            loop = asyncio.get_running_loop()
+            ends = loop.time() + t.total
         try:
             self._response = await self._session.post(
                 self._request.url,
                 data=self._request.body,
-                headers=self._request.headers,
+                headers=upstream_headers(self._request.headers),
                 timeout=timeout,
                 allow_redirects=False,
             )
@@ -116,7 +142,7 @@ class Upstream:
         # aiohttp's timeouts act only while a read of the response is waiting: a caller blocked on
         # a slow client would hold the connection past `total`. This timer ends it regardless. A
         # whole answer is read at once, within aiohttp's `total`: no caller holds it in between.
-        if self._stream:
+        if stream:
             self._deadline = loop.call_at(ends, self._expire)
         return self
 
@@ -129,6 +155,10 @@ class Upstream:
             response.close()
 
     async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """What leaving the context does (safe to call more than once): nothing in it waits."""
         if self._deadline is not None:
             self._deadline.cancel()
         if self._idle is not None:
@@ -155,19 +185,27 @@ class Upstream:
         """The whole body, at most `limit` bytes. Past the limit: an error, or with `truncate` the
         first `limit` bytes (an error body is classified by its beginning; the rest is dropped with
         the connection)."""
-        assert self._response is not None
-        chunks = []
-        size = 0
+        response = self._response
+        assert response is not None
+        content = response.content
         try:
-            async for chunk in self._response.content.iter_any():
+            if content.is_eof() and not content.exception():
+                # the whole body came in with the headers (a small answer): take it as it is
+                body = content.read_nowait()
+                if len(body) > limit:
+                    if not truncate:
+                        raise _too_large(limit)
+                    body = body[:limit]
+                return body
+            chunks = []
+            size = 0
+            async for chunk in content.iter_any():
                 size += len(chunk)
                 if size > limit:
                     if truncate:
                         chunks.append(chunk[: len(chunk) - (size - limit)])
                         break
-                    raise UpstreamFailure(
-                        UpstreamError(ErrorCategory.PROTOCOL, f"upstream body larger than {limit} bytes")
-                    )
+                    raise _too_large(limit)
                 chunks.append(chunk)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise UpstreamFailure(connection_error(exc)) from None

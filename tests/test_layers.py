@@ -36,6 +36,7 @@ LAYERS = {
     "repair": 2,
     "store": 2,
     "upstream": 2,
+    "headers": 2,  # the upstream header allow-list, from the family records; upstream checks it
     "metrics": 2,
     "cost": 2,
     "tracing": 2,

@@ -9,7 +9,6 @@ content and loses its tokens, which the provider would reject as modified anyway
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import orjson
 from cachetools import LRUCache
@@ -17,7 +16,7 @@ from cachetools import LRUCache
 from gateway.continuity.codec import decode_turn
 from gateway.continuity.keys import lookup_key, normalize_text
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall
+from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, request_with
 
 # Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
 _ASSISTANT = Role.ASSISTANT
@@ -123,4 +122,4 @@ def restore(
         messages.append(message)
     if not changed:
         return request, repairs
-    return replace(request, messages=tuple(messages)), repairs
+    return request_with(request, messages=tuple(messages)), repairs

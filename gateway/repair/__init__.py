@@ -25,13 +25,14 @@ Order matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gateway.repair.cache_breakpoints import limit_cache_breakpoints
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
 from gateway.repair.custom_tools import custom_tools_as_functions
 from gateway.repair.empty_text import drop_empty_text
 from gateway.repair.empty_turn import drop_empty_turns
+from gateway.repair.holds import Holds, holds
 from gateway.repair.hosted_tools import drop_foreign_hosted_tools
 from gateway.repair.media import place_media
 from gateway.repair.provider_options import options_for_target
@@ -43,7 +44,7 @@ from gateway.repair.server_tools import render_server_tools
 from gateway.repair.thinking import switch_thinking
 from gateway.repair.tool_ids import project_tool_ids
 from gateway.repair.tool_pairing import pair_tool_results, unique_call_ids
-from gateway.transcript.model import Request
+from gateway.transcript.model import Message, Request, Role, ToolKind, request_with
 from gateway.transcript.reasoning import Decision, decision_of
 from gateway.transcript.target import Capabilities, Target
 
@@ -69,55 +70,89 @@ class Prepared:
         return self.request.decision
 
 
-def prepare(request: Request, target: Target, caps: Capabilities, strict: bool = False) -> Prepared:
+def prepare(
+    request: Request, target: Target, caps: Capabilities, strict: bool = False, found: Holds | None = None
+) -> Prepared:
     """`strict`: the rejection-recovery mode (DESIGN.md 4.5): no replayed reasoning, thinking off,
-    Gemini placeholders on the first call of every step of the current turn."""
-    tools, messages, custom, repairs = custom_tools_as_functions(request.tools, request.messages, caps)
-    hosted, dropped = drop_foreign_hosted_tools(request.hosted_tools, target)
-    repairs.extend(dropped)
-    messages, found = drop_empty_turns(messages, caps)
-    repairs.extend(found)
-    messages, found = render_server_tools(messages, target, caps)
-    repairs.extend(found)
-    messages, found = place_media(messages, target, caps)
-    repairs.extend(found)
-    messages, found = apply_reasoning_policy(messages, target, caps, strict=strict)
-    repairs.extend(found)
+    Gemini placeholders on the first call of every step of the current turn. `found`: what the
+    messages hold, when known (None: gathered here; `EVERYTHING` runs every pass)."""
+    client = request.messages
+    h = holds(client) if found is None else found
+    repairs: list[Repair] = []
+    tools, messages, custom = request.tools, client, frozenset[str]()
+    if not caps.custom_tools and (h.custom_calls or any(t.kind is ToolKind.CUSTOM for t in tools)):
+        tools, messages, custom, found_ = custom_tools_as_functions(tools, messages, caps)
+        repairs.extend(found_)
+    hosted = request.hosted_tools
+    if hosted:
+        hosted, found_ = drop_foreign_hosted_tools(hosted, target)
+        repairs.extend(found_)
+    # from here on a pass is skipped while the messages are the client's and hold nothing it acts
+    # on: it would hand them back unchanged and report nothing (gateway/repair/holds.py)
+    if messages is not client or h.blank:
+        messages, found_ = drop_empty_turns(messages, caps)
+        repairs.extend(found_)
+    if messages is not client or h.server:
+        messages, found_ = render_server_tools(messages, target, caps)
+        repairs.extend(found_)
+    if messages is not client or h.media:
+        messages, found_ = place_media(messages, target, caps)
+        repairs.extend(found_)
+    if messages is not client or h.reasoning or h.meta:
+        messages, found_ = apply_reasoning_policy(messages, target, caps, strict=strict)
+        repairs.extend(found_)
     # first, so that an empty message between calls and results does not count as displacing them
-    messages = drop_empty_text(messages, caps)
-    messages, renamed = unique_call_ids(messages)
-    repairs.extend(renamed)
-    messages, paired = pair_tool_results(messages)
-    repairs.extend(paired)
+    if _may_drop_empty_text(messages, client, h, caps):
+        messages = drop_empty_text(messages, caps)
+    if messages is not client or h.calls:
+        messages, found_ = unique_call_ids(messages)
+        repairs.extend(found_)
+    if messages is not client or h.calls or h.results:
+        messages, found_ = pair_tool_results(messages)
+        repairs.extend(found_)
 
     decision = decision_of(request, target, caps)  # made here, unless an earlier run made it
     for _ in range(_MAX_ROUNDS):
         before, before_decision = messages, decision
-        messages = drop_empty_text(messages, caps)
-        messages, found = fix_role_order(messages, caps)
-        repairs.extend(found)
-        messages, found = place_reasoning(messages, target, caps)
-        repairs.extend(found)
-        messages, decision, found = switch_thinking(messages, decision, request, target, caps, strict)
-        repairs.extend(found)
+        if _may_drop_empty_text(messages, client, h, caps):
+            messages = drop_empty_text(messages, caps)
+        messages, found_ = fix_role_order(messages, caps)
+        repairs.extend(found_)
+        if messages is not client or h.reasoning:
+            messages, found_ = place_reasoning(messages, target, caps)
+            repairs.extend(found_)
+        messages, decision, found_ = switch_thinking(messages, decision, request, target, caps, strict)
+        repairs.extend(found_)
         if messages is before and decision == before_decision:
             break
     else:  # pragma: no cover - see _MAX_ROUNDS
         raise RuntimeError("repair did not reach a fixed point")
 
-    messages, found = fill_thought_signatures(messages, target, caps)
-    repairs.extend(found)
-    messages, found = fill_reasoning_content(messages, target, caps)
-    repairs.extend(found)
-    messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
-    repairs.extend(Repair("tool_id_projected") for _ in range(projected))
-    tools, system, messages, found = limit_cache_breakpoints(tools, request.system, messages, caps)
-    repairs.extend(found)
-    options, found = options_for_target(request.provider_options, target, caps)
-    repairs.extend(found)
+    if messages is not client or h.calls:
+        messages, found_ = fill_thought_signatures(messages, target, caps)
+        repairs.extend(found_)
+        messages, found_ = fill_reasoning_content(messages, target, caps)
+        repairs.extend(found_)
+    provider_ids: dict[str, str] = {}
+    if messages is not client or h.calls or h.results:
+        messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
+        repairs.extend(Repair("tool_id_projected") for _ in range(projected))
+    system = request.system
+    if caps.max_cache_breakpoints is not None and (
+        messages is not client
+        or h.cached
+        or any(t.cache is not None for t in tools)
+        or any(b.cache is not None for b in system)
+    ):
+        tools, system, messages, found_ = limit_cache_breakpoints(tools, system, messages, caps)
+        repairs.extend(found_)
+    options = request.provider_options
+    if options:
+        options, found_ = options_for_target(options, target, caps)
+        repairs.extend(found_)
 
     if (
-        messages is request.messages
+        messages is client
         and decision == request.decision
         and tools is request.tools
         and system is request.system
@@ -126,7 +161,7 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
     ):
         repaired = request  # every pass hands back its input when it changed nothing
     else:
-        repaired = replace(
+        repaired = request_with(
             request,
             messages=messages,
             decision=decision,
@@ -136,3 +171,15 @@ def prepare(request: Request, target: Target, caps: Capabilities, strict: bool =
             provider_options=options,
         )
     return Prepared(repaired, tuple(repairs), provider_ids, custom)
+
+
+def _may_drop_empty_text(
+    messages: tuple[Message, ...], client: tuple[Message, ...], h: Holds, caps: Capabilities
+) -> bool:
+    """Whether `drop_empty_text` can change `messages`: besides blank text and empty messages, a
+    final assistant message's trailing whitespace where the target refuses it."""
+    return (
+        messages is not client
+        or h.blank
+        or (caps.blank_text_forbidden and bool(messages) and messages[-1].role is Role.ASSISTANT)
+    )

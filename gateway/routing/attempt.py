@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 
 import aiohttp
 
@@ -33,7 +34,7 @@ def commits(event: Event) -> bool:
     return is_first_content(event) or type(event) is Finish
 
 
-async def run_attempt(
+def run_attempt(
     session: aiohttp.ClientSession,
     adapter: ProviderAdapter,
     target: Target,
@@ -42,18 +43,29 @@ async def run_attempt(
     stream: bool,
     timeouts: Timeouts,
     first_token: float | None,
-) -> EventStream | UpstreamError:
+) -> Awaitable[EventStream | UpstreamError]:
     """Send `http` and read up to the commit point. `first_token` (streaming only; None for no
     limit) bounds the wait for the first content, response headers included: a stalled target is
     abandoned so the next one can be tried. On success the stream is handed over with what was
-    read before the commit point put back."""
+    read before the commit point put back. (Not a coroutine itself: the caller awaits the one for
+    its kind of answer directly, a frame less to resume each time the response wakes it.)"""
     upstream = Upstream(session, http, timeouts, stream=stream)
-    limit = first_token if stream else None
+    if not stream:
+        return _whole_attempt(upstream, adapter, target, prepared)
+    return _streamed_attempt(upstream, adapter, target, prepared, first_token)
+
+
+async def _streamed_attempt(
+    upstream: Upstream,
+    adapter: ProviderAdapter,
+    target: Target,
+    prepared: Prepared,
+    limit: float | None,
+) -> EventStream | UpstreamError:
     events: EventStream | None = None
     handed_over = False
-    upstream_open = True
     try:
-        # no scope at all without a limit (every non-streamed attempt, a stream's last target)
+        # no scope at all without a limit (a stream's last target)
         async with _NO_LIMIT if limit is None else asyncio.timeout(limit):
             await upstream.__aenter__()
             if upstream.status != 200:
@@ -61,20 +73,8 @@ async def run_attempt(
                 return adapter.classify_error(upstream.status, upstream.headers, body)
             mapper = IdMapper(target)
             custom = CustomCallMapper(prepared.custom_tools) if prepared.custom_tools else None
-            if stream:
-                decoder = adapter.stream_decoder(target, prepared.request)
-                events = EventStream(mapper, upstream, decoder, custom=custom)
-            else:
-                body = await upstream.read()
-                # the whole answer is in: the connection goes back to the pool and the deadline
-                # timer is cancelled now (left to the timer, every answer's response and request
-                # body stayed referenced for the whole `total` timeout)
-                upstream_open = False
-                await upstream.__aexit__(None, None, None)
-                whole = _whole(adapter, target, prepared, body)
-                if isinstance(whole, UpstreamError):
-                    return whole
-                events = EventStream(mapper, events=whole, custom=custom)
+            decoder = adapter.stream_decoder(target, prepared.request)
+            events = EventStream(mapper, upstream, decoder, custom=custom)
             buffered: list[Event] = []
             committed = False
             while not committed and (batch := await events.next_batch()) is not None:
@@ -102,23 +102,62 @@ async def run_attempt(
         if not handed_over:
             if events is not None:
                 await events.aclose()
-            elif upstream_open:
-                await upstream.__aexit__(None, None, None)
+            else:
+                upstream.close()
+
+
+async def _whole_attempt(
+    upstream: Upstream, adapter: ProviderAdapter, target: Target, prepared: Prepared
+) -> EventStream | UpstreamError:
+    """A non-streamed answer: read whole, then decoded and judged at once (it has no commit point
+    to wait for: it is in). A coroutine of its own, so the streamed path's scope and commit loop
+    cost it nothing."""
+    try:
+        await upstream.__aenter__()
+        if upstream.status != 200:
+            body = await upstream.read(MAX_ERROR_BODY, truncate=True)
+            return adapter.classify_error(upstream.status, upstream.headers, body)
+        body = await upstream.read()
+    except UpstreamFailure as failure:
+        return failure.error
+    finally:
+        # the whole answer is in (or abandoned): the connection goes back to the pool (or is
+        # closed) now, not when the stream would have been closed
+        upstream.close()
+    whole = _whole(adapter, target, prepared, body)
+    if isinstance(whole, UpstreamError):
+        return whole
+    custom = CustomCallMapper(prepared.custom_tools) if prepared.custom_tools else None
+    return EventStream(IdMapper(target), events=whole, custom=custom)
 
 
 def _whole(
     adapter: ProviderAdapter, target: Target, prepared: Prepared, body: bytes
 ) -> list[Event] | UpstreamError:
+    """The decoded answer, or why it failed: an error it holds (the first), or an error finish
+    before any content or with no content at all (what the streamed path's commit loop finds)."""
     try:
         events = adapter.decode_response(body, target, prepared.request)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return UpstreamError(ErrorCategory.PROTOCOL, f"unreadable answer from {target.provider}: {exc}")
+    committed = False  # the commit point passed (content, or any end)
+    content = False  # content seen (a tool call, a delta with text)
+    early = False  # an error finish before the commit point
+    late = False  # an error finish after it
     for event in events:
-        if type(event) is StreamError:  # a whole answer that holds an error is a failed one
+        t = type(event)
+        if t is StreamError:  # a whole answer that holds an error is a failed one
             return event.error
-    if any(_error_finish(e) for e in events) and not any(
-        commits(e) for e in events if type(e) is not Finish and type(e) is not StreamError
-    ):
+        if t is Finish:
+            if event.stop_reason is StopReason.ERROR:
+                if committed:
+                    late = True
+                else:
+                    early = True
+            committed = True
+        elif is_first_content(event):
+            committed = content = True
+    if early or (late and not content):
         return _empty_error_answer(target)
     return events
 

@@ -58,6 +58,7 @@ class Breaker:
         "reason",
         "settings",
         "streak",
+        "ticket",
         "until",
     )
 
@@ -73,6 +74,7 @@ class Breaker:
         self.streak = 0  # successes in a row
         self.outcomes: deque[bool] = deque(maxlen=settings.window)  # True: a failure
         self.failures = 0  # failures in `outcomes`
+        self.ticket = Ticket(False, 0)  # the closed circuit's ticket of this generation
 
     def available(self, now: float) -> bool:
         return now >= self.until and not (self.open and self.probing)
@@ -84,7 +86,10 @@ class Breaker:
         if self.open:
             self.probing = True
             return Ticket(True, self.generation)
-        return Ticket(False, self.generation)
+        ticket = self.ticket
+        if ticket.generation != self.generation:  # tickets are values: one per trip is enough
+            ticket = self.ticket = Ticket(False, self.generation)
+        return ticket
 
     def release(self, ticket: Ticket) -> None:
         """The request ended without a verdict on health (it was cancelled, or the provider

@@ -197,6 +197,9 @@ class Engine:
     def _order(
         self, request: Request, plan: Plan, session: str | None
     ) -> tuple[tuple[Target, ...], Target | None, str | None]:
+        if len(plan.targets) < 2:
+            # nothing to reorder, and a session cannot leave its only target: no transcript walk
+            return plan.targets, None, None
         order, home, moved = self._session_order(request, plan, session)
         if plan.affinity:
             order = prefer_issuer(order, request)
@@ -237,7 +240,9 @@ class Engine:
             if claim is not None:
                 index, ticket = claim
                 target = order[index]
-                others = any(self.health.available(order[i]) for i in pending)
+                # whether another target could follow a stalled one (only a stream's first-content
+                # limit asks: a whole answer has none)
+                others = request.stream and any(self.health.available(order[i]) for i in pending)
                 try:
                     result = await self._serve(
                         request, plan, target, ticket, attempts, others, deadline, trace, offload
@@ -363,36 +368,42 @@ class Engine:
         followable = others and self._clock() + timeouts.first_token < deadline
         first_token = timeouts.first_token if followable else None
 
-        sent: list[HttpRequest | None] = [None]  # what the last attempt sent, for its record
-
-        async def attempt(prepared: Prepared) -> EventStream | UpstreamError:
-            result, sent[0] = await self._attempt(
-                adapter, target, prepared, request.stream, timeouts, first_token, offload
-            )
-            return result
-
-        def send(prepared: Prepared) -> Awaitable[EventStream | UpstreamError]:
-            if trace is None:  # no span to open around it: no coroutine layer either
-                return attempt(prepared)
-            return self._traced(trace, target, prepared, partial(attempt, prepared))
-
-        if offload is not None:
-            prepared = await offload.run(prepare, request, target, adapter.capabilities)
-        else:
-            prepared = prepare(request, target, adapter.capabilities)
-        started = self._clock()
-        result = await send(prepared)
-        if isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED:
-            attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
-            strict = (
-                await offload.run(partial(prepare, request, target, adapter.capabilities, strict=True))
-                if offload is not None
-                else prepare(request, target, adapter.capabilities, strict=True)
-            )
-            prepared = replace(strict, repairs=(*strict.repairs, _RETRIED))
+        strict = False
+        while True:
+            if offload is not None:
+                prepared = await (
+                    offload.run(partial(prepare, request, target, adapter.capabilities, strict=True))
+                    if strict
+                    else offload.run(prepare, request, target, adapter.capabilities)
+                )
+            else:
+                prepared = prepare(request, target, adapter.capabilities, strict=strict)
+            if strict:
+                prepared = replace(prepared, repairs=(*prepared.repairs, _RETRIED))
             started = self._clock()
-            result = await send(prepared)
-        attempts.append(_attempt_record(target, result, prepared, sent[0], started, self._clock()))
+            if trace is None and offload is None:
+                # awaited here with no coroutine of its own in between: every frame of the chain
+                # is resumed each time the response wakes the request
+                sent = self.encode(adapter, target, prepared)
+                if isinstance(sent, UpstreamError):
+                    result: EventStream | UpstreamError = sent
+                    sent = None
+                else:
+                    result = await run_attempt(
+                        self.session, adapter, target, prepared, sent, request.stream, timeouts, first_token
+                    )
+            else:
+                attempt = partial(
+                    self._attempt, adapter, target, prepared, request.stream, timeouts, first_token, offload
+                )
+                result, sent = await (
+                    attempt() if trace is None else self._traced(trace, target, prepared, attempt)
+                )
+            attempts.append(_attempt_record(target, result, prepared, sent, started, self._clock()))
+            rejected = isinstance(result, UpstreamError) and failure_class(result) is Failure.REJECTED
+            if strict or not rejected:
+                break
+            strict = True  # a continuity / pairing rejection: repair strictly, send once more
         if isinstance(result, UpstreamError):
             return result
         return result, prepared
@@ -406,21 +417,22 @@ class Engine:
         trace: RequestTrace,
         target: Target,
         prepared: Prepared,
-        send: Callable[[], Awaitable[EventStream | UpstreamError]],
-    ) -> EventStream | UpstreamError:
+        send: Callable[[], Awaitable[tuple[EventStream | UpstreamError, HttpRequest | None]]],
+    ) -> tuple[EventStream | UpstreamError, HttpRequest | None]:
         """One attempt (`send`) inside its own span."""
         span = trace.attempt(target, prepared.request)
         try:
-            result = await send()
+            outcome = await send()
         except BaseException:
             span.abandoned()
             raise
+        result = outcome[0]
         if isinstance(result, UpstreamError):
             span.failed(result, prepared.repairs)
         else:
             span.committed(prepared.repairs)
             trace.committed = span
-        return result
+        return outcome
 
     async def _attempt(
         self,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
@@ -289,6 +290,20 @@ class Request:
     def system_text(self) -> str:
         """The opening instructions as one string, for APIs that take a single one."""
         return "\n\n".join(b.text for b in self.system if b.text)
+
+
+# Request's fields in their order, read all at once; a field's place by its name
+_REQUEST_VALUES = attrgetter(*(f.name for f in fields(Request)))
+_REQUEST_PLACES = {f.name: n for n, f in enumerate(fields(Request))}
+
+
+def request_with(request: Request, **changes: Any) -> Request:
+    """`dataclasses.replace(request, **changes)` at half its cost (it runs on every request):
+    the fields read by one attrgetter and passed by position."""
+    values = list(_REQUEST_VALUES(request))
+    for name, value in changes.items():
+        values[_REQUEST_PLACES[name]] = value
+    return Request(*values)
 
 
 class StopReason(str, enum.Enum):

@@ -246,3 +246,28 @@ def test_compaction_requests_end_with_the_summary_prompt_and_offer_no_tools():
     assert not COMPACT_CODEC.decode(
         {"model": "smart", "input": "hi", "stream": True}, {}, SEALER
     ).request.stream
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ({"model": None, "input": "hi"}, ("model: is required", "model", "missing_required_parameter")),
+        ({"model": "", "input": "hi"}, ("model: must not be empty", "model", "invalid_value")),
+        ({"model": 3, "input": "hi"}, ("model: expected a string, got number", "model", "invalid_type")),
+        (
+            {"input": "hi", "tools": [{"type": "function"}]},
+            ("tools[0].name: is required", "tools[0].name", "missing_required_parameter"),
+        ),
+        (
+            {"input": "hi", "tools": [{"type": "function", "name": ""}]},
+            ("tools[0].name: must not be empty", "tools[0].name", "invalid_value"),
+        ),
+        (
+            {"input": "hi", "tools": [{"type": 7}]},
+            ("tools[0].type: expected a string, got number", "tools[0].type", "invalid_type"),
+        ),
+    ],
+)
+def test_a_string_field_refused_says_why_at_its_path(body, expected):
+    refused = error(body)
+    assert (refused.message, refused.param, refused.code) == expected

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import PROVIDER_KINDS
+from gateway.headers import UPSTREAM_REQUEST_HEADERS
 from gateway.providers import FAMILIES, KINDS, get_adapter
-from gateway.security import UPSTREAM_REQUEST_HEADERS
 from gateway.simulators import base as simulators
 from gateway.transcript.model import Message, Request, Role, Text
 from tests.property.transcripts import MODELS, target_for

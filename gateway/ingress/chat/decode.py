@@ -14,6 +14,7 @@ from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.reasoning_details import assistant_blocks
+from gateway.ingress.tool_lists import ToolLists
 from gateway.transcript.model import (
     Block,
     CacheControl,
@@ -62,6 +63,8 @@ def decode_request(
         items = fresh_items(len(raw_messages))
     try:
         wire = w.ChatRequestHead.model_validate(body)
+        raw_tools = body.get("tools")
+        tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tool_specs(raw_tools)
         # only new messages are validated: a found one passed when it was first seen
         wires = [
             validated(m) if found is None else None
@@ -87,15 +90,6 @@ def decode_request(
         else:
             messages.append(message)
 
-    tools = tuple(
-        ToolSpec(
-            t.function.name,
-            t.function.description or "",
-            t.function.parameters or {"type": "object", "properties": {}},
-            cache=_cache(t.cache_control),
-        )
-        for t in wire.tools or ()
-    )
     names = {t.name for t in tools}
     if len(names) != len(tools):
         raise invalid("tool names must be unique", param="tools", code="invalid_value")
@@ -136,6 +130,22 @@ def decode_request(
         reasoning_effort=wire.reasoning_effort,
         response_format=_response_format(wire.response_format),
     )
+
+
+def _tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
+    """The request's `tools` validated and decoded (raises pydantic's ValidationError)."""
+    return tuple(
+        ToolSpec(
+            t.function.name,
+            t.function.description or "",
+            t.function.parameters or {"type": "object", "properties": {}},
+            cache=_cache(t.cache_control),
+        )
+        for t in w.TOOLS.validate_python(raw) or ()
+    )
+
+
+_TOOL_LISTS = ToolLists(_tool_specs)
 
 
 # a message decoded: the canonical message (a system one with the blocks it contributes, maybe

@@ -182,8 +182,12 @@ class ChatCompletionRequest(_Parameters, _MessagesField, _ModelField):
 
 class ChatRequestHead(_Parameters, _ModelField):
     """A request without its messages, which are validated one by one (and only when new:
-    gateway/ingress/memo.py); `messages` stays in `model_extra`, unvalidated."""
+    gateway/ingress/memo.py); `messages` stays in `model_extra`, unvalidated. So do `tools`,
+    validated by `TOOLS` only when not seen before (gateway/ingress/tool_lists.py)."""
+
+    tools: Any = None
 
 
 MESSAGE = TypeAdapter(Message)
+TOOLS = TypeAdapter(Union[list[ToolSpecWire], None], config=ConfigDict(strict=True))
 PARTS = TypeAdapter(list[UserPart])  # a long content list, validated a slice at a time

@@ -24,6 +24,7 @@ import orjson
 
 from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini.schema import json_schema
+from gateway.ingress.tool_lists import ToolLists
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -141,7 +142,8 @@ def decode_request(body: Any, model: str, stream: bool, sealer: Sealer, out: Dec
         raise invalid("contents is not specified", "contents")
     messages = _Contents(sealer, out).decode(contents)
     system = _system(body.get("systemInstruction"))
-    tools, hosted = _tools(body.get("tools"))
+    raw_tools = body.get("tools")
+    tools, hosted = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tools(raw_tools)
     config = _dict(body.get("generationConfig"), "generationConfig")
     fields: dict[str, Any] = {}
     _generation(config, fields, out)
@@ -371,6 +373,10 @@ def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
             else:
                 raise invalid(f"unknown tool {key!r}", f"{path}.{key}")
     return tuple(specs), tuple(hosted)
+
+
+# the declarations' schemas are read and converted once per list (gateway/ingress/tool_lists.py)
+_TOOL_LISTS = ToolLists(_tools)
 
 
 def _declaration(declaration: dict[str, Any], path: str) -> ToolSpec:

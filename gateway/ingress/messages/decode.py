@@ -20,6 +20,7 @@ from gateway.ingress.echo_formats import anthropic_redacted, anthropic_thinking
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.messages import wire as w
+from gateway.ingress.tool_lists import ToolLists
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -100,6 +101,25 @@ class Validated:
     head: Any  # w.MessagesHead or w.CountTokensHead: a request with `messages` left unvalidated
     messages: list[w.MessageWire | None]
     items: Items[MessageDecoded]
+    tools: ToolList
+
+
+class ToolList:
+    """A request's `tools` validated and, once decoded, the specs and hosted tools they make:
+    kept together for the next request that sends the same list (gateway/ingress/tool_lists.py)."""
+
+    __slots__ = ("wire", "decoded")
+
+    def __init__(self, wire: list[w.Tool] | None) -> None:
+        self.wire = wire
+        self.decoded: tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]] | None = None
+
+
+def _validated_tools(raw: Any) -> ToolList:
+    return ToolList(w.TOOLS.validate_python(raw))
+
+
+_TOOL_LISTS = ToolLists(_validated_tools)
 
 
 def validate(
@@ -117,6 +137,8 @@ def validate(
         items = fresh_items(len(raw_messages))
     try:
         head = w.HEADS[model].model_validate(body)
+        raw_tools = body.get("tools")
+        tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _validated_tools(raw_tools)
         # only new messages are validated: a found one passed when it was first seen
         messages = [
             w.MESSAGE.validate_python(m) if found is None else None
@@ -127,7 +149,7 @@ def validate(
     for name, message in UNSUPPORTED.items():
         if body.get(name) is not None:
             raise ClientError(400, f"{name}: {message}", param=name, code="unsupported_parameter")
-    return Validated(head, messages, items)
+    return Validated(head, messages, items, tools)
 
 
 def _whole_validation_error(body: dict[str, Any], model: type[w.MessagesRequest]) -> NoReturn:
@@ -184,8 +206,11 @@ def decode_request(validated: Validated, headers: Mapping[str, str], sealer: Sea
         else:
             messages.extend(decoded)
 
-    tools, hosted = _tools(wire.tools)
-    choice, parallel = _tool_choice(wire, {t.name for t in tools})
+    listed = validated.tools
+    if listed.decoded is None:  # a list seen before was decoded then (a refused one never is)
+        listed.decoded = _tools(listed.wire)
+    tools, hosted = listed.decoded
+    choice, parallel = _tool_choice(wire, {t.name for t in tools}, listed.wire)
     thinking, budget = _thinking(wire.thinking)
     if wire.thinking is not None and getattr(wire.thinking, "display", None) == "omitted":
         out.display_omitted = True
@@ -415,7 +440,9 @@ def _tools(tools: list | None) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, 
     return tuple(specs), tuple(hosted)
 
 
-def _tool_choice(wire: w.MessagesRequest, names: set[str]) -> tuple[ToolChoice | None, bool | None]:
+def _tool_choice(
+    wire: w.MessagesRequest, names: set[str], declared: list[w.Tool] | None
+) -> tuple[ToolChoice | None, bool | None]:
     choice = wire.tool_choice
     if choice is None:
         return None, None
@@ -426,7 +453,7 @@ def _tool_choice(wire: w.MessagesRequest, names: set[str]) -> tuple[ToolChoice |
         if choice.name not in names:
             raise invalid(f"Tool '{choice.name}' not found in `tools`", "tool_choice.name")
         return ToolChoice(ToolChoiceMode.TOOL, choice.name), parallel
-    if choice.type == "any" and not names and not wire.tools:
+    if choice.type == "any" and not names and not declared:
         raise invalid("`tool_choice` may only be specified while providing tools.", "tool_choice")
     mode = {"auto": ToolChoiceMode.AUTO, "any": ToolChoiceMode.REQUIRED, "none": ToolChoiceMode.NONE}
     return ToolChoice(mode[choice.type]), parallel

@@ -232,15 +232,19 @@ class CountTokensRequest(MessagesRequest):
 
 def _head(model: type[MessagesRequest]) -> type[BaseModel]:
     """`model` without `messages`, which are validated one by one (and only when new:
-    gateway/ingress/memo.py); `messages` stays in `model_extra`, unvalidated."""
+    gateway/ingress/memo.py), and without `tools`, validated by `TOOLS` only when not seen
+    before (gateway/ingress/tool_lists.py); both stay in `model_extra`, unvalidated."""
     fields: dict[str, Any] = {
-        name: (info.annotation, info) for name, info in model.model_fields.items() if name != "messages"
+        name: (info.annotation, info)
+        for name, info in model.model_fields.items()
+        if name not in ("messages", "tools")
     }
     return create_model(f"{model.__name__}Head", __base__=_Wire, **fields)
 
 
 HEADS = {MessagesRequest: _head(MessagesRequest), CountTokensRequest: _head(CountTokensRequest)}
 MESSAGE = TypeAdapter(MessageWire)
+TOOLS = TypeAdapter(Union[list[Tool], None], config=ConfigDict(strict=True))
 
 
 # union tags pydantic puts in error locations (after a list index, or after the field that holds

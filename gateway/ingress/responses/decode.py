@@ -21,7 +21,8 @@ from gateway.ingress.responses.fields import (
 )
 from gateway.ingress.responses.items import read_items
 from gateway.ingress.responses.output import Answering
-from gateway.ingress.responses.tools import Tools, tool_choice
+from gateway.ingress.responses.tools import Tools, listed, tool_choice, with_listed
+from gateway.ingress.tool_lists import ToolLists
 from gateway.session import valid_session_id
 from gateway.transcript.model import REASONING_EFFORTS, Message, Request, ResponseFormat, Role, Text
 from gateway.transcript.seal import Sealer
@@ -59,6 +60,9 @@ class Decoded:
     references: tuple[ItemRef, ...] = ()
 
 
+_TOOL_LISTS = ToolLists(listed)
+
+
 def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compact: bool = False) -> Decoded:
     """`compact`: the body came to /v1/responses/compact (answered with a compaction item)."""
     body = obj(body, "")
@@ -73,14 +77,22 @@ def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compac
     stream = bool(flag(body, "stream")) and not compact
 
     tools = Tools()
-    if not compact:
-        for n, tool in enumerate(array(body.get("tools") or [], "tools")):
+    raw_tools = body.get("tools") or []
+    # the same `tools` every turn: added and finished once (gateway/ingress/tool_lists.py)
+    alone = _TOOL_LISTS.decoded(raw_tools) if not compact and type(raw_tools) is list else None
+    if not compact and alone is None:
+        for n, tool in enumerate(array(raw_tools, "tools")):
             tools.add(tool, f"tools[{n}]")
     previous = optional_text(body, "previous_response_id", "")
     if body.get("input") is None and previous is None:
         raise invalid("is required", param="input", code="missing_required_parameter")
     items = read_items(body.get("input") or [], sealer, tools)
-    tools.finish()
+    if alone is not None and not tools.added():
+        tools = alone  # finished when first seen; the items added nothing to it
+    else:
+        if alone is not None:  # the items added tools: all of them finished together
+            tools = with_listed(raw_tools, tools)
+        tools.finish()
     choice_ = None if compact else tool_choice(body.get("tool_choice"), tools)
 
     system: list[Text] = []

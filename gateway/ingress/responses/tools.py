@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.ingress.errors import invalid
+from gateway.ingress.errors import ClientError, invalid
 from gateway.ingress.responses.fields import array, flag, obj, optional_text, path_of, text
 from gateway.transcript.model import HostedTool, ToolChoice, ToolChoiceMode, ToolKind, ToolSpec
 
@@ -90,6 +90,9 @@ class Tools:
             # run by OpenAI itself: the tool object travels as the client wrote it
             self.hosted.append(HostedTool(HOSTED_KIND, kind, dict(tool)))
 
+    def added(self) -> bool:
+        return bool(self._members or self.hosted)
+
     def finish(self) -> None:
         """Canonical specs, in order: top-level names kept, namespaced ones made flat and distinct."""
         taken = {text(t, "name", p) for ns, t, p in self._members if ns is None}
@@ -115,6 +118,30 @@ class Tools:
                 )
             seen.add(flat)
             self.specs.append(_spec(flat, tool, path))
+
+
+def listed(raw: list[Any]) -> Tools | None:
+    """The request's top-level `tools` alone, added and finished; None when they do not finish
+    alone (the request's own decode refuses them, at the place it does)."""
+    tools = Tools()
+    try:
+        for n, tool in enumerate(raw):
+            tools.add(tool, f"tools[{n}]")
+        tools.finish()
+    except ClientError:
+        return None
+    return tools
+
+
+def with_listed(raw: list[Any], added: Tools) -> Tools:
+    """The top-level `tools` and then what the items added (`additional_tools`), unfinished: as
+    the request's decode adds them when it finds nothing kept."""
+    tools = Tools()
+    for n, tool in enumerate(raw):
+        tools.add(tool, f"tools[{n}]")
+    tools._members.extend(added._members)
+    tools.hosted.extend(added.hosted)
+    return tools
 
 
 def _spec(name: str, tool: dict[str, Any], path: str) -> ToolSpec:

@@ -30,7 +30,7 @@ from gateway.transcript.events import (
     UpstreamError,
     UsageUpdate,
 )
-from gateway.transcript.model import Citation, StopReason, Usage
+from gateway.transcript.model import Citation, Continuity, StopReason, Usage
 from gateway.transcript.target import Target
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
         self._saw_tool = False
         self._stop: StopReason | None = None
         self._usage: Usage | None = None
-        self._reasoning_meta = target.continuity({})
+        # made when the first reasoning block closes: most answers have none
+        self._reasoning_meta: Continuity | None = None
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:
         if data == "[DONE]":
@@ -267,6 +268,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
 
     def _close_reasoning(self, out: list[Event]) -> None:
         if self._reasoning is not None:
+            if self._reasoning_meta is None:
+                self._reasoning_meta = self.target.continuity({})
             out.append(BlockStop(self._reasoning, self._reasoning_meta))
             self._reasoning = None
 

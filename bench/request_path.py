@@ -1,0 +1,175 @@
+"""The transcript pipeline of one small request, in process (no sockets, no rig): CPU time of each
+step the gateway runs on the bench's small chat request to an OpenAI Chat upstream, as the
+exchange runs them: the dialect's decode into the canonical Request, repair (`prepare`), the
+provider's request encode, the provider's decode of the whole answer, and the answer's fold and
+encode in the client's dialect. The bench's c=1 / c=32 figures hold this plus sockets, aiohttp,
+routing and bookkeeping; this is the part a decode, repair or answer change moves, measured
+without a shared machine's noise in between.
+
+    python bench/request_path.py [--reps N]
+
+Prints microseconds per request (the best of five rounds) for each step and for all of them,
+then each dialect's decode of a one-message request carrying the bench's 20 tools, as an agent
+sends them every turn (`gateway/ingress/tool_lists.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from bench import workloads
+from gateway.ingress.base import Inbound, Reply
+from gateway.ingress.chat.codec import CODEC
+from gateway.ingress.gemini.codec import GENERATE
+from gateway.ingress.messages.codec import CODEC as MESSAGES
+from gateway.ingress.responses.codec import CODEC as RESPONSES
+from gateway.providers import get_adapter
+from gateway.repair import Prepared, prepare
+from gateway.routing.answer import EventStream, IdMapper
+from gateway.transcript.assembler import Assembler
+from gateway.transcript.events import Event
+from gateway.transcript.seal import Sealer
+from gateway.transcript.target import Target
+
+SEALER = Sealer(b"b" * 32)
+TARGET = Target(provider="stub", kind="openai_chat", model="stub", base_url="https://bench.invalid/v1")
+ADAPTER = get_adapter(TARGET.kind)
+REPLY = Reply("chatcmpl-1", "stub", 7)
+# what the bench's stub answers a small request (bench/stub.py)
+ANSWER = orjson.dumps(
+    {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "tok "}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+    }
+)
+
+
+def decode(body: bytes) -> Inbound:
+    return CODEC.decode(orjson.loads(body), {}, SEALER)
+
+
+def repair(inbound: Inbound) -> Prepared:
+    return prepare(inbound.request, TARGET, ADAPTER.capabilities)
+
+
+def encode(prepared: Prepared) -> object:
+    return ADAPTER.encode_request(prepared.request, TARGET, "key")
+
+
+def decode_answer(prepared: Prepared) -> list[Event]:
+    return ADAPTER.decode_response(ANSWER, TARGET, prepared.request)
+
+
+def answer(inbound: Inbound, events: list[Event]) -> bytes:
+    """The events as the relay reads a whole answer (ids mapped), folded, in the client's dialect."""
+    stream = EventStream(IdMapper(TARGET), events=events)
+    assembler = Assembler()
+    for event in stream._pending[0]:
+        assembler.add(event)
+    return CODEC.answer(inbound, REPLY, assembler.finish(), SEALER)
+
+
+def whole(body: bytes) -> bytes:
+    inbound = decode(body)
+    prepared = repair(inbound)
+    encode(prepared)
+    return answer(inbound, decode_answer(prepared))
+
+
+def per_request(run: Callable[[], object], reps: int, rounds: int) -> float:
+    """Microseconds of CPU per request, the best of `rounds` rounds of `reps` runs."""
+    best = float("inf")
+    for _ in range(rounds):
+        gc.collect()
+        started = time.process_time()
+        for _ in range(reps):
+            run()
+        best = min(best, (time.process_time() - started) / reps * 1e6)
+    return best
+
+
+def measure(reps: int, rounds: int = 5) -> dict[str, float]:
+    body = workloads.small_body("stub")
+    inbound = decode(body)
+    prepared = repair(inbound)
+    events = decode_answer(prepared)
+    steps: dict[str, Callable[[], object]] = {
+        "decode": lambda: decode(body),
+        "repair": lambda: repair(inbound),
+        "encode": lambda: encode(prepared),
+        "decode answer": lambda: decode_answer(prepared),
+        "fold + answer": lambda: answer(inbound, events),
+        "all": lambda: whole(body),
+    }
+    return {name: per_request(run, reps, rounds) for name, run in steps.items()}
+
+
+def agent_bodies() -> dict[str, tuple[Callable[[Any], Inbound], Any]]:
+    """Per dialect: its decode, and a one-message request with the bench's 20 tools in its form."""
+    functions = [t["function"] for t in workloads.tools()]
+    question = "What is six times seven?"
+    return {
+        "chat": (
+            lambda body: CODEC.decode(body, {}, SEALER),
+            {"model": "m", "messages": [{"role": "user", "content": question}], "tools": workloads.tools()},
+        ),
+        "messages": (
+            lambda body: MESSAGES.decode(body, {}, SEALER),
+            {
+                "model": "m",
+                "max_tokens": 1024,
+                "messages": [{"role": "user", "content": question}],
+                "tools": [
+                    {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+                    for f in functions
+                ],
+            },
+        ),
+        "responses": (
+            lambda body: RESPONSES.decode(body, {}, SEALER),
+            {"model": "m", "input": question, "tools": [{"type": "function", **f} for f in functions]},
+        ),
+        "gemini": (
+            lambda body: GENERATE.decode(body, {}, SEALER, params={"model": "m"}),
+            {
+                "contents": [{"role": "user", "parts": [{"text": question}]}],
+                "tools": [{"functionDeclarations": functions}],
+            },
+        ),
+    }
+
+
+def measure_tools(reps: int, rounds: int = 5) -> dict[str, float]:
+    return {
+        dialect: per_request(lambda: decode(body), reps, rounds)  # noqa: B023 - called at once
+        for dialect, (decode, body) in agent_bodies().items()
+    }
+
+
+def main() -> None:
+    about = __doc__.split("\n\n")[0]
+    parser = argparse.ArgumentParser(prog="python bench/request_path.py", description=about)
+    parser.add_argument("--reps", type=int, default=20000, help="requests per round and step")
+    args = parser.parse_args()
+    print("us per small chat request to an OpenAI Chat upstream, each step in process")
+    for name, value in measure(args.reps).items():
+        print(f"{name:14} {value:7.2f}")
+    print("us per decode of a one-message request with 20 tools, per dialect")
+    for name, value in measure_tools(max(1, args.reps // 4)).items():
+        print(f"{name:14} {value:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""What a transcript holds that some repair pass acts on, gathered in one walk over its blocks.
+
+Most requests hold nothing most passes act on (a short chat turn has no calls, reasoning, media,
+server-tool history, cache marks or blank text), and each pass would still walk every message to
+find that out. `prepare` walks once and skips a pass whose subject the client's transcript does
+not hold: such a pass hands back its input object and reports nothing, so skipping it changes no
+result (tests/repair/test_holds.py compares with every pass run). Once a pass changed the
+messages, they are no longer those described here and every later pass runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.transcript.model import (
+    Document,
+    Image,
+    Message,
+    Reasoning,
+    Role,
+    ServerToolCall,
+    ServerToolResult,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Holds:
+    """Each flag: whether any block of the transcript is one a pass acts on (over every role:
+    a pass that only looks at assistant messages is skipped only when none has it anywhere)."""
+
+    calls: bool = True  # ToolCall blocks
+    custom_calls: bool = True  # ToolCall blocks of custom tools
+    results: bool = True  # ToolResult blocks or tool messages
+    reasoning: bool = True  # Reasoning blocks
+    meta: bool = True  # Text or ToolCall blocks with continuity meta
+    media: bool = True  # Image and Document blocks, tool results with images or documents
+    server: bool = True  # server-tool calls and results, text with citations
+    blank: bool = True  # text that is empty or whitespace only, messages without blocks
+    cached: bool = True  # blocks with a prompt-cache breakpoint
+
+
+EVERYTHING = Holds()  # holds everything: every pass runs (what tests compare with)
+
+
+def holds(messages: tuple[Message, ...]) -> Holds:
+    calls = custom = results = reasoning = meta = media = server = blank = cached = False
+    for message in messages:
+        blocks = message.blocks
+        if not blocks:
+            blank = True
+        elif message.role is Role.TOOL:
+            results = True
+        for b in blocks:
+            t = type(b)
+            if t is Text:
+                if not b.text or b.text.isspace():
+                    blank = True
+                if b.meta is not None:
+                    meta = True
+                if b.citations:
+                    server = True
+            elif t is ToolCall:
+                calls = True
+                if b.custom:
+                    custom = True
+                if b.meta is not None:
+                    meta = True
+            elif t is ToolResult:
+                results = True
+                if b.images or b.documents:
+                    media = True
+            elif t is Reasoning:
+                reasoning = True
+                continue  # never carries a cache breakpoint
+            elif t is Image or t is Document:
+                media = True
+            elif t is ServerToolCall or t is ServerToolResult:
+                server = True
+                continue  # never carries a cache breakpoint
+            else:
+                raise TypeError(f"unknown block kind {t.__name__}")
+            if b.cache is not None:
+                cached = True
+    return Holds(calls, custom, results, reasoning, meta, media, server, blank, cached)
