@@ -8,7 +8,7 @@ could carry a provider key into a log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -116,11 +116,13 @@ class Upstream:
         self._stream = stream
         self._response: aiohttp.ClientResponse | None = None
         self._deadline: asyncio.TimerHandle | None = None
-        # the idle watchdog of `chunks` (see there)
+        # the idle watchdog of `next_chunk` (see there)
         self._idle: asyncio.Handle | None = None
         self._waiting = False
         self._overdue = False
         self._last = 0.0
+        # set at the first `next_chunk`: the loop's clock, and the watchdog in place of aiohttp's timer
+        self._clock: Callable[[], float] | None = None
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
@@ -212,9 +214,16 @@ class Upstream:
         return b"".join(chunks)
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """Body chunks as they arrive, at most MAX_STREAM_CHUNK bytes each; a broken or stalled
-        connection raises UpstreamFailure. Not pulled, the body stays in aiohttp's bounded reader
-        and then in the socket: TCP throttles the provider.
+        """Body chunks as they arrive (`next_chunk` until the end)."""
+        while chunk := await self.next_chunk():
+            yield chunk
+
+    async def next_chunk(self) -> bytes:
+        """The next body chunk as it arrives, at most MAX_STREAM_CHUNK bytes; b"" at the end. A
+        broken or stalled connection raises UpstreamFailure. Not pulled, the body stays in
+        aiohttp's bounded reader and then in the socket: TCP throttles the provider. A plain
+        coroutine rather than an async generator: the relay awaits it once per chunk, and each
+        await layer is paid again at every wake-up.
 
         The `idle` limit between chunks is a lazy watchdog here rather than aiohttp's `sock_read`,
         which cancels and schedules a timer per chunk: one timer per `idle` period checks the time
@@ -223,24 +232,24 @@ class Upstream:
         client event)."""
         response = self._response
         assert response is not None
-        content = response.content
-        loop = asyncio.get_running_loop()
-        self._watch_idle(loop)
-        while True:
-            if self._overdue:  # it expired while the caller was busy: checked once we wait
-                self._overdue = False
-                self._idle = loop.call_soon(self._check_idle)
-            self._waiting = True
-            try:
-                chunk = await content.read(MAX_STREAM_CHUNK)
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                raise UpstreamFailure(connection_error(exc)) from None
-            finally:
-                self._waiting = False
-            if not chunk:
-                return
-            self._last = loop.time()
-            yield chunk
+        clock = self._clock
+        if clock is None:
+            loop = asyncio.get_running_loop()
+            clock = self._clock = loop.time
+            self._watch_idle(loop)
+        if self._overdue:  # it expired while the caller was busy: checked once we wait
+            self._overdue = False
+            self._idle = asyncio.get_running_loop().call_soon(self._check_idle)
+        self._waiting = True
+        try:
+            chunk = await response.content.read(MAX_STREAM_CHUNK)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise UpstreamFailure(connection_error(exc)) from None
+        finally:
+            self._waiting = False
+        if chunk:
+            self._last = clock()
+        return chunk
 
     def _watch_idle(self, loop: asyncio.AbstractEventLoop) -> None:
         """Hand the idle limit from aiohttp's per-chunk timer to the watchdog (the wait for the

@@ -131,7 +131,6 @@ class EventStream:
 
     __slots__ = (
         "_upstream",
-        "_chunks",
         "_decoder",
         "_mapper",
         "_custom",
@@ -149,14 +148,13 @@ class EventStream:
         events: list[Event] | None = None,
         custom: CustomCallMapper | None = None,
     ) -> None:
-        self._upstream = upstream
-        self._chunks: AsyncIterator[bytes] | None = upstream.chunks() if upstream is not None else None
+        self._upstream = upstream  # its chunks read by awaiting `next_chunk` (no async generator)
         self._decoder = decoder
         self._mapper = mapper
         self._custom = custom
         # a whole (non-streamed) answer is one batch, decoded by the caller
         self._pending: list[list[Event]] = [self._map(events)] if events is not None else []
-        self._ended = self._chunks is None
+        self._ended = upstream is None
         # the upstream failure that ended the answer after the commit point, if any: such an
         # answer is incomplete (its last reasoning block may be cut short) and is never recorded
         self.error: UpstreamError | None = None
@@ -180,11 +178,11 @@ class EventStream:
             return self._watch(self._pending.pop(0))
         if self._ended:
             return None
-        decoder = self._decoder
-        assert self._chunks is not None and decoder is not None
+        decoder, upstream = self._decoder, self._upstream
+        assert upstream is not None and decoder is not None
         try:
-            chunk = await anext(self._chunks, None)
-            if chunk is None:
+            chunk = await upstream.next_chunk()
+            if not chunk:
                 self._ended = True
                 events = decoder.finish()
             else:
@@ -210,18 +208,10 @@ class EventStream:
         return events
 
     async def aclose(self) -> None:
-        chunks, self._chunks = self._chunks, None
         upstream, self._upstream = self._upstream, None
         self._ended = True
-        try:
-            if chunks is not None and hasattr(chunks, "aclose"):
-                try:
-                    await chunks.aclose()
-                except RuntimeError:  # being iterated right now by another task: it ends with the close
-                    pass
-        finally:
-            if upstream is not None:
-                await upstream.__aexit__(None, None, None)
+        if upstream is not None:
+            await upstream.__aexit__(None, None, None)
 
 
 @dataclass(frozen=True, slots=True)

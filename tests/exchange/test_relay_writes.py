@@ -6,7 +6,6 @@ stops it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
 from gateway.answering import Relay
@@ -42,12 +41,11 @@ class Exchange:
 
 class GatedUpstream:
     def __init__(self, chunks: list[bytes], gate: asyncio.Event) -> None:
-        self._chunks, self._gate = chunks, gate
+        self._chunks, self._gate = list(chunks), gate
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def next_chunk(self) -> bytes:
         await self._gate.wait()
-        for chunk in self._chunks:
-            yield chunk
+        return self._chunks.pop(0) if self._chunks else b""
 
     async def __aexit__(self, *exc: object) -> None:
         pass

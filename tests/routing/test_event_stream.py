@@ -4,8 +4,6 @@ closing releases the upstream exactly once."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.events import (
     BlockDelta,
@@ -31,15 +29,16 @@ class FakeUpstream:
     """The part of `Upstream` an EventStream uses: body chunks, then a failure if scripted."""
 
     def __init__(self, chunks: list[bytes], fail: bool = False) -> None:
-        self._chunks = chunks
+        self._chunks = list(chunks)
         self._fail = fail
         self.closed = 0
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
+    async def next_chunk(self) -> bytes:
+        if self._chunks:
+            return self._chunks.pop(0)
         if self._fail:
             raise UpstreamFailure(BROKEN)
+        return b""
 
     async def __aexit__(self, *exc: object) -> None:
         self.closed += 1
