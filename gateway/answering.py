@@ -11,10 +11,13 @@ import logging
 import socket
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from aiohttp.client_exceptions import ClientConnectionResetError
+from aiohttp.http_writer import StreamWriter
 
 from gateway.continuity.restore import answer_position
 from gateway.ingress.base import Inbound, StreamEncoder
@@ -192,6 +195,35 @@ def _stream_encoder(exchange: Exchange, inbound: Inbound) -> StreamEncoder:
     return codec.stream_encoder(inbound, exchange.reply, sealer)
 
 
+def body_frames(writer: object) -> Callable[[bytes], None] | None:
+    """A write of one chunk of a chunked body, framed here and handed to the transport: what
+    aiohttp's `StreamResponse.write` sends for it, byte for byte, its output count kept, without
+    its per-call checks (~0.6 us of a stream's chunk). Only once the headers are out, for a plain
+    chunked body (no compression, declared length or write hooks); None otherwise, and aiohttp
+    writes. aiohttp drains its buffer every 64 KiB written; the relay drains whenever the
+    connection paused writing, after every write, which covers it."""
+    if not (
+        type(writer) is StreamWriter
+        and writer.chunked
+        and writer.length is None
+        and writer.on_body_write is None
+        and getattr(writer, "_compress", True) is None
+        and getattr(writer, "_on_chunk_sent", True) is None
+        and getattr(writer, "_headers_written", False)
+    ):
+        return None
+
+    def frame(data: bytes) -> None:
+        framed = b"%x\r\n%b\r\n" % (len(data), data)
+        writer.output_size += len(framed)  # the access line's "answer started" check reads it
+        transport = writer.transport
+        if transport is None or transport.is_closing():
+            raise ClientConnectionResetError("Cannot write to closing transport")
+        transport.write(framed)
+
+    return frame
+
+
 class Relay:
     """Writes an answer's events as they arrive (one write per upstream chunk). A client that
     reads slower than the answer comes holds the relay: while its connection's buffer is above
@@ -248,6 +280,7 @@ class Relay:
         # the time to first token is taken at the first content shown (`exchange.saw`): once it
         # is, the relay stops asking
         timing = exchange.ttft is None
+        frame: Callable[[bytes], None] | None = None
         try:
             while (batch := await stream.next_batch()) is not None:
                 if not batch:
@@ -277,7 +310,12 @@ class Relay:
                     if chunk is not None:
                         out.append(chunk)
                 if out:
-                    await response.write(out[0] if len(out) == 1 else b"".join(out))
+                    data = out[0] if len(out) == 1 else b"".join(out)
+                    if frame is not None:
+                        frame(data)
+                    else:
+                        await response.write(data)
+                        frame = body_frames(writer)  # from the second write on: the headers are out
                     if protocol.writing_paused:
                         await writer.drain()
             if first:  # the answer had no events

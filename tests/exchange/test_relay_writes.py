@@ -8,7 +8,14 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from gateway.answering import Relay
+import pytest
+from aiohttp.client_exceptions import ClientConnectionResetError
+from aiohttp.http_writer import StreamWriter
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from multidict import CIMultiDict
+
+from gateway.answering import Relay, body_frames
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.assembler import Assembler
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event
@@ -137,3 +144,84 @@ async def test_a_keepalive_that_cannot_be_written_ends_the_keepalives():
         await asyncio.sleep(0.01)
     assert response.writes == [b"<ping>"]
     relay.stop_keeping_alive()
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.sent = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.sent += data
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            self.sent += chunk
+
+    def is_closing(self) -> bool:
+        return False
+
+
+class WriterProtocol:
+    _paused = False
+    writing_paused = False
+
+    def __init__(self) -> None:
+        self.transport = RecordingTransport()
+
+
+def _chunked_writer() -> StreamWriter:
+    writer = StreamWriter(WriterProtocol(), asyncio.get_running_loop())  # type: ignore[arg-type]
+    writer.enable_chunking()
+    return writer
+
+
+async def _headers_out(writer: StreamWriter) -> None:
+    await writer.write_headers("HTTP/1.1 200 OK", CIMultiDict({"Content-Type": "text/event-stream"}))
+    await writer.write(b"first")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=5000), max_size=8))
+def test_body_frames_sends_what_aiohttp_sends(chunks: list[bytes]) -> None:
+    async def both() -> None:
+        theirs, ours = _chunked_writer(), _chunked_writer()
+        await _headers_out(theirs)
+        await _headers_out(ours)
+        frame = body_frames(ours)
+        assert frame is not None
+        for chunk in chunks:
+            await theirs.write(chunk)
+            frame(chunk)
+        await theirs.write_eof()
+        await ours.write_eof()
+        assert ours.protocol.transport.sent == theirs.protocol.transport.sent  # type: ignore[attr-defined]
+        assert ours.output_size == theirs.output_size
+
+    asyncio.run(both())
+
+
+async def test_body_frames_leaves_other_bodies_to_aiohttp():
+    writer = _chunked_writer()
+    assert body_frames(writer) is None, "the headers are not out yet"
+    await _headers_out(writer)
+    assert body_frames(writer) is not None
+    compressed = _chunked_writer()
+    compressed.enable_compression("gzip")
+    await _headers_out(compressed)
+    assert body_frames(compressed) is None
+    plain = StreamWriter(WriterProtocol(), asyncio.get_running_loop())  # type: ignore[arg-type]
+    await _headers_out(plain)
+    assert body_frames(plain) is None, "not chunked"
+    assert body_frames(SimpleNamespace(chunked=True)) is None, "not aiohttp's writer"
+
+
+async def test_a_closed_connection_fails_the_framed_write_as_aiohttps():
+    writer = _chunked_writer()
+    await _headers_out(writer)
+    frame = body_frames(writer)
+    assert frame is not None
+    writer.protocol.transport.is_closing = lambda: True  # type: ignore[attr-defined]
+    with pytest.raises(ClientConnectionResetError):
+        frame(b"x")
+    with pytest.raises(ClientConnectionResetError):
+        await writer.write(b"x")
