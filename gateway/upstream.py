@@ -8,7 +8,7 @@ could carry a provider key into a log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -212,11 +212,6 @@ class Upstream:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise UpstreamFailure(connection_error(exc)) from None
         return b"".join(chunks)
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """Body chunks as they arrive (`next_chunk` until the end)."""
-        while chunk := await self.next_chunk():
-            yield chunk
 
     async def next_chunk(self) -> bytes:
         """The next body chunk as it arrives, at most MAX_STREAM_CHUNK bytes; b"" at the end. A

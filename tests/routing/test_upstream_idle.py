@@ -45,7 +45,7 @@ async def _read(url: str, busy: float = 0.0) -> tuple[int, UpstreamError | None]
         async with Upstream(session, request, timeouts) as upstream:
             seen = 0
             try:
-                async for _ in upstream.chunks():
+                while await upstream.next_chunk():
                     seen += 1
                     if busy:
                         await asyncio.sleep(busy)  # a slow client: the relay is not reading
