@@ -1,0 +1,149 @@
+"""The relay's step per upstream chunk, in process: an event stream over a fake upstream that
+suspends once per chunk (woken by the loop, as aiohttp's reader is), the Chat decoder, the relay,
+the Chat encoder, and aiohttp's chunked writer over a transport that drops the bytes. What the
+bench's stream figures hold besides sockets, aiohttp's reader and each request's own cost.
+
+    python bench/relay_step.py [--reps N]
+
+Prints microseconds per upstream chunk (the best of five rounds). Runs against another checkout
+too (PYTHONPATH=<tree>): its fake upstream offers both `chunks()` and `next_chunk()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import time
+from types import SimpleNamespace
+
+import orjson
+import uvloop
+from aiohttp.http_writer import StreamWriter
+
+from gateway.answering import Relay
+from gateway.ingress.chat.encode import ChatStreamEncoder
+from gateway.ingress.textual import ServerToolsAsText
+from gateway.providers import get_adapter
+from gateway.routing.answer import EventStream, IdMapper
+from gateway.transcript.assembler import Assembler
+from gateway.transcript.seal import Sealer
+from gateway.transcript.target import Target
+
+CHUNKS = 64  # the bench's streams
+TARGET = Target(provider="bench", kind="openai_chat", model="m", base_url="https://bench.invalid/v1")
+SEALER = Sealer(b"b" * 32)
+
+
+def _frames() -> list[bytes]:
+    """The stub's stream (bench/stub.py): a role chunk, one content chunk each, the end, usage."""
+    head = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+    def frame(choices: list, **extra: object) -> bytes:
+        return b"data: " + orjson.dumps({**head, "choices": choices, **extra}) + b"\n\n"
+
+    def choice(delta: dict, finish: str | None = None) -> list:
+        return [{"index": 0, "delta": delta, "finish_reason": finish}]
+
+    usage = {"prompt_tokens": 10, "completion_tokens": CHUNKS, "total_tokens": 10 + CHUNKS}
+    return [
+        frame(choice({"role": "assistant", "content": ""})),
+        *(frame(choice({"content": "tok "})) for _ in range(CHUNKS)),
+        frame(choice({}, "stop")),
+        frame([], usage=usage) + b"data: [DONE]\n\n",
+    ]
+
+
+FRAMES = _frames()
+
+
+class _Upstream:
+    def __init__(self) -> None:
+        self._next = 0
+
+    async def next_chunk(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+        loop.call_soon(woken.set_result, None)  # a wake-up per chunk, as a socket read's
+        await woken
+        if self._next == len(FRAMES):
+            return b""
+        self._next += 1
+        return FRAMES[self._next - 1]
+
+    async def chunks(self):  # a checkout from before `next_chunk`
+        while chunk := await self.next_chunk():
+            yield chunk
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
+class _Transport:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def writelines(self, chunks: object) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+class _Protocol:
+    transport = _Transport()
+    writing_paused = False
+    _paused = False
+
+
+class _Response:
+    """`web.StreamResponse.write`: its own check, then its writer."""
+
+    def __init__(self, writer: StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, data: bytes) -> None:
+        assert isinstance(data, (bytes, bytearray, memoryview))
+        await self._writer.write(data)
+
+
+class _Exchange:
+    usage = None
+    ttft = 1.0  # taken already: the relay stops asking after the first content
+
+    def __init__(self, writer: StreamWriter) -> None:
+        self.http = SimpleNamespace(protocol=_Protocol, writer=writer)
+
+
+async def _one_stream() -> None:
+    writer = StreamWriter(_Protocol(), asyncio.get_running_loop())  # type: ignore[arg-type]
+    writer.enable_chunking()
+    writer._headers_written = True  # noqa: SLF001 - as after the head's write
+    decoder = get_adapter("openai_chat").stream_decoder(TARGET, None)
+    stream = EventStream(IdMapper(TARGET), _Upstream(), decoder)  # type: ignore[arg-type]
+    stream.after_commit(lambda error: None)
+    encoder = ServerToolsAsText(ChatStreamEncoder("chatcmpl-1", "m", True, SEALER, 7))
+    relay = Relay(_Response(writer), encoder, Assembler(), _Exchange(writer))  # type: ignore[arg-type]
+    assert await relay.run(SimpleNamespace(stream=stream)) is None  # type: ignore[arg-type]
+
+
+async def _measure(reps: int) -> float:
+    best = float("inf")
+    for _ in range(5):
+        gc.collect()
+        start = time.process_time()
+        for _ in range(reps):
+            await _one_stream()
+        best = min(best, (time.process_time() - start) / (reps * len(FRAMES)) * 1e6)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python bench/relay_step.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=300, help="streams per round (default 300)")
+    args = parser.parse_args()
+    print(f"relay step per upstream chunk: {uvloop.run(_measure(args.reps)):.2f} us")
+
+
+if __name__ == "__main__":
+    main()
