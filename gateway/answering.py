@@ -214,6 +214,8 @@ def body_frames(writer: object) -> Callable[[bytes], None] | None:
         return None
 
     def frame(data: bytes) -> None:
+        if not data:  # aiohttp writes nothing for it; framed, it would be the body's end
+            return
         framed = b"%x\r\n%b\r\n" % (len(data), data)
         writer.output_size += len(framed)  # the access line's "answer started" check reads it
         transport = writer.transport
