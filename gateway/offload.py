@@ -8,7 +8,8 @@ been read: `offloads`) is parsed, decoded, repaired and encoded in a worker thre
 (`Offload.run`); the interpreter hands the GIL back to the event loop every switch interval (5
 ms) between two bytecodes, so the loop keeps answering while the thread works (one C call holds
 it throughout: chat validates a long content list in slices for this, gateway/ingress/chat, and
-the body is parsed in pieces, gateway/ingress/pieces.py).
+a body of PIECES_VALUES or more is parsed in pieces, gateway/ingress/pieces.py; a smaller one by one
+orjson call, shorter than a switch interval or two and half the cost of the pieces).
 Smaller bodies stay on the loop: a thread hop costs more than their whole decode (an agent's
 1,000-message turn holds ~15,000 values, ~1 MB).
 
@@ -62,6 +63,11 @@ OFFLOAD_VALUES = 50_000
 # 32 ms in `orjson.loads` alone (134 ms on a loaded machine), and its encode for the provider
 # another 12 ms; an 8 MiB one costs ~6 + 3 ms
 OFFLOAD_BYTES = 8 << 20
+# ... and one of this many values or more is parsed in pieces there (`parsed_in_pieces`): a whole
+# parse holds the GIL ~60-110 ns a value (150,000 values of one-character blocks: ~10 ms), the
+# pieces cost 2-3x that (an agent's 5,000-message turn, ~72,000 values in 5.6 MB: 6.6 ms whole,
+# 15.5 ms in pieces, 6 ms of it the scan for what orjson would refuse)
+PIECES_VALUES = 150_000
 # a request continuing a kept conversation (`previous_response_id`) of this many blocks or more is
 # repaired and encoded there too, whatever its own body: what the body's values bound says for a
 # body (~3 values a block)

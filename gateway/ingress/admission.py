@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.ingress.budget import JsonValues, raw_parts, value_bound
+from gateway.ingress.budget import JsonValues, parsed_in_pieces, raw_parts, value_bound
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.offload import Offload
@@ -40,7 +40,8 @@ async def parse_counted(
 ) -> Any:
     """`parse_within_budget` for a body whose values `values_within_budget` counted already."""
     if offload is not None:
-        body, parts = await offload.run(_parse_and_count, raw, limits.max_json_depth, skip)
+        pieces = parsed_in_pieces(values, len(raw))
+        body, parts = await offload.run(_parse_and_count, raw, limits.max_json_depth, skip, pieces)
         check_parts(body, limits, parts=parts)
     else:
         body = parse_json_body(raw, limits.max_json_depth, skip)
@@ -96,8 +97,9 @@ def check_parts(body: Any, limits: ServerConfig, values: int | None = None, part
         )
 
 
-def _parse_and_count(raw: bytes, max_depth: int, skip: str | None) -> tuple[Any, int]:
-    body = parse_json_pieces(raw, max_depth, skip)  # the worker thread: in pieces, the loop runs between
+def _parse_and_count(raw: bytes, max_depth: int, skip: str | None, pieces: bool) -> tuple[Any, int]:
+    # the worker thread: a long parse in pieces, the loop runs between them
+    body = parse_json_pieces(raw, max_depth, skip) if pieces else parse_json_body(raw, max_depth, skip)
     return body, raw_parts(body)
 
 

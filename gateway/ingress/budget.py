@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from gateway.offload import OFFLOAD_BYTES, OFFLOAD_VALUES
+from gateway.offload import OFFLOAD_BYTES, OFFLOAD_VALUES, PIECES_VALUES
 
 # a JSON string (skipped whole, escapes included), or a container's opening or a separator
 _STRING_OR_VALUE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[{\[,]')
@@ -62,6 +62,13 @@ def offloads(values: int | None, size: int) -> bool:
     from the count `values_within_budget` made of it (`value_bound`; None: past that bound,
     counted exactly)."""
     return values is None or values >= OFFLOAD_VALUES or size >= OFFLOAD_BYTES
+
+
+def parsed_in_pieces(values: int | None, size: int) -> bool:
+    """Whether a body the worker thread parses is parsed in pieces (gateway/ingress/pieces.py)
+    rather than by one orjson call, which holds the GIL (the event loop waits) throughout; from
+    the same count as `offloads`."""
+    return values is None or values >= PIECES_VALUES or size >= OFFLOAD_BYTES
 
 
 def raw_parts(body: Any) -> int:

@@ -23,6 +23,7 @@ import orjson
 
 from gateway.config import ServerConfig
 from gateway.ingress.admission import check_parts
+from gateway.ingress.budget import parsed_in_pieces
 from gateway.ingress.errors import check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
@@ -96,8 +97,9 @@ def parse_shared(
     if not memo.lock.acquire(blocking=wait):
         return None
     try:
-        # the worker thread parses a body whole in pieces: the event loop runs between them
-        return parse_transcript(raw, field, memo, scope, limits, values, pieces=wait)
+        # the worker thread parses a long body whole in pieces: the event loop runs between them
+        pieces = wait and parsed_in_pieces(values, len(raw))
+        return parse_transcript(raw, field, memo, scope, limits, values, pieces=pieces)
     finally:
         memo.lock.release()
 

@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
 from gateway.ingress import admission, pieces
+from gateway.ingress.budget import parsed_in_pieces
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.split import parse_shared
+from gateway.offload import OFFLOAD_BYTES, PIECES_VALUES
 
 SPACE = st.sampled_from([b"", b" ", b"\n", b"\t ", b"\r\n  "])
 ODD_NUMBERS = [
@@ -172,15 +174,26 @@ def test_no_orjson_call_reads_more_than_a_piece_of_a_large_body(monkeypatch: Any
     assert max(lengths) < piece + 100
 
 
-def test_the_offloaded_parse_reads_in_pieces(monkeypatch: Any) -> None:
+def test_the_offloaded_parse_reads_in_pieces_when_told(monkeypatch: Any) -> None:
     raw = _large_body()
     expected = tokens(orjson.loads(raw))
-    lengths: list[int] = []
     monkeypatch.setattr(pieces.parse_json_pieces, "__defaults__", (None, 16 << 10))
-    monkeypatch.setattr(pieces.orjson, "loads", Recorded(orjson.loads, lengths))
-    body, parts = admission._parse_and_count(raw, 64, "messages")
-    assert tokens(body) == expected and parts >= 20_000
-    assert lengths and max(lengths) < (16 << 10) + 100
+    for pieced in (True, False):
+        lengths: list[int] = []
+        monkeypatch.setattr(pieces.orjson, "loads", Recorded(orjson.loads, lengths))
+        body, parts = admission._parse_and_count(raw, 64, "messages", pieced)
+        assert tokens(body) == expected and parts >= 20_000
+        assert (max(lengths) < (16 << 10) + 100) is pieced
+        assert (len(raw) in lengths) is not pieced
+
+
+def test_only_a_body_whose_whole_parse_holds_the_loop_long_is_parsed_in_pieces() -> None:
+    """Decided from the count that offloads it (gateway/offload.py): an agent's 5,000-message
+    turn (~72,000 values, 5.6 MB) is parsed by one orjson call, at half the pieces' cost."""
+    assert not parsed_in_pieces(PIECES_VALUES - 1, OFFLOAD_BYTES - 1)
+    assert parsed_in_pieces(PIECES_VALUES, 1)
+    assert parsed_in_pieces(1, OFFLOAD_BYTES)
+    assert parsed_in_pieces(None, 1)  # past the C-speed bound: counted exactly, ever so many
 
 
 def test_a_large_body_parsed_whole_by_the_worker_thread_reads_in_pieces(monkeypatch: Any) -> None:
@@ -189,10 +202,11 @@ def test_a_large_body_parsed_whole_by_the_worker_thread_reads_in_pieces(monkeypa
     raw = _large_body()
     expected = tokens(orjson.loads(raw))
     monkeypatch.setattr(pieces.parse_json_pieces, "__defaults__", (None, 16 << 10))
-    for wait, pieced in ((True, True), (False, False)):
+    few = PIECES_VALUES - 1  # a bound of the values under the pieces' threshold: parsed whole
+    for wait, values, pieced in ((True, None, True), (True, few, False), (False, None, False)):
         lengths: list[int] = []
         monkeypatch.setattr(pieces.orjson, "loads", Recorded(orjson.loads, lengths))
-        parsed = parse_shared(raw, "messages", DecodeMemo(1 << 20), "scope", ServerConfig(), None, wait)
+        parsed = parse_shared(raw, "messages", DecodeMemo(1 << 20), "scope", ServerConfig(), values, wait)
         assert parsed is not None
         assert tokens(parsed[0]) == expected
         assert (max(lengths) < (16 << 10) + 100) is pieced
