@@ -52,24 +52,38 @@ class Verdicts(dict[str, bool]):
         return verdict
 
 
+class AllowList:
+    """An allow-list's verdicts per set of names: the gateway writes the same few sets on every
+    call or answer, so each set is judged once (a tuple lookup, not a verdict per name per
+    message). Bounded as `Verdicts`."""
+
+    __slots__ = ("_verdicts", "_sets")
+
+    def __init__(self, allowed: Callable[[str], bool]) -> None:
+        self._verdicts = Verdicts(allowed)
+        # the names of a message's headers, as written and in order -> those the list refuses
+        self._sets: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def refused(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        refused = self._sets.get(names)
+        if refused is None:
+            verdicts = self._verdicts
+            refused = tuple(dict.fromkeys(n for n in names if not verdicts[n]))
+            if len(self._sets) < _MAX_VERDICTS:
+                self._sets[names] = refused
+        return refused
+
+
 _MAX_VERDICTS = 1024
 
-_UPSTREAM_VERDICTS = Verdicts(UPSTREAM_REQUEST_HEADERS.__contains__)
-# the names of a provider call's headers, as written and in order -> those the allow-list refuses
-_UPSTREAM_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_UPSTREAM = AllowList(UPSTREAM_REQUEST_HEADERS.__contains__)
 
 
 def upstream_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
     """`headers` as a provider call may carry them: only allow-listed names. The adapters write
     the same few names on every call, so the verdict is made once per set of names and an allowed
     set is passed on as it is (no copy, no per-name check per call)."""
-    names = tuple(headers)
-    refused = _UPSTREAM_SETS.get(names)
-    if refused is None:
-        verdicts = _UPSTREAM_VERDICTS
-        refused = tuple(dict.fromkeys(n for n in names if not verdicts[n]))
-        if len(_UPSTREAM_SETS) < _MAX_VERDICTS:
-            _UPSTREAM_SETS[names] = refused
+    refused = _UPSTREAM.refused(tuple(headers))
     if not refused:
         return headers
     kept = dict(headers)

@@ -43,7 +43,7 @@ from gateway.browser import (
     is_preflight,
     preflight,
 )
-from gateway.headers import Verdicts, drop_header
+from gateway.headers import AllowList, drop_header
 from gateway.ingress.errors import ClientError
 from gateway.state import TENANT
 
@@ -374,14 +374,7 @@ class RequestGuard:
 async def restrict_response_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
     """`on_response_prepare` signal: a client response carries only the gateway's own headers."""
     headers = response.headers
-    names = tuple(headers)
-    refused = _CLIENT_SETS.get(names)
-    if refused is None:  # the gateway's answers carry the same few sets of names: judged once each
-        verdicts = _CLIENT_VERDICTS
-        refused = tuple(dict.fromkeys(n for n in names if not verdicts[n]))
-        if len(_CLIENT_SETS) < _MAX_SETS:
-            _CLIENT_SETS[names] = refused
-    for name in refused:
+    for name in _CLIENT.refused(tuple(headers)):
         drop_header(headers, name, "client response")
     headers["Server"] = SERVER_HEADER
     origin = request.get(CORS_ORIGIN)
@@ -393,7 +386,4 @@ def _client_header_allowed(name: str) -> bool:
     return name in CLIENT_RESPONSE_HEADERS or name.startswith(GATEWAY_HEADER_PREFIX)
 
 
-_CLIENT_VERDICTS = Verdicts(_client_header_allowed)
-# the names of a response's headers, as written and in order -> those the allow-list refuses
-_CLIENT_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
-_MAX_SETS = 1024
+_CLIENT = AllowList(_client_header_allowed)
