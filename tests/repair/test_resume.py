@@ -1,0 +1,98 @@
+"""Passes that resume a conversation's walk where the previous turn's ended
+(gateway/repair/resume.py) give exactly what a walk from the start gives, whatever was held
+before: the conversation's first messages, a turn that went on differently, another target's walk
+of the same messages."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.providers import KINDS, get_adapter
+from gateway.repair import resume, tool_ids
+from gateway.repair.tool_ids import project_tool_ids
+from gateway.transcript.model import Message, Role, Text, ToolCall, ToolResult
+from tests.property.test_rich_content import rich_requests
+from tests.property.transcripts import requests, target_for
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(autouse=True)
+def _every_length(monkeypatch):
+    monkeypatch.setattr(resume, "MIN_MESSAGES", 1)
+
+
+def _project(messages, kind):
+    return project_tool_ids(messages, target_for(kind), get_adapter(kind).capabilities.tool_ids)
+
+
+def _check_projection(messages, kind: str, other: str, cut: int) -> None:
+    tool_ids._SO_FAR.clear()
+    want = _project(messages, kind)
+    _project(messages, other)
+    went_on = messages[:cut] + messages[cut:][::-1]
+    assert _project(went_on, kind) == (tool_ids._SO_FAR.clear() or _project(went_on, kind))
+    head = _project(messages[:cut], kind) if cut else None
+    got = _project(messages, kind)
+    assert got == want
+    assert (got[0] is messages) == (want[0] is messages)
+    if head is not None:  # the held part's results are the very objects of the turn before
+        assert all(a is b for a, b in zip(head[0], got[0], strict=False))
+    assert _project(messages, kind) == want
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(KINDS), st.sampled_from(KINDS), st.integers(0, 12))
+def test_resumed_projection_is_the_whole_walks_on_agent_transcripts(data, kind, other, cut):
+    messages = data.draw(requests(target_for(kind), False)).messages
+    _check_projection(messages, kind, other, cut)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(KINDS), st.sampled_from(KINDS), st.integers(0, 12))
+def test_resumed_projection_is_the_whole_walks_on_rich_transcripts(data, kind, other, cut):
+    messages = data.draw(rich_requests(target_for(kind))).messages
+    _check_projection(messages, kind, other, cut)
+
+
+def test_kimi_indexes_go_on_counting_from_the_held_turn():
+    """Kimi's ids count every call of the conversation: a resumed walk numbers the new calls
+    after the held ones, as a walk from the start does."""
+    turn = []
+    for n in range(3):
+        turn += [
+            Message(Role.ASSISTANT, (ToolCall(f"c{n}", "f", "{}"),)),
+            Message(Role.TOOL, (ToolResult(f"c{n}", "r"),)),
+        ]
+    messages = (Message(Role.USER, (Text("q"),)), *turn)
+    tool_ids._SO_FAR.clear()
+    _project(messages[:3], "kimi")
+    projected, ids, changed = _project(messages, "kimi")
+    assert [b.id for m in projected for b in m.blocks if type(b) is ToolCall] == [
+        "functions.f:0",
+        "functions.f:1",
+        "functions.f:2",
+    ]
+    assert changed == 3 and ids["functions.f:2"] == "c2"
+
+
+def test_an_id_taken_in_the_held_turn_stays_taken():
+    """A native id that an earlier call of the conversation already uses is not given again,
+    also when that call is in the held part."""
+    target = target_for("openai_chat")
+    own = target.continuity({"native_id": "call_x"})
+    messages = (
+        Message(Role.USER, (Text("q"),)),
+        Message(Role.ASSISTANT, (ToolCall("call_x", "f", "{}"),)),
+        Message(Role.TOOL, (ToolResult("call_x", "r"),)),
+        Message(Role.ASSISTANT, (ToolCall("call_y", "f", "{}", own),)),
+        Message(Role.TOOL, (ToolResult("call_y", "r"),)),
+    )
+    tool_ids._SO_FAR.clear()
+    want = _project(messages, "openai_chat")
+    tool_ids._SO_FAR.clear()
+    _project(messages[:3], "openai_chat")
+    assert _project(messages, "openai_chat") == want
+    assert [b.id for m in want[0] for b in m.blocks if type(b) is ToolCall] == ["call_x", "call_y"]
