@@ -5,17 +5,21 @@ of the same messages."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.providers import KINDS, get_adapter
-from gateway.repair import resume, tool_ids
+from gateway.repair import resume, tool_ids, tool_pairing
 from gateway.repair.tool_ids import project_tool_ids
 from gateway.transcript.model import Message, Role, Text, ToolCall, ToolResult
 from tests.property.test_rich_content import rich_requests
 from tests.property.transcripts import requests, target_for
+from tests.repair.test_holds import sparse_requests
 
+holds_module = importlib.import_module("gateway.repair.holds")  # the package names the function
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -96,3 +100,42 @@ def test_an_id_taken_in_the_held_turn_stays_taken():
     _project(messages[:3], "openai_chat")
     assert _project(messages, "openai_chat") == want
     assert [b.id for m in want[0] for b in m.blocks if type(b) is ToolCall] == ["call_x", "call_y"]
+
+
+def _check_walks(messages, cut: int) -> None:
+    """holds, and the pairing pass's two checks (unique call ids, already paired)."""
+    checks = (
+        (holds_module._SO_FAR, holds_module.holds),
+        (tool_pairing._IDS_SO_FAR, tool_pairing._reuses_a_call_id),
+        (tool_pairing._PAIRED_SO_FAR, tool_pairing.already_paired),
+    )
+    for held, walk in checks:
+        held.clear()
+        want = walk(messages)
+        walk(messages[:cut] + messages[cut:][::-1])
+        walk(messages[:cut])
+        assert walk(messages) == want
+        assert walk(messages) == want
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(KINDS), st.integers(0, 12))
+def test_resumed_checks_are_the_whole_walks_on_agent_transcripts(data, kind, cut):
+    _check_walks(data.draw(requests(target_for(kind), False)).messages, cut)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(KINDS), st.integers(0, 12))
+def test_resumed_checks_are_the_whole_walks_on_rich_and_sparse_transcripts(data, kind, cut):
+    target = target_for(kind)
+    _check_walks(data.draw(rich_requests(target)).messages, cut)
+    _check_walks(data.draw(sparse_requests(target)).messages, cut)
+
+
+def test_a_call_left_open_by_the_held_turn_is_answered_in_the_next():
+    opening = (Message(Role.USER, (Text("q"),)), Message(Role.ASSISTANT, (ToolCall("c", "f", "{}"),)))
+    answered = (*opening, Message(Role.TOOL, (ToolResult("c", "r"),)))
+    tool_pairing._PAIRED_SO_FAR.clear()
+    assert not tool_pairing.already_paired(opening)  # held with the call pending
+    assert tool_pairing.already_paired(answered)
+    assert not tool_pairing.already_paired((*opening, Message(Role.USER, (Text("more"),))))
