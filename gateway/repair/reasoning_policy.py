@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.repair.report import Repair
+from gateway.repair.resume import Resumable
 from gateway.repair.retire import retire_reasoning, void_text_signatures
 from gateway.transcript.by_identity import ByIdentity
 from gateway.transcript.model import (
@@ -51,6 +52,9 @@ def _token_key(block: Reasoning) -> tuple[str, str] | None:
 # objects (the decode memo), so a turn maps only its new messages. Only outcomes that involve no
 # replayable token are kept: those depend on the tokens of the messages before them.
 _OUTCOMES = ByIdentity(budget=16_384)
+# and a conversation's walk so far (a left-to-right fold: the tokens kept so far are its state),
+# resumed by its next turn after the messages they share (gateway/repair/resume.py)
+_SO_FAR = Resumable(conversations=1024)
 
 
 def _is_placeholder(key: str, value: object, caps: Capabilities) -> bool:
@@ -60,10 +64,16 @@ def _is_placeholder(key: str, value: object, caps: Capabilities) -> bool:
 def apply_reasoning_policy(
     messages: tuple[Message, ...], target: Target, caps: Capabilities, strict: bool = False
 ) -> tuple[tuple[Message, ...], list[Repair]]:
-    repairs: list[Repair] = []
-    out: list[Message] = []
-    changed_any = False
-    kept_tokens: set[tuple[str, str]] = set()
+    context = (target, caps, strict)
+    done, held = _SO_FAR.find(messages, context)
+    if held is None:
+        repairs: list[Repair] = []
+        out: list[Message] = []
+        changed_any = False
+        kept_tokens: set[tuple[str, str]] = set()
+    else:
+        held_out, held_tokens, changed_any, held_repairs = held
+        out, kept_tokens, repairs = list(held_out), set(held_tokens), list(held_repairs)
 
     def owned(meta: Continuity | None) -> bool:
         return not strict and target.owns(meta)
@@ -81,8 +91,7 @@ def apply_reasoning_policy(
             return meta
         return target.continuity(data) if data else None
 
-    context = (target, caps, strict)
-    for message in messages:
+    for message in messages[done:] if done else messages:
         if message.role is not Role.ASSISTANT:
             out.append(message)
             continue
@@ -154,5 +163,7 @@ def apply_reasoning_policy(
             out.append(message)
         if not tokened:
             _OUTCOMES.put(message, context, (outcome, tuple(repairs[mark:])))
-    return (tuple(out) if changed_any else messages), repairs
+    result = tuple(out) if changed_any else messages
+    _SO_FAR.hold(messages, context, (result, frozenset(kept_tokens), changed_any, tuple(repairs)))
+    return result, repairs
 

@@ -12,9 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.providers import KINDS, get_adapter
-from gateway.repair import resume, tool_ids, tool_pairing
+from gateway.repair import empty_text, reasoning_policy, resume, tool_ids, tool_pairing
+from gateway.repair.empty_text import drop_empty_text
+from gateway.repair.reasoning_policy import apply_reasoning_policy
 from gateway.repair.tool_ids import project_tool_ids
-from gateway.transcript.model import Message, Role, Text, ToolCall, ToolResult
+from gateway.transcript.model import Message, Reasoning, Role, Text, ToolCall, ToolResult
 from tests.property.test_rich_content import rich_requests
 from tests.property.transcripts import requests, target_for
 from tests.repair.test_holds import sparse_requests
@@ -139,3 +141,64 @@ def test_a_call_left_open_by_the_held_turn_is_answered_in_the_next():
     assert not tool_pairing.already_paired(opening)  # held with the call pending
     assert tool_pairing.already_paired(answered)
     assert not tool_pairing.already_paired((*opening, Message(Role.USER, (Text("more"),))))
+
+
+def _check_passes(messages, kind: str, other: str, strict: bool, cut: int) -> None:
+    """The reasoning policy and the empty-text pass: result and report as from the start."""
+    target, caps = target_for(kind), get_adapter(kind).capabilities
+    other_caps = get_adapter(other).capabilities
+    passes = (
+        (reasoning_policy._SO_FAR, lambda m, t, c: apply_reasoning_policy(m, t, c, strict), lambda r: r[0]),
+        (empty_text._SO_FAR, lambda m, t, c: drop_empty_text(m, c), lambda r: r),
+    )
+    for held, run, kept in passes:
+        held.clear()
+        reasoning_policy._OUTCOMES.clear()
+        want = run(messages, target, caps)
+        run(messages, target_for(other), other_caps)
+        run(messages[:cut] + messages[cut:][::-1], target, caps)
+        run(messages[:cut], target, caps)
+        got = run(messages, target, caps)
+        assert got == want
+        assert (kept(got) is messages) == (kept(want) is messages)
+        assert run(messages, target, caps) == want
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(KINDS), st.sampled_from(KINDS), st.booleans(), st.integers(0, 12))
+def test_resumed_passes_are_the_whole_walks_on_agent_transcripts(data, kind, other, strict, cut):
+    _check_passes(data.draw(requests(target_for(kind), strict)).messages, kind, other, strict, cut)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(KINDS), st.sampled_from(KINDS), st.booleans(), st.integers(0, 12))
+def test_resumed_passes_are_the_whole_walks_on_rich_and_sparse_transcripts(data, kind, other, strict, cut):
+    target = target_for(kind)
+    _check_passes(data.draw(rich_requests(target)).messages, kind, other, strict, cut)
+    _check_passes(data.draw(sparse_requests(target)).messages, kind, other, strict, cut)
+
+
+def test_a_token_kept_in_the_held_turn_is_a_duplicate_in_the_next():
+    target = target_for("anthropic")
+    caps = get_adapter("anthropic").capabilities
+    meta = target.continuity({"signature": "s"})
+    first = Message(Role.ASSISTANT, (Reasoning("think", meta), Text("a")))
+    again = Message(Role.ASSISTANT, (Reasoning("think", meta), ToolCall("c", "f", "{}")))
+    messages = (Message(Role.USER, (Text("q"),)), first, Message(Role.USER, (Text("go"),)), again)
+    reasoning_policy._SO_FAR.clear()
+    reasoning_policy._OUTCOMES.clear()
+    apply_reasoning_policy(messages[:2], target, caps)
+    out, repairs = apply_reasoning_policy(messages, target, caps)
+    assert out[3].blocks == (ToolCall("c", "f", "{}"),) and [r.kind for r in repairs] == ["reasoning_dropped"]
+
+
+def test_the_final_trim_is_not_held():
+    """Anthropic's final assistant text loses its trailing whitespace; once the turn goes on, the
+    same message is no longer final and keeps it."""
+    caps = get_adapter("anthropic").capabilities
+    last = Message(Role.ASSISTANT, (Text("done  "),))
+    messages = (Message(Role.USER, (Text("q"),)), last)
+    empty_text._SO_FAR.clear()
+    assert drop_empty_text(messages, caps)[-1].blocks == (Text("done"),)
+    longer = (*messages, Message(Role.USER, (Text("more"),)))
+    assert drop_empty_text(longer, caps) is longer
