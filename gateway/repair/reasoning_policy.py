@@ -19,7 +19,6 @@ from dataclasses import replace
 from gateway.repair.report import Repair
 from gateway.repair.resume import Resumable
 from gateway.repair.retire import retire_reasoning, void_text_signatures
-from gateway.transcript.by_identity import ByIdentity
 from gateway.transcript.model import (
     NATIVE_ID,
     Block,
@@ -47,13 +46,9 @@ def _token_key(block: Reasoning) -> tuple[str, str] | None:
     return block.text, repr(sorted(meta.data.items()))
 
 
-# an assistant message's outcome (the message, its replacement or None, and what was reported) per
-# target, capabilities and mode: an agent's transcript comes back every turn with the same message
-# objects (the decode memo), so a turn maps only its new messages. Only outcomes that involve no
-# replayable token are kept: those depend on the tokens of the messages before them.
-_OUTCOMES = ByIdentity(budget=16_384)
-# and a conversation's walk so far (a left-to-right fold: the tokens kept so far are its state),
-# resumed by its next turn after the messages they share (gateway/repair/resume.py)
+# a conversation's walk so far (a left-to-right fold: the tokens kept so far are its state),
+# resumed by its next turn after the messages they share (gateway/repair/resume.py): its prefix
+# comes out as the same objects turn after turn, which lets the encoders reuse their rendering
 _SO_FAR = Resumable(conversations=1024)
 
 
@@ -95,19 +90,6 @@ def apply_reasoning_policy(
         if message.role is not Role.ASSISTANT:
             out.append(message)
             continue
-        known = _OUTCOMES.get(message, context)
-        if known is not None:
-            outcome, found = known
-            repairs.extend(found)
-            if outcome is not message:
-                changed_any = True
-                if outcome is not None:
-                    out.append(outcome)
-            else:
-                out.append(message)
-            continue
-        mark = len(repairs)
-        tokened = False  # the outcome depends on the tokens kept before it
         blocks: list[Block] = []
         changed = False
         as_text = False
@@ -116,7 +98,6 @@ def apply_reasoning_policy(
             if t is Reasoning:
                 if caps.reasoning_replay and owned_reasoning(block):
                     key = _token_key(block)
-                    tokened = tokened or key is not None
                     if key is None or key not in kept_tokens:
                         if key is not None:
                             kept_tokens.add(key)
@@ -150,20 +131,15 @@ def apply_reasoning_policy(
                 blocks.append(block)
             else:  # pragma: no cover - Block is a closed union
                 raise TypeError(f"unknown block {block!r}")
-        outcome: Message | None = message
         if changed:
             changed_any = True
             if as_text:
                 void_text_signatures(blocks, repairs)
+            if blocks:
+                out.append(Message(message.role, tuple(blocks)))
             # an assistant message left with nothing is dropped: providers reject empty content
-            outcome = Message(message.role, tuple(blocks)) if blocks else None
-            if outcome is not None:
-                out.append(outcome)
         else:
             out.append(message)
-        if not tokened:
-            _OUTCOMES.put(message, context, (outcome, tuple(repairs[mark:])))
     result = tuple(out) if changed_any else messages
     _SO_FAR.hold(messages, context, (result, frozenset(kept_tokens), changed_any, tuple(repairs)))
     return result, repairs
-

@@ -153,7 +153,6 @@ def _check_passes(messages, kind: str, other: str, strict: bool, cut: int) -> No
     )
     for held, run, kept in passes:
         held.clear()
-        reasoning_policy._OUTCOMES.clear()
         want = run(messages, target, caps)
         run(messages, target_for(other), other_caps)
         run(messages[:cut] + messages[cut:][::-1], target, caps)
@@ -186,7 +185,6 @@ def test_a_token_kept_in_the_held_turn_is_a_duplicate_in_the_next():
     again = Message(Role.ASSISTANT, (Reasoning("think", meta), ToolCall("c", "f", "{}")))
     messages = (Message(Role.USER, (Text("q"),)), first, Message(Role.USER, (Text("go"),)), again)
     reasoning_policy._SO_FAR.clear()
-    reasoning_policy._OUTCOMES.clear()
     apply_reasoning_policy(messages[:2], target, caps)
     out, repairs = apply_reasoning_policy(messages, target, caps)
     assert out[3].blocks == (ToolCall("c", "f", "{}"),) and [r.kind for r in repairs] == ["reasoning_dropped"]
