@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.repair.resume import Resumable
 from gateway.transcript.model import Block, Message, Role, Text
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities
 
 
@@ -48,7 +48,7 @@ def _clean(blocks: tuple[Block, ...], blank: bool) -> bool:
 
 
 # a conversation's walk so far, before the final trim (each message is judged on its own): its
-# next turn walks only the messages after those they share (gateway/repair/resume.py)
+# next turn walks only the messages after those they share (gateway/transcript/resume.py)
 _SO_FAR = Resumable(conversations=1024)
 
 

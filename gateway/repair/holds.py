@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.repair.resume import Resumable
 from gateway.transcript.model import (
     Document,
     Image,
@@ -25,6 +24,7 @@ from gateway.transcript.model import (
     ToolCall,
     ToolResult,
 )
+from gateway.transcript.resume import Resumable
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ EVERYTHING = Holds()  # holds everything: every pass runs (what tests compare wi
 
 
 # a conversation's holdings so far (an "any" over its messages): its next turn walks only the new
-# messages (gateway/repair/resume.py)
+# messages (gateway/transcript/resume.py)
 _SO_FAR = Resumable(conversations=1024)
 
 

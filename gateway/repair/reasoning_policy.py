@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.repair.report import Repair
-from gateway.repair.resume import Resumable
 from gateway.repair.retire import retire_reasoning, void_text_signatures
 from gateway.transcript.model import (
     NATIVE_ID,
@@ -34,6 +33,7 @@ from gateway.transcript.model import (
     ToolCall,
     ToolResult,
 )
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities, Target
 
 
@@ -47,7 +47,7 @@ def _token_key(block: Reasoning) -> tuple[str, str] | None:
 
 
 # a conversation's walk so far (a left-to-right fold: the tokens kept so far are its state),
-# resumed by its next turn after the messages they share (gateway/repair/resume.py): its prefix
+# resumed by its next turn after the messages they share (gateway/transcript/resume.py): its prefix
 # comes out as the same objects turn after turn, which lets the encoders reuse their rendering
 _SO_FAR = Resumable(conversations=1024)
 

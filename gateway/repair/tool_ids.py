@@ -13,8 +13,8 @@ import hashlib
 import re
 from dataclasses import replace
 
-from gateway.repair.resume import Resumable
 from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Target, ToolIdRule
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -47,7 +47,7 @@ def _derive(canonical: str, rule: ToolIdRule, salt: int) -> str:
 
 
 # a conversation's projection so far: the walk is a left-to-right fold (an id is assigned where it
-# first appears), so the next turn resumes after the messages it shares (gateway/repair/resume.py)
+# first appears), so the next turn resumes after the messages it shares (gateway/transcript/resume.py)
 _SO_FAR = Resumable(conversations=1024)
 
 

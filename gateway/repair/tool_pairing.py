@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.repair.report import Repair
-from gateway.repair.resume import Resumable
 from gateway.transcript.model import Block, Message, Role, ToolCall, ToolResult
+from gateway.transcript.resume import Resumable
 
 SYNTHETIC_RESULT_TEXT = "The tool call was cancelled before it produced a result."
 
@@ -72,7 +72,7 @@ def unique_call_ids(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...],
 
 
 # the two checks' walks so far over a conversation that passed them (each a left-to-right fold):
-# its next turn walks only the new messages (gateway/repair/resume.py)
+# its next turn walks only the new messages (gateway/transcript/resume.py)
 _IDS_SO_FAR = Resumable(conversations=1024)
 _PAIRED_SO_FAR = Resumable(conversations=1024)
 

@@ -1,5 +1,5 @@
 """Passes that resume a conversation's walk where the previous turn's ended
-(gateway/repair/resume.py) give exactly what a walk from the start gives, whatever was held
+(gateway/transcript/resume.py) give exactly what a walk from the start gives, whatever was held
 before: the conversation's first messages, a turn that went on differently, another target's walk
 of the same messages."""
 
@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.providers import KINDS, get_adapter
-from gateway.repair import empty_text, reasoning_policy, resume, tool_ids, tool_pairing
+from gateway.repair import empty_text, reasoning_policy, tool_ids, tool_pairing
 from gateway.repair.empty_text import drop_empty_text
 from gateway.repair.reasoning_policy import apply_reasoning_policy
 from gateway.repair.tool_ids import project_tool_ids
+from gateway.transcript import resume
 from gateway.transcript.model import Message, Reasoning, Role, Text, ToolCall, ToolResult
 from tests.property.test_rich_content import rich_requests
 from tests.property.transcripts import requests, target_for
