@@ -5,12 +5,11 @@ An agent resends its whole transcript every turn; the decode memo and the identi
 passes hand the encoder the same Message objects for the part already sent
 (gateway/ingress/memo_chain.py, gateway/repair/reasoning_policy.py). The wire items of a message
 depend only on the message and the encoder's context (its dialect and target), so the items and JSON
-text rendered for the previous turn's messages are this turn's too, when this turn's list starts
-with all of them (the common case: an agent appends to its transcript); the new text is the held
-text, then the rendering of the new messages. orjson writes no whitespace, so the JSON of a list is
-`[` + the items' JSON joined by `,` + `]`, and a body that embeds the text as an `orjson.Fragment`
-is byte for byte the body that embeds the items (tests/providers/test_held_wire.py compares both for
-every family that uses it).
+text rendered for the previous turn's leading messages are this turn's too: the new text is the held
+text up to the end of the first message that differs, then the rendering of the rest. orjson writes
+no whitespace, so the JSON of a list is `[` + the items' JSON joined by `,` + `]`, and a body that
+embeds the text as an `orjson.Fragment` is byte for byte the body that embeds the items
+(tests/providers/test_held_wire.py compares both for every family that uses it).
 
 Keyed by the first message object (a conversation's opening, held alive by the entry, so its `id`
 names no other object meanwhile); a hit also needs the same context and lead items. Only long
@@ -24,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress, count
 from operator import is_not
 from typing import Any
 
@@ -62,29 +62,27 @@ class HeldWire:
         """The JSON array of the `lead` items, then the items `encode(position, message, out)`
         appends for each message. `encode`'s items must depend only on the message and `context`
         (its errors propagate; nothing is held then)."""
-        held = None
-        if len(messages) >= MIN_MESSAGES:
-            with self._lock:
-                held = self._held.get(id(messages[0]))
+        if len(messages) < MIN_MESSAGES:
+            return _dumps(_items(messages, 0, list(lead), encode))
+        with self._lock:
+            held = self._held.get(id(messages[0]))
+        kept = 0
         if (
             held is not None
-            and len(held.messages) <= len(messages)
             and held.messages[0] is messages[0]
             and held.context == context
             and held.lead == lead
-            and not any(map(is_not, held.messages, messages))
         ):
-            new: list[Any] = []
-            for position in range(len(held.messages), len(messages)):
-                encode(position, messages[position], new)
-            text = _join(held.text, new)
+            before = held.messages
+            kept = next(compress(count(), map(is_not, before, messages)), min(len(before), len(messages)))
+            if kept * 2 < len(before):
+                kept = 0  # most of the held list is gone: finding the cut costs more than it saves
+        if kept:
+            assert held is not None
+            text = _join(held, kept, _items(messages, kept, [], encode), encode)
         else:
-            items = list(lead)
-            for position, message in enumerate(messages):
-                encode(position, message, items)
-            text = _dumps(items)
-        if len(messages) >= MIN_MESSAGES:
-            self._hold(_Held(context, lead, messages, text))
+            text = _dumps(_items(messages, 0, list(lead), encode))
+        self._hold(_Held(context, lead, messages, text))
         return text
 
     def clear(self) -> None:
@@ -105,10 +103,30 @@ class HeldWire:
                 self._charge -= len(self._held.pop(next(iter(self._held))).text)
 
 
-def _join(text: bytes, new: list[Any]) -> bytes:
-    """The held JSON list `text` with the `new` items after its own."""
-    if not new:
-        return text
-    if text == b"[]":
+def _items(
+    messages: tuple[Message, ...],
+    start: int,
+    out: list[Any],
+    encode: Callable[[int, Message, list[Any]], None],
+) -> list[Any]:
+    for position in range(start, len(messages)):
+        encode(position, messages[position], out)
+    return out
+
+
+def _join(held: _Held, kept: int, new: list[Any], encode: Callable[[int, Message, list[Any]], None]) -> bytes:
+    """The held text up to the end of its first `kept` messages' items, then the `new` items.
+    Where those end is found from the length of the rest: the held text is `[` P `,` R `]`, where
+    R is the JSON of the items of the held messages from `kept` on, rendered again (the same
+    items: they depend only on the messages and the context)."""
+    text = held.text
+    if kept == len(held.messages):
+        end = len(text) - 1
+    else:
+        rest = _dumps(_items(held.messages, kept, [], encode))
+        end = len(text) - 1 if rest == b"[]" else len(text) - len(rest)
+    if end <= 1:  # no item before the cut
         return _dumps(new)
-    return b"".join((memoryview(text)[:-1], b",", memoryview(_dumps(new))[1:]))
+    if not new:
+        return b"".join((memoryview(text)[:end], b"]"))
+    return b"".join((memoryview(text)[:end], b",", memoryview(_dumps(new))[1:]))
