@@ -33,6 +33,9 @@ from gateway.transcript.model import Message
 
 _dumps = orjson.dumps
 
+# appends the wire items of `messages[position]` to the list given
+Encode = Callable[[tuple[Message, ...], int, list[Any]], None]
+
 # below this many messages nothing is held: rendering them costs less than keeping them
 MIN_MESSAGES = 16
 
@@ -57,11 +60,12 @@ class HeldWire:
         messages: tuple[Message, ...],
         context: object,
         lead: list[Any],
-        encode: Callable[[int, Message, list[Any]], None],
+        encode: Encode,
     ) -> bytes:
-        """The JSON array of the `lead` items, then the items `encode(position, message, out)`
-        appends for each message. `encode`'s items must depend only on the message and `context`
-        (its errors propagate; nothing is held then)."""
+        """The JSON array of the `lead` items, then the items `encode(messages, position, out)`
+        appends for each message. `encode`'s items must depend only on `messages[position]` and
+        `context` (a check against the message before may raise: it is made for every message
+        not held; errors propagate, and nothing is held then)."""
         if len(messages) < MIN_MESSAGES:
             return _dumps(_items(messages, 0, list(lead), encode))
         with self._lock:
@@ -107,14 +111,14 @@ def _items(
     messages: tuple[Message, ...],
     start: int,
     out: list[Any],
-    encode: Callable[[int, Message, list[Any]], None],
+    encode: Encode,
 ) -> list[Any]:
     for position in range(start, len(messages)):
-        encode(position, messages[position], out)
+        encode(messages, position, out)
     return out
 
 
-def _join(held: _Held, kept: int, new: list[Any], encode: Callable[[int, Message, list[Any]], None]) -> bytes:
+def _join(held: _Held, kept: int, new: list[Any], encode: Encode) -> bytes:
     """The held text up to the end of its first `kept` messages' items, then the `new` items.
     Where those end is found from the length of the rest: the held text is `[` P `,` R `]`, where
     R is the JSON of the items of the held messages from `kept` on, rendered again (the same

@@ -9,15 +9,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.providers import KINDS, get_adapter, held_wire
+from gateway.providers import KINDS, anthropic_content, get_adapter, held_wire
 from gateway.providers.base import EncodeError
-from gateway.providers.openai_compat.adapter import HELD, ChatAdapter
+from gateway.providers.openai_compat import adapter as chat
+from gateway.providers.openai_compat.adapter import ChatAdapter
 from gateway.repair import prepare
 from gateway.transcript.model import Message, Request, Role, Text, ToolCall, ToolResult, request_with
 from tests.property.test_rich_content import rich_requests
 from tests.property.transcripts import requests, target_for
 
-HELD_KINDS = [k for k in KINDS if isinstance(get_adapter(k), ChatAdapter)]
+CHAT_KINDS = [k for k in KINDS if isinstance(get_adapter(k), ChatAdapter)]
+HELD_KINDS = [*CHAT_KINDS, "anthropic"]
+HELDS = (chat.HELD, anthropic_content.HELD)
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -41,7 +44,8 @@ def _prepared(request: Request, kind: str) -> Request:
 
 def _check(request: Request, kind: str, other: str, cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
-    HELD.clear()
+    for held in HELDS:
+        held.clear()
     messages = request.messages
     cut = min(cut, len(messages))
     want = _cold(request, kind, monkeypatch)
@@ -77,27 +81,33 @@ def test_held_renderings_send_the_same_bytes_for_rich_transcripts(data, kind, ot
 def test_a_long_agent_session_renders_only_its_new_messages(kind, monkeypatch):
     """Turn after turn of a 40-message session (above MIN_MESSAGES) the bytes are those rendered
     from nothing, and the held prefix is not rendered again (its messages' encoding is not called)."""
-    HELD.clear()
+    for held in HELDS:
+        held.clear()
     messages: list[Message] = [Message(Role.USER, (Text("task"),))]
     for n in range(20):
         messages.append(Message(Role.ASSISTANT, (Text(f"step {n}"), ToolCall(f"call_{n}", "f", "{}"))))
         messages.append(Message(Role.TOOL, (ToolResult(f"call_{n}", f"result {n}"),)))
     adapter = get_adapter(kind)
-    encoded: list[Message] = []
-    real = type(adapter._encoder)._message
+    encoded: list[object] = []  # the messages (chat) or blocks (Messages) encoded
+    if kind == "anthropic":
+        owner, name, renders_all = anthropic_content, "_block", False
+    else:
+        owner, name, renders_all = type(adapter._encoder), "_message", adapter.dialect.tool_message_name
+    real = getattr(owner, name)
 
-    def counting(self, message, *args):
-        encoded.append(message)
-        return real(self, message, *args)
+    def counting(*args):
+        encoded.append(args[1] if owner is not anthropic_content else args[0])
+        return real(*args)
 
     for turn in range(3):
         request = Request("m", tuple(messages), system=(Text("Be terse."),))
         want = _cold(request, kind, monkeypatch)
         encoded.clear()
         with monkeypatch.context() as m:
-            m.setattr(type(adapter._encoder), "_message", counting)
+            m.setattr(owner, name, counting)
             assert _send(request, kind) == want
-        if turn and not adapter.dialect.tool_message_name:
-            assert encoded == messages[-2:]
+        if turn and not renders_all:
+            newest = messages[-2:]
+            assert encoded == (newest if kind != "anthropic" else [b for m in newest for b in m.blocks])
         messages.append(Message(Role.ASSISTANT, (Text(f"more {turn}"),)))
         messages.append(Message(Role.USER, (Text(f"go on {turn}"),)))

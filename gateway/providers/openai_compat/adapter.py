@@ -155,16 +155,16 @@ class ChatEncoder:
         if system:
             messages.append({"role": "system", "content": system})
 
-        def encode(position: int, message: Message, out: list[dict[str, Any]]) -> None:
+        def encode(listed: tuple[Message, ...], position: int, out: list[dict[str, Any]]) -> None:
             try:
-                self._message(message, target, names, out)
+                self._message(listed[position], target, names, out)
             except EncodeError as exc:
                 raise EncodeError(f"messages[{position}]: {exc}") from None
 
         body: dict[str, Any] = {"model": target.model}
         if d.tool_message_name:  # a tool message's `name` is its call's, from elsewhere
-            for position, message in enumerate(request.messages):
-                encode(position, message, messages)
+            for position in range(len(request.messages)):
+                encode(request.messages, position, messages)
             body["messages"] = messages
         else:
             body["messages"] = orjson.Fragment(HELD.render(request.messages, (d, target), messages, encode))
