@@ -25,7 +25,7 @@ _ASSISTANT = Role.ASSISTANT
 
 # a conversation's keys so far (a message's key depends on it and the assistant turns before it):
 # its next turn computes only the new messages' (gateway/transcript/resume.py)
-_KEYS_SO_FAR = Resumable(conversations=1024)
+_KEYS_SO_FAR = Resumable()
 
 
 def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:

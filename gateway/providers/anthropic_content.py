@@ -158,7 +158,7 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
 
 
 # each conversation's rendered messages, so that its next turn renders only what it adds
-HELD = HeldWire(budget=32 << 20)
+HELD = HeldWire(budget=16 << 20)
 
 
 def messages_wire(request: Request, target: Target) -> orjson.Fragment:

@@ -49,7 +49,7 @@ def _clean(blocks: tuple[Block, ...], blank: bool) -> bool:
 
 # a conversation's walk so far, before the final trim (each message is judged on its own): its
 # next turn walks only the messages after those they share (gateway/transcript/resume.py)
-_SO_FAR = Resumable(conversations=1024)
+_SO_FAR = Resumable()
 
 
 def drop_empty_text(messages: tuple[Message, ...], caps: Capabilities) -> tuple[Message, ...]:

@@ -48,7 +48,7 @@ EVERYTHING = Holds()  # holds everything: every pass runs (what tests compare wi
 
 # a conversation's holdings so far (an "any" over its messages): its next turn walks only the new
 # messages (gateway/transcript/resume.py)
-_SO_FAR = Resumable(conversations=1024)
+_SO_FAR = Resumable()
 
 
 def holds(messages: tuple[Message, ...]) -> Holds:

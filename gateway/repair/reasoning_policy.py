@@ -49,7 +49,7 @@ def _token_key(block: Reasoning) -> tuple[str, str] | None:
 # a conversation's walk so far (a left-to-right fold: the tokens kept so far are its state),
 # resumed by its next turn after the messages they share (gateway/transcript/resume.py): its prefix
 # comes out as the same objects turn after turn, which lets the encoders reuse their rendering
-_SO_FAR = Resumable(conversations=1024)
+_SO_FAR = Resumable()
 
 
 def _is_placeholder(key: str, value: object, caps: Capabilities) -> bool:

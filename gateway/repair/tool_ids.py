@@ -48,7 +48,7 @@ def _derive(canonical: str, rule: ToolIdRule, salt: int) -> str:
 
 # a conversation's projection so far: the walk is a left-to-right fold (an id is assigned where it
 # first appears), so the next turn resumes after the messages it shares (gateway/transcript/resume.py)
-_SO_FAR = Resumable(conversations=1024)
+_SO_FAR = Resumable()
 
 
 def project_tool_ids(

@@ -73,8 +73,8 @@ def unique_call_ids(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...],
 
 # the two checks' walks so far over a conversation that passed them (each a left-to-right fold):
 # its next turn walks only the new messages (gateway/transcript/resume.py)
-_IDS_SO_FAR = Resumable(conversations=1024)
-_PAIRED_SO_FAR = Resumable(conversations=1024)
+_IDS_SO_FAR = Resumable()
+_PAIRED_SO_FAR = Resumable()
 
 
 def _reuses_a_call_id(messages: tuple[Message, ...]) -> bool:

@@ -12,7 +12,8 @@ no other object can take their ids) under an equal context. States are never cha
 a pass copies what it goes on with.
 
 Keyed by the conversation's first message object; only long transcripts (a short walk costs less
-than the bookkeeping), a bounded number of conversations, oldest out first.
+than the bookkeeping). Bounded by the messages the held conversations hold (they keep them alive,
+with whatever the decode memo dropped meanwhile), oldest conversation out first.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ MIN_MESSAGES = 16
 
 
 class Resumable:
-    __slots__ = ("_held", "_limit", "_lock")
+    __slots__ = ("_count", "_held", "_limit", "_lock")
 
-    def __init__(self, conversations: int) -> None:
-        self._limit = conversations
+    def __init__(self, messages: int = 40_000) -> None:
+        self._limit = messages  # held over every conversation
+        self._count = 0
         self._held: dict[int, tuple[tuple[Message, ...], object, Any]] = {}
         self._lock = threading.Lock()  # large requests are repaired in worker threads
 
@@ -58,11 +60,16 @@ class Resumable:
             return
         key = id(messages[0])
         with self._lock:
-            self._held.pop(key, None)
+            gone = self._held.pop(key, None)
+            if gone is not None:
+                self._count -= len(gone[0])
+            if len(messages) > self._limit:
+                return
             self._held[key] = (messages, context, state)
-            if len(self._held) > self._limit:
-                del self._held[next(iter(self._held))]
+            self._count += len(messages)
+            while self._count > self._limit:
+                self._count -= len(self._held.pop(next(iter(self._held)))[0])
 
     def clear(self) -> None:
         with self._lock:
-            self._held = {}
+            self._held, self._count = {}, 0

@@ -201,3 +201,18 @@ def test_the_final_trim_is_not_held():
     assert drop_empty_text(messages, caps)[-1].blocks == (Text("done"),)
     longer = (*messages, Message(Role.USER, (Text("more"),)))
     assert drop_empty_text(longer, caps) is longer
+
+
+def test_held_conversations_are_bounded_by_their_messages():
+    held = resume.Resumable(messages=40)
+    first = tuple(Message(Role.USER, (Text(f"a{n}"),)) for n in range(20))
+    second = tuple(Message(Role.USER, (Text(f"b{n}"),)) for n in range(20))
+    third = tuple(Message(Role.USER, (Text(f"c{n}"),)) for n in range(20))
+    held.hold(first, None, "first")
+    held.hold(second, None, "second")
+    assert held.find(first, None) == (20, "first")
+    held.hold(third, None, "third")  # the oldest conversation goes
+    assert held.find(first, None) == (0, None)
+    assert held.find((*second, *third), None) == (20, "second")
+    held.hold(first + second + third, None, "too long")  # never held
+    assert held.find(first + second + third, None) == (0, None)

@@ -132,7 +132,7 @@ _TOOL_CHOICE_WORDS = {
 # request encoding
 
 # each conversation's rendered messages, so that its next turn renders only what it adds
-HELD = HeldWire(budget=32 << 20)
+HELD = HeldWire(budget=16 << 20)
 
 
 class ChatEncoder:
