@@ -112,7 +112,9 @@ def test_any_gemini_chunk_decodes_alike(data, lines):
 def test_frames_split_anywhere_decode_alike(data, chunks, kind):
     """Chunks that are not one whole event (split frames, several frames, comments, CRLF) take
     the parser's line framing on both paths; those that are take the bytes path."""
-    body = b"".join(_frames([orjson.dumps(c) for c in (OPENING, *chunks)])) + b": ping\r\n\r\ndata: [DONE]\n\n"
+    body = (
+        b"".join(_frames([orjson.dumps(c) for c in (OPENING, *chunks)])) + b": ping\r\n\r\ndata: [DONE]\n\n"
+    )
     cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(body)), max_size=8)))
     pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
     _same(kind, pieces)
