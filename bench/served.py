@@ -178,6 +178,9 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
     configure_logging(config.server.log_level, secrets_redactor(config, env), (tmp / "gateway.log").open("w"))
     app = create_app(config, env)
     runner = await start(app, config)
+    for name in args.off:  # for the whole run (to compare processes run side by side)
+        for part in toggles(app, name):
+            part.off()
     tune_garbage_collector()
     body = workloads.small_body("stub").decode()
     load = await asyncio.create_subprocess_exec(
@@ -241,6 +244,12 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
             from gateway.state import GatewayState
 
             print(retained(app[GatewayState.KEY].inspector.ring))
+            if os.environ.get("ONE"):
+                sys.path.insert(0, "/tmp")
+                import one
+
+                for row in one.walk(app[GatewayState.KEY].inspector.ring._entries[-1]):
+                    print(*row)
         if not args.without:
             return [await batch(args.requests) for _ in range(args.rounds)]
         # each round: the whole gateway, then without each in turn, so load changes hit all alike
@@ -277,6 +286,7 @@ def main() -> None:
     parser.add_argument("--inspector", choices=("on", "off"), default=None)
     parser.add_argument("--profile", type=int, default=0, help="run N requests under cProfile instead")
     parser.add_argument("--without", nargs="*", default=[], choices=WITHOUT, help="measure what each costs")
+    parser.add_argument("--off", nargs="*", default=[], choices=WITHOUT, help="without these throughout")
     parser.add_argument("--inspector-bytes", type=int, default=0, help="the ring's [inspector] max_bytes")
     parser.add_argument(
         "--gc",
