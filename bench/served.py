@@ -244,12 +244,6 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
             from gateway.state import GatewayState
 
             print(retained(app[GatewayState.KEY].inspector.ring))
-            if os.environ.get("ONE"):
-                sys.path.insert(0, "/tmp")
-                import one
-
-                for row in one.walk(app[GatewayState.KEY].inspector.ring._entries[-1]):
-                    print(*row)
         if not args.without:
             return [await batch(args.requests) for _ in range(args.rounds)]
         # each round: the whole gateway, then without each in turn, so load changes hit all alike
