@@ -175,7 +175,7 @@ def lines_held() -> Iterator[None]:
     end (one write to the file for the requests accounted for together:
     `exchange._account_pending`) instead of once each."""
     handler = _handler
-    if handler is None:
+    if handler is None or handler not in _access.handlers:  # not (or no longer) writing the lines
         yield
         return
     handler.held += 1
