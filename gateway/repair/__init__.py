@@ -25,7 +25,9 @@ Order matters:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from gateway.repair.cache_breakpoints import limit_cache_breakpoints
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
@@ -58,7 +60,7 @@ class Prepared:
     request: Request  # repaired and projected for the target
     repairs: tuple[Repair, ...]
     # provider tool id -> canonical id: the inspector's diff pairs the two transcripts' calls by it
-    provider_ids: dict[str, str]
+    provider_ids: Mapping[str, str]
     # custom tools sent in function form: their calls in the answer map back to custom calls
     custom_tools: frozenset[str] = frozenset()
 
@@ -70,9 +72,10 @@ class Prepared:
         return self.request.decision
 
 
-# one empty set for every request without custom tools (each request's own would be kept alive,
-# 216 bytes, with its capture by the inspector)
+# shared by every request without custom tools / projected tool ids (each request's own empty set
+# and dict would be kept alive with its capture by the inspector: gateway/inspector)
 _NO_CUSTOM_TOOLS: frozenset[str] = frozenset()
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
 
 
 def prepare(
@@ -138,7 +141,7 @@ def prepare(
         repairs.extend(found_)
         messages, found_ = fill_reasoning_content(messages, target, caps)
         repairs.extend(found_)
-    provider_ids: dict[str, str] = {}
+    provider_ids: Mapping[str, str] = _NO_IDS
     if messages is not client or h.calls or h.results:
         messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
         repairs.extend(Repair("tool_id_projected") for _ in range(projected))
