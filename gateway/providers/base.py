@@ -156,7 +156,19 @@ def document_text(document: Document) -> str | None:
 
 
 def join_url(base_url: str, path: str) -> str:
-    return base_url.rstrip("/") + path
+    """One string per base and path, made once: every request's own copy would be kept alive with
+    its capture by the inspector (gateway/inspector)."""
+    key = (base_url, path)
+    url = _URLS.get(key)
+    if url is None:
+        if len(_URLS) >= _URLS_KEPT:  # paths may name a client-chosen model: bounded
+            _URLS.clear()
+        url = _URLS[key] = base_url.rstrip("/") + path
+    return url
+
+
+_URLS: dict[tuple[str, str], str] = {}
+_URLS_KEPT = 1024
 
 
 def hosted_tool_specs(request: Request, kind: str) -> list[dict[str, object]]:
@@ -268,6 +280,11 @@ class SSEStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[Event]:
         out: list[Event] = []
+        if not self.failed:
+            data = self._sse.one_data(chunk)
+            if data is not None:  # nearly every chunk: one data event, its bytes not decoded here
+                self.on_data(data, out)
+                return out
         try:
             frames = self._sse.feed(chunk)
         except SSELineTooLong as exc:
@@ -289,6 +306,12 @@ class SSEStreamDecoder:
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def on_data(self, data: bytes, out: list[Event]) -> None:
+        """An unnamed event's data as the upstream's bytes: what `on_event("", data decoded)`
+        does. A decoder that parses bytes overrides it (one UTF-8 decode less per chunk); any
+        bytes it does not take as they are (invalid UTF-8 among them) go to `on_event`."""
+        self.on_event("", data.decode("utf-8", "replace"), out)
 
     def on_truncated(self, out: list[Event]) -> None:
         self._fail(out, ErrorCategory.CONNECTION, "upstream stream ended before the response completed")
