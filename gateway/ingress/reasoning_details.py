@@ -67,6 +67,16 @@ def assistant_blocks(
     `reasoning_details` win; reasoning echoed in another format (`echoed_reasoning`) comes next;
     plain `reasoning_content` last. Returns the blocks and how many echoed tokens were ignored
     because they did not parse."""
+    if not details and not echoed_reasoning:  # nothing placed by index: the reasoning, text, calls
+        if reasoning_content:
+            head: tuple[Block, ...] = (
+                (Reasoning(reasoning_content, None), Text(text))
+                if text
+                else (Reasoning(reasoning_content, None),)
+            )
+        else:
+            head = (Text(text),) if text else ()
+        return (*head, *calls) if calls else head, 0
     ignored = 0
     reasoning_at: dict[int, Reasoning] = {}
     text_meta_at: dict[int, Continuity] = {}

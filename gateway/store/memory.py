@@ -30,6 +30,18 @@ class _Share(TTLCache[str, bytes]):
     def __init__(self, evictions: list[int], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._evictions = evictions
+        # cachetools' own dict of the entries: a key absent from it is a miss whatever the clock
+        # says, found at C speed (a TTLCache miss costs ~0.8 us of Python; a transcript seen for
+        # the first time looks up hundreds of keys that were never written). None: look up each.
+        data = self.__dict__.get("_Cache__data")
+        self.entries: dict[str, Any] | None = data if type(data) is dict else None
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """`get` of each key."""
+        get, entries = self.get, self.entries
+        if entries is None:
+            return [get(key) for key in keys]
+        return [get(key) if key in entries else None for key in keys]
 
     def popitem(self) -> tuple[str, bytes]:
         self._evictions[0] += 1
@@ -85,7 +97,7 @@ class MemoryStore:
         tenants = self._tenants
         if len(tenants) == 1:
             (cache,) = tenants.values()
-            return [cache.get(key) for key in keys]
+            return cache.get_many(keys)
         # keys are scoped by tenant already: the partition holding a key is the only one that can
         values: list[bytes | None] = []
         for key in keys:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Union
 
+from gateway.transcript.frozen import direct_init
+
 if TYPE_CHECKING:
     from gateway.transcript.reasoning import Decision
 
@@ -344,3 +346,13 @@ class AssistantTurn:
 
     def message(self) -> Message:
         return Message(Role.ASSISTANT, tuple(self.blocks))
+
+
+# built by the thousand on a long transcript's first sight: a cheaper constructor, the same values
+# (gateway/transcript/frozen.py)
+for _cls in (
+    Continuity, CacheControl, Source, Citation, Text, Image, Document, Reasoning, ToolCall,
+    ToolResult, ServerToolCall, ServerToolResult, Message, ToolSpec, HostedTool, ToolChoice,
+):  # fmt: skip
+    direct_init(_cls)
+del _cls

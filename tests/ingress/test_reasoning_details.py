@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.ingress.reasoning_details import assistant_blocks, encode_details
@@ -88,3 +88,21 @@ def test_a_forged_or_foreign_sealed_blob_is_refused():
     assert SEALER.unseal(forged) is None
     tampered = blob[:-4] + ("AAAA" if not blob.endswith("AAAA") else "BBBB")
     assert SEALER.unseal(tampered) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["", "answer"]),
+    st.lists(st.sampled_from(["c1", "c2", "c3"]), unique=True, max_size=3),
+    st.sampled_from([None, "", "thinking"]),
+    st.sampled_from([None, []]),
+    st.sampled_from([None, []]),
+)
+def test_a_message_with_nothing_placed_by_index_orders_its_blocks_as_the_placing_walk_does(
+    text, call_ids, reasoning, details, echoed
+):
+    calls = [ToolCall(call_id, "read", "{}") for call_id in call_ids]
+    # an entry of a format nobody understands is only counted: the walk places the rest the same
+    walked, ignored = assistant_blocks(text, calls, reasoning, [{"type": "other.format"}], SEALER, echoed)
+    assert ignored == 1
+    assert assistant_blocks(text, calls, reasoning, details, SEALER, echoed) == (walked, 0)

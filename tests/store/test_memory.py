@@ -98,3 +98,26 @@ async def test_a_record_costs_its_length_not_the_encoders_buffer(clock: FakeCloc
         tracemalloc.stop()
     assert (await store.get_many(["k"]))[0] == orjson.dumps("x" * 5000)
     assert kept < 3 * 5000
+
+
+async def test_lookups_answered_from_the_entries_dict_match_the_cache_s_own(clock: FakeClock) -> None:
+    """A key never written is a miss found in cachetools' entry dict; the rest go through the
+    cache (expiry, recency): the same answers and the same eviction order as looking up each."""
+    stores = [MemoryStore(ttl_seconds=10, max_entries=4, clock=clock) for _ in range(2)]
+    for store in stores:
+        await store.put(["a", "b"], b"1")
+    clock.advance(6)
+    for store in stores:
+        await store.put(["c"], b"2")
+    (fast,) = stores[0]._tenants.values()
+    (slow,) = stores[1]._tenants.values()
+    assert fast.entries is not None  # cachetools still keeps its entries in a dict
+    slow.entries = None
+    clock.advance(5)  # "a" and "b" expired, still held
+    keys = ["a", "never", "c", "b", "c"]
+    assert fast.get_many(keys) == slow.get_many(keys) == [None, None, b"2", None, b"2"]
+    for store in stores:
+        await store.put(["d", "e", "f"], b"3")
+        await store.put(["g"], b"4")
+    assert fast.get_many(["c", "d", "g", "x"]) == slow.get_many(["c", "d", "g", "x"])
+    assert list(fast) == list(slow)

@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, NoReturn
 
-import orjson
 from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
+from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
 from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.memo import Items, fresh_items
-from gateway.ingress.reasoning_details import assistant_blocks
 from gateway.ingress.tool_lists import ToolLists
 from gateway.transcript.model import (
     Block,
@@ -67,7 +66,7 @@ def decode_request(
         tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tool_specs(raw_tools)
         # only new messages are validated: a found one passed when it was first seen
         wires = [
-            validated(m) if found is None else None
+            (m if plain(m) else validated(m)) if found is None else None
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
@@ -157,15 +156,15 @@ Decoded = tuple[Message, int]
 
 
 def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
+    if type(msg) is dict:  # a plain shape, not validated: it would pass (plain.py)
+        return plain_message(msg, where, sealer)
     if isinstance(msg, w.SystemMessage):
         return Message(Role.SYSTEM, _system_blocks(msg, f"{where}.content")), 0
     if isinstance(msg, w.UserMessage):
         blocks = _user_blocks(msg.content, f"{where}.content")
         return Message(Role.USER, _cache_last(blocks, msg.cache_control)), 0
     if isinstance(msg, w.AssistantMessage):
-        stats = DecodeStats()
-        blocks = _assistant(msg, where, sealer, stats)
-        return Message(Role.ASSISTANT, blocks), stats.ignored_tokens
+        return _assistant(msg, where, sealer)
     if isinstance(msg, w.ToolMessage):
         text, images, cache = _tool_content(msg.content, f"{where}.content")
         cache = _cache(msg.cache_control) or cache
@@ -342,7 +341,7 @@ def _tool_content(content: str | list, where: str) -> tuple[str, tuple[Image, ..
     return "".join(texts), tuple(images), cache
 
 
-def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: DecodeStats) -> tuple[Block, ...]:
+def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer) -> Decoded:
     content = msg.content
     if isinstance(content, list):
         text = "".join(p.text for p in content if isinstance(p, w.TextPart))
@@ -350,48 +349,19 @@ def _assistant(msg: w.AssistantMessage, where: str, sealer: Sealer, stats: Decod
         text = content or ""
     if not text and msg.refusal:  # a refusal sent back is what the model said: plain text
         text = msg.refusal
+    bad = 0
     calls: list[ToolCall] = []
     seen: set[str] = set()
     for j, call in enumerate(msg.tool_calls or ()):
-        if call.id in seen:
-            raise invalid(
-                f"duplicate tool call id {call.id!r}",
-                param=f"{where}.tool_calls[{j}].id",
-                code="invalid_value",
-            )
-        seen.add(call.id)
-        args = call.function.arguments
-        if args.strip():
-            try:
-                orjson.loads(args)
-            except orjson.JSONDecodeError:
-                raise invalid(
-                    "tool call arguments must be a JSON string",
-                    param=f"{where}.tool_calls[{j}].function.arguments",
-                    code="invalid_value",
-                ) from None
-        signature, bad = tool_call_signature(call.model_extra)
-        stats.ignored_tokens += bad
-        calls.append(ToolCall(call.id, call.function.name, args or "{}", signature))
+        signature, unusable = tool_call_signature(call.model_extra)
+        bad += unusable
+        function = call.function
+        calls.append(tool_call(call.id, function.name, function.arguments, signature, seen, where, j))
     echoed: list[Reasoning] = []
     if msg.thinking_blocks:
-        echoed, bad = thinking_blocks(msg.thinking_blocks)
-        stats.ignored_tokens += bad
-    try:
-        blocks, ignored = assistant_blocks(
-            text, calls, msg.reasoning_content, msg.reasoning_details, sealer, echoed
-        )
-    except ValueError as exc:
-        raise invalid(str(exc), param=f"{where}.reasoning_details", code="invalid_value") from None
-    stats.ignored_tokens += ignored
-    if blocks:
-        return blocks
-    if content is None or content == []:
-        raise invalid(
-            "assistant message needs content or tool_calls",
-            param=f"{where}.content",
-            code="missing_required_parameter",
-        )
-    # `content: ""`: an empty model reply echoed back, which OpenAI accepts. It stays an empty
-    # turn in the transcript; repair drops it (counted) for providers that refuse one.
-    return (Text(""),)
+        echoed, unusable = thinking_blocks(msg.thinking_blocks)
+        bad += unusable
+    message, ignored = assistant_end(
+        text, content, calls, msg.reasoning_content, msg.reasoning_details, echoed, sealer, where
+    )
+    return message, ignored + bad
