@@ -1,0 +1,538 @@
+"""The HTTP/1.1 client behind `upstream.py` (its only user): a POST with a whole body, its answer
+read as it arrives, over keep-alive connections pooled per (scheme, host, port).
+
+Why not aiohttp's ClientSession: its per-request machinery (tracing hooks, cookie jar, middleware
+chain, redirect loop, timer contexts, a response object built of several layers) cost ~80 us a
+call where the exchange itself needs ~20. What is left is what a provider call needs: llhttp
+(httptools) parses, asyncio's transport writes and reads, TLS is verified with SNI.
+
+A connection goes back to the pool only when its answer was read to the end and the server kept
+it alive; a body abandoned early closes its connection, which is how a client that hung up stops
+the provider's generation. A streamed answer the caller stops pulling stops being read from the
+socket past twice `read_buffer` bytes held (TCP then throttles the provider).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import zlib
+from collections import deque
+from collections.abc import Awaitable, Mapping
+
+import httptools
+from yarl import URL
+
+# idle pooled connections older than this are closed (aiohttp's keepalive_timeout)
+KEEPALIVE_SECONDS = 15.0
+DNS_TTL_SECONDS = 300.0
+_MAX_CACHED = 1024  # URLs parsed, names resolved, header sets judged: bounded caches
+
+
+class HttpError(Exception):
+    """A broken exchange: the connection failed, closed early or the answer is not HTTP."""
+
+
+class ConnectError(HttpError):
+    pass
+
+
+class ServerDisconnectedError(HttpError):
+    pass
+
+
+class PayloadError(HttpError):
+    pass
+
+
+class ConnectionTimeoutError(TimeoutError):
+    pass
+
+
+class SocketTimeoutError(TimeoutError):
+    """The wait for the next bytes of an answer (or its headers) passed its limit; named and
+    worded as aiohttp's, so the error text a stalled provider gives is the one it always gave."""
+
+
+# what a failed call raises (ssl errors are OSErrors)
+FAILURES = (HttpError, TimeoutError, OSError)
+
+
+def read_timeout() -> SocketTimeoutError:
+    return SocketTimeoutError("Timeout on reading data from socket")
+
+
+class _Target:
+    """One upstream URL as sent: pool key, address and the request head's fixed part."""
+
+    __slots__ = ("key", "host", "port", "tls", "head")
+
+    def __init__(self, url: str) -> None:
+        parsed = URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.raw_host:
+            raise ValueError(f"not an http(s) URL: {parsed.scheme}://{parsed.raw_host}")
+        self.host = parsed.raw_host
+        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.tls = parsed.scheme == "https"
+        self.key = (parsed.scheme, self.host, self.port)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if not parsed.is_default_port():
+            host = f"{host}:{self.port}"
+        self.head = f"POST {parsed.raw_path_qs} HTTP/1.1\r\nHost: {host}\r\n"
+
+
+def _defaults(names: tuple[str, ...], user_agent: str) -> tuple[str, int]:
+    """The framing lines a call with these header names gets added (aiohttp's defaults, but an
+    identity encoding), and the count of lines the head then holds (for the line-break check)."""
+    lower = {n.lower() for n in names}
+    extra = ""
+    if "user-agent" not in lower:
+        extra += f"User-Agent: {user_agent}\r\n"
+    if "accept" not in lower:
+        extra += "Accept: */*\r\n"
+    if "accept-encoding" not in lower:
+        # nothing to decompress on the hot path; a provider that compresses anyway is decoded
+        extra += "Accept-Encoding: identity\r\n"
+    if "content-type" not in lower:
+        extra += "Content-Type: application/octet-stream\r\n"
+    # request line, Host, the caller's headers, the extras, Content-Length, the blank line
+    return extra, 2 + len(names) + extra.count("\n") + 2
+
+
+class HttpClient:
+    """The pool of provider connections; `close()` on shutdown. Upstream URLs come only from
+    config: no proxy or netrc from the environment, no cookies."""
+
+    def __init__(
+        self, *, user_agent: str, read_buffer: int, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        self._user_agent = user_agent
+        self._high = 2 * read_buffer
+        self._ssl = ssl_context
+        self._targets: dict[str, _Target] = {}
+        self._defaults: dict[tuple[str, ...], tuple[str, int]] = {}
+        self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, str]]]] = {}
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> HttpClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        idle, self._idle = self._idle, {}
+        for connections in idle.values():
+            for connection in connections:
+                connection.abort()
+
+    def request(self, url: str, headers: Mapping[str, str], body: bytes) -> Response:
+        """A POST of `body` to `url`, not yet sent: `await response.start(...)` sends it."""
+        target = self._targets.get(url)
+        if target is None:
+            target = _Target(url)
+            if len(self._targets) >= _MAX_CACHED:
+                self._targets.clear()
+            self._targets[url] = target
+        names = tuple(headers)
+        defaults = self._defaults.get(names)
+        if defaults is None:
+            defaults = _defaults(names, self._user_agent)
+            if len(self._defaults) >= _MAX_CACHED:
+                self._defaults.clear()
+            self._defaults[names] = defaults
+        extra, lines = defaults
+        items = headers.items()
+        head = "".join(
+            (target.head, *[f"{k}: {v}\r\n" for k, v in items], extra, f"Content-Length: {len(body)}\r\n\r\n")
+        )
+        if head.count("\n") != lines or head.count("\r") != lines:
+            # a header value holding a line break would smuggle a header; the value (a key
+            # perhaps) is never named
+            raise ValueError("an upstream request header holds a line break")
+        return Response(self, target, head.encode("utf-8") + body)
+
+    # the pool
+
+    def _take(self, key: tuple[str, str, int], now: float) -> Connection | None:
+        connections = self._idle.get(key)
+        while connections:
+            connection = connections.pop()
+            if connection.reusable(now):
+                return connection
+            connection.abort()
+        return None
+
+    def _give_back(self, connection: Connection) -> None:
+        if self._closed:
+            connection.abort()
+            return
+        loop = asyncio.get_running_loop()
+        connection.idle_since = loop.time()
+        self._idle.setdefault(connection.key, []).append(connection)
+        if self._sweep is None:
+            self._sweep = loop.call_later(KEEPALIVE_SECONDS, self._swept)
+
+    def _forget(self, connection: Connection) -> None:
+        connections = self._idle.get(connection.key)
+        if connections and connection in connections:
+            connections.remove(connection)
+
+    def _swept(self) -> None:
+        self._sweep = None
+        now = asyncio.get_running_loop().time()
+        for connections in self._idle.values():
+            stale = [c for c in connections if not c.reusable(now)]
+            for connection in stale:
+                connections.remove(connection)
+                connection.abort()
+        if any(self._idle.values()):
+            self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, self._swept)
+
+    async def _addresses(self, host: str, port: int) -> list[tuple[int, str]]:
+        loop = asyncio.get_running_loop()
+        cached = self._dns.get((host, port))
+        if cached is not None and cached[0] > loop.time():
+            return cached[1]
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys((family, sockaddr[0]) for family, _, _, _, sockaddr in infos))
+        if len(self._dns) >= _MAX_CACHED:
+            self._dns.clear()
+        self._dns[(host, port)] = (loop.time() + DNS_TTL_SECONDS, addresses)
+        return addresses
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()  # verifies the chain and the host name
+        return self._ssl
+
+    async def _connect(self, target: _Target, within: float) -> Connection:
+        loop = asyncio.get_running_loop()
+        where = f"{target.host}:{target.port}"
+        try:
+            async with asyncio.timeout(within):
+                addresses = await self._addresses(target.host, target.port)
+                failures: list[str] = []
+                for family, address in addresses:
+                    connection = Connection(self, target.key)
+                    try:
+                        await loop.create_connection(
+                            lambda c=connection: c,
+                            address,
+                            target.port,
+                            family=family,
+                            ssl=self._context() if target.tls else None,
+                            server_hostname=target.host if target.tls else None,
+                        )
+                    except OSError as exc:
+                        failures.append(_describe(exc))
+                        continue
+                    return connection
+        except TimeoutError:
+            raise ConnectionTimeoutError(f"Connection timeout to {where}") from None
+        except OSError as exc:  # the name did not resolve
+            raise ConnectError(f"Cannot connect to {where} [{_describe(exc)}]") from None
+        raise ConnectError(f"Cannot connect to {where} [{'; '.join(failures) or 'no address'}]")
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class Response:
+    """One call and its answer: `start` sends it and waits for the headers, `read` hands the body
+    over, `release` ends it (back to the pool if read to the end, else the connection is closed).
+    `fail` ends it from outside (a timer) whatever it is waiting for."""
+
+    __slots__ = ("_client", "_target", "_data", "_connection", "_error", "_done", "status", "raw_headers")
+
+    def __init__(self, client: HttpClient, target: _Target, data: bytes) -> None:
+        self._client = client
+        self._target = target
+        self._data = data
+        self._connection: Connection | None = None
+        self._error: BaseException | None = None
+        self._done = False
+        # the answer's status and headers (kept here: the connection moves on to other calls)
+        self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+
+    async def start(self, connect_timeout: float, header_timeout: float | None) -> None:
+        client = self._client
+        if client._closed:
+            raise HttpError("the upstream client is closed")
+        loop = asyncio.get_running_loop()
+        connection = client._take(self._target.key, loop.time())
+        if connection is None:
+            connection = await client._connect(self._target, connect_timeout)
+            if self._error is not None or self._done:  # failed or ended while connecting
+                connection.abort()
+                raise self._error or HttpError("the call was ended")
+        self._connection = connection
+        data, self._data = self._data, b""
+        await connection.exchange(data, header_timeout)
+        self.status = connection.status
+        self.raw_headers = connection.raw_headers
+
+    def read(self, n: int) -> Awaitable[bytes]:  # the connection's own coroutine: no frame of ours
+        """At most `n` bytes of the body, as soon as any are in; b"" at its end."""
+        connection = self._connection
+        assert connection is not None
+        return connection.read(n)
+
+    def fail(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+        if self._connection is not None:
+            self._connection.fail(error)
+
+    def release(self) -> None:
+        """Safe to call more than once."""
+        if self._done:
+            return
+        self._done = True
+        connection = self._connection
+        if connection is not None:
+            connection.finish()
+
+
+class Connection(asyncio.Protocol):
+    """One socket to a provider and the answer it is reading (one at a time)."""
+
+    def __init__(self, client: HttpClient, key: tuple[str, str, int]) -> None:
+        self._client = client
+        self.key = key
+        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._high = client._high
+        self.idle_since = 0.0
+        self._lost = False
+        self._active = False  # between a request sent and its answer's end
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self._headers_done = False
+        self._interim = False
+        self.complete = False
+        self._keep_alive = False
+        self._close_delimited = False
+        self._decoder: zlib._Decompress | None = None
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._paused = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if not self._active:  # bytes nobody asked for: the connection is not to be trusted
+            self.abort()
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            # a callback's own error (an unsupported encoding...) is raised as its context
+            cause = exc.__context__
+            self.fail(cause if isinstance(cause, HttpError) else HttpError(f"invalid HTTP answer: {exc}"))
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._client._forget(self)
+        if not self._active or self.complete or self._error is not None:
+            return
+        if self._headers_done and self._close_delimited and exc is None:
+            self._body_end()  # the body is what came before the close
+        elif self._headers_done:
+            detail = f": {_describe(exc)}" if exc is not None else ""
+            self._set_error(PayloadError(f"Response payload is not completed{detail}"))
+        else:
+            detail = f" ({_describe(exc)})" if exc is not None else ""
+            self._set_error(ServerDisconnectedError(f"Server disconnected{detail}"))
+
+    def pause_writing(self) -> None:  # the request is written whole; nothing to hold back
+        pass
+
+    # httptools callbacks
+
+    def on_message_begin(self) -> None:
+        self.raw_headers = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.raw_headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            self._interim = True
+            return
+        self.status = status
+        self._keep_alive = self._parser.should_keep_alive()
+        length = chunked = False
+        for name, value in self.raw_headers:
+            lower = name.lower()
+            if lower == b"content-length":
+                length = True
+            elif lower == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif lower == b"content-encoding":
+                self._decoder = _decoder(value)
+        self._close_delimited = not (length or chunked or status in (204, 304))
+        self._headers_done = True
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        if self._decoder is not None:
+            try:
+                body = self._decoder.decompress(body)
+            except zlib.error as exc:
+                raise HttpError(f"undecodable compressed answer: {exc}") from None
+            if not body:
+                return
+        self._chunks.append(body)
+        self._size += len(body)
+        if self._size > self._high and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            return
+        self._body_end()
+
+    # the exchange
+
+    async def exchange(self, data: bytes, header_timeout: float | None) -> None:
+        self._active = True
+        transport = self._transport
+        assert transport is not None
+        transport.write(data)
+        if self._headers_done or self._error is not None:
+            self._raise_error()
+            return
+        loop = asyncio.get_running_loop()
+        timer = None if header_timeout is None else loop.call_later(header_timeout, self._headers_late)
+        try:
+            while not self._headers_done:
+                self._raise_error()
+                self._waiter = loop.create_future()
+                await self._waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        self._raise_error()
+
+    async def read(self, n: int) -> bytes:
+        while not self._chunks:
+            self._raise_error()
+            if self.complete:
+                return b""
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        self._raise_error()
+        chunks = self._chunks
+        chunk = chunks.popleft()
+        if len(chunk) > n:
+            chunks.appendleft(chunk[n:])
+            chunk = chunk[:n]
+        elif chunks and len(chunk) + len(chunks[0]) <= n:
+            pieces = [chunk]
+            size = len(chunk)
+            while chunks and size + len(chunks[0]) <= n:
+                piece = chunks.popleft()
+                pieces.append(piece)
+                size += len(piece)
+            chunk = b"".join(pieces)
+        self._size -= len(chunk)
+        if self._paused and self._size <= self._high // 2:
+            self._paused = False
+            if self._transport is not None and not self._lost:
+                self._transport.resume_reading()
+        return chunk
+
+    def _headers_late(self) -> None:
+        self.fail(read_timeout())
+
+    def fail(self, error: BaseException) -> None:
+        """End the answer with `error` (raised to whoever reads it) and drop the connection."""
+        self._set_error(error)
+        self.abort()
+
+    def finish(self) -> None:
+        """The caller is done with the answer: pooled again if it was read to the end."""
+        if self.complete and self._keep_alive and self._error is None and not self._lost and not self._chunks:
+            self._active = False
+            self._reset()
+            self._client._give_back(self)
+        else:
+            self.abort()
+
+    def reusable(self, now: float) -> bool:
+        return not self._lost and now - self.idle_since < KEEPALIVE_SECONDS
+
+    def abort(self) -> None:
+        self._lost = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    # internals
+
+    def _body_end(self) -> None:
+        if self._decoder is not None:
+            rest = self._decoder.flush()
+            self._decoder = None
+            if rest:
+                self._chunks.append(rest)
+                self._size += len(rest)
+        self.complete = True
+        self._wake()
+
+    def _set_error(self, error: BaseException) -> None:
+        if self._error is None and not self.complete:
+            self._error = error
+            self._wake()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _decoder(value: bytes) -> zlib._Decompress | None:
+    coding = value.strip().lower()
+    if coding in (b"", b"identity"):
+        return None
+    if coding in (b"gzip", b"x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if coding == b"deflate":
+        return zlib.decompressobj(32 + zlib.MAX_WBITS)  # zlib-wrapped (what "deflate" means)
+    raise HttpError(f"unsupported content encoding {coding.decode('latin-1')!r}")
