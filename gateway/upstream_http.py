@@ -27,6 +27,8 @@ from yarl import URL
 # idle pooled connections older than this are closed (aiohttp's keepalive_timeout)
 KEEPALIVE_SECONDS = 15.0
 DNS_TTL_SECONDS = 300.0
+# the most one socket read of a compressed answer may inflate to (a bomb is refused, not held)
+MAX_INFLATED = 64 * 1024 * 1024
 _MAX_CACHED = 1024  # URLs parsed, names resolved, header sets judged: bounded caches
 
 
@@ -402,10 +404,13 @@ class Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         if self._decoder is not None:
+            decoder = self._decoder
             try:
-                body = self._decoder.decompress(body)
+                body = decoder.decompress(body, MAX_INFLATED)
             except zlib.error as exc:
                 raise HttpError(f"undecodable compressed answer: {exc}") from None
+            if decoder.unconsumed_tail:  # one socket read must not inflate without bound
+                raise HttpError(f"compressed answer inflating past {MAX_INFLATED} bytes at once")
             if not body:
                 return
         self._chunks.append(body)

@@ -352,3 +352,15 @@ def test_a_compressed_body_split_anywhere_decodes_whole():
     packed = gzip.compress(text)
     wire = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed) + packed
     assert _body_of([wire[i : i + 7] for i in range(0, len(wire), 7)]) == text
+
+
+def test_a_compression_bomb_is_refused_not_inflated(monkeypatch):
+    monkeypatch.setattr("gateway.upstream_http.MAX_INFLATED", 1000)
+    packed = gzip.compress(b"\0" * 100_000)
+    wire = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed) + packed
+    connection = Connection(client_session(), ("http", "x", 80))
+    connection.connection_made(_Transport())  # type: ignore[arg-type]
+    connection._active = True  # noqa: SLF001 - as once a request was written
+    connection.data_received(wire)
+    assert not connection.complete
+    assert "inflating past 1000 bytes" in str(connection._error)  # noqa: SLF001
