@@ -17,52 +17,25 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import zlib
-from collections import deque
 from collections.abc import Awaitable, Mapping
 
-import httptools
 from yarl import URL
 
-# idle pooled connections older than this are closed (aiohttp's keepalive_timeout)
-KEEPALIVE_SECONDS = 15.0
+from gateway.upstream_connection import (
+    FAILURES,
+    KEEPALIVE_SECONDS,
+    ConnectError,
+    Connection,
+    ConnectionTimeoutError,
+    HttpError,
+    describe,
+    read_timeout,
+)
+
+__all__ = ["FAILURES", "HttpClient", "Response", "read_timeout"]
+
 DNS_TTL_SECONDS = 300.0
-# the most one socket read of a compressed answer may inflate to (a bomb is refused, not held)
-MAX_INFLATED = 64 * 1024 * 1024
 _MAX_CACHED = 1024  # URLs parsed, names resolved, header sets judged: bounded caches
-
-
-class HttpError(Exception):
-    """A broken exchange: the connection failed, closed early or the answer is not HTTP."""
-
-
-class ConnectError(HttpError):
-    pass
-
-
-class ServerDisconnectedError(HttpError):
-    pass
-
-
-class PayloadError(HttpError):
-    pass
-
-
-class ConnectionTimeoutError(TimeoutError):
-    pass
-
-
-class SocketTimeoutError(TimeoutError):
-    """The wait for the next bytes of an answer (or its headers) passed its limit; named and
-    worded as aiohttp's, so the error text a stalled provider gives is the one it always gave."""
-
-
-# what a failed call raises (ssl errors are OSErrors)
-FAILURES = (HttpError, TimeoutError, OSError)
-
-
-def read_timeout() -> SocketTimeoutError:
-    return SocketTimeoutError("Timeout on reading data from socket")
 
 
 class _Target:
@@ -124,10 +97,6 @@ class HttpClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     async def close(self) -> None:
         self._closed = True
@@ -227,7 +196,7 @@ class HttpClient:
                 addresses = await self._addresses(target.host, target.port)
                 failures: list[str] = []
                 for family, address in addresses:
-                    connection = Connection(self, target.key)
+                    connection = Connection(self, target.key, self._high)
                     try:
                         await loop.create_connection(
                             lambda c=connection: c,
@@ -238,18 +207,14 @@ class HttpClient:
                             server_hostname=target.host if target.tls else None,
                         )
                     except OSError as exc:
-                        failures.append(_describe(exc))
+                        failures.append(describe(exc))
                         continue
                     return connection
         except TimeoutError:
             raise ConnectionTimeoutError(f"Connection timeout to {where}") from None
         except OSError as exc:  # the name did not resolve
-            raise ConnectError(f"Cannot connect to {where} [{_describe(exc)}]") from None
+            raise ConnectError(f"Cannot connect to {where} [{describe(exc)}]") from None
         raise ConnectError(f"Cannot connect to {where} [{'; '.join(failures) or 'no address'}]")
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 class Response:
@@ -307,237 +272,3 @@ class Response:
         connection = self._connection
         if connection is not None:
             connection.finish()
-
-
-class Connection(asyncio.Protocol):
-    """One socket to a provider and the answer it is reading (one at a time)."""
-
-    def __init__(self, client: HttpClient, key: tuple[str, str, int]) -> None:
-        self._client = client
-        self.key = key
-        self._transport: asyncio.Transport | None = None
-        self._parser = httptools.HttpResponseParser(self)
-        self._high = client._high
-        self.idle_since = 0.0
-        self._lost = False
-        self._active = False  # between a request sent and its answer's end
-        self._reset()
-
-    def _reset(self) -> None:
-        self.status = 0
-        self.raw_headers: list[tuple[bytes, bytes]] = []
-        self._headers_done = False
-        self._interim = False
-        self.complete = False
-        self._keep_alive = False
-        self._close_delimited = False
-        self._decoder: zlib._Decompress | None = None
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self._paused = False
-        self._error: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
-
-    # asyncio.Protocol
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        if not self._active:  # bytes nobody asked for: the connection is not to be trusted
-            self.abort()
-            return
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            # a callback's own error (an unsupported encoding...) is raised as its context
-            cause = exc.__context__
-            self.fail(cause if isinstance(cause, HttpError) else HttpError(f"invalid HTTP answer: {exc}"))
-
-    def eof_received(self) -> bool:
-        return False  # close the transport: connection_lost follows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
-        self._client._forget(self)
-        if not self._active or self.complete or self._error is not None:
-            return
-        if self._headers_done and self._close_delimited and exc is None:
-            self._body_end()  # the body is what came before the close
-        elif self._headers_done:
-            detail = f": {_describe(exc)}" if exc is not None else ""
-            self._set_error(PayloadError(f"Response payload is not completed{detail}"))
-        else:
-            detail = f" ({_describe(exc)})" if exc is not None else ""
-            self._set_error(ServerDisconnectedError(f"Server disconnected{detail}"))
-
-    def pause_writing(self) -> None:  # the request is written whole; nothing to hold back
-        pass
-
-    # httptools callbacks
-
-    def on_message_begin(self) -> None:
-        self.raw_headers = []
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.raw_headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        if status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
-            self._interim = True
-            return
-        self.status = status
-        self._keep_alive = self._parser.should_keep_alive()
-        length = chunked = False
-        for name, value in self.raw_headers:
-            lower = name.lower()
-            if lower == b"content-length":
-                length = True
-            elif lower == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif lower == b"content-encoding":
-                self._decoder = _decoder(value)
-        self._close_delimited = not (length or chunked or status in (204, 304))
-        self._headers_done = True
-        self._wake()
-
-    def on_body(self, body: bytes) -> None:
-        if self._decoder is not None:
-            decoder = self._decoder
-            try:
-                body = decoder.decompress(body, MAX_INFLATED)
-            except zlib.error as exc:
-                raise HttpError(f"undecodable compressed answer: {exc}") from None
-            if decoder.unconsumed_tail:  # one socket read must not inflate without bound
-                raise HttpError(f"compressed answer inflating past {MAX_INFLATED} bytes at once")
-            if not body:
-                return
-        self._chunks.append(body)
-        self._size += len(body)
-        if self._size > self._high and not self._paused and self._transport is not None:
-            self._paused = True
-            self._transport.pause_reading()
-        self._wake()
-
-    def on_message_complete(self) -> None:
-        if self._interim:
-            self._interim = False
-            return
-        self._body_end()
-
-    # the exchange
-
-    async def exchange(self, data: bytes, header_timeout: float | None) -> None:
-        self._active = True
-        transport = self._transport
-        assert transport is not None
-        transport.write(data)
-        if self._headers_done or self._error is not None:
-            self._raise_error()
-            return
-        loop = asyncio.get_running_loop()
-        timer = None if header_timeout is None else loop.call_later(header_timeout, self._headers_late)
-        try:
-            while not self._headers_done:
-                self._raise_error()
-                self._waiter = loop.create_future()
-                await self._waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
-        self._raise_error()
-
-    async def read(self, n: int) -> bytes:
-        while not self._chunks:
-            self._raise_error()
-            if self.complete:
-                return b""
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        self._raise_error()
-        chunks = self._chunks
-        chunk = chunks.popleft()
-        if len(chunk) > n:
-            chunks.appendleft(chunk[n:])
-            chunk = chunk[:n]
-        elif chunks and len(chunk) + len(chunks[0]) <= n:
-            pieces = [chunk]
-            size = len(chunk)
-            while chunks and size + len(chunks[0]) <= n:
-                piece = chunks.popleft()
-                pieces.append(piece)
-                size += len(piece)
-            chunk = b"".join(pieces)
-        self._size -= len(chunk)
-        if self._paused and self._size <= self._high // 2:
-            self._paused = False
-            if self._transport is not None and not self._lost:
-                self._transport.resume_reading()
-        return chunk
-
-    def _headers_late(self) -> None:
-        self.fail(read_timeout())
-
-    def fail(self, error: BaseException) -> None:
-        """End the answer with `error` (raised to whoever reads it) and drop the connection."""
-        self._set_error(error)
-        self.abort()
-
-    def finish(self) -> None:
-        """The caller is done with the answer: pooled again if it was read to the end."""
-        if self.complete and self._keep_alive and self._error is None and not self._lost and not self._chunks:
-            self._active = False
-            self._reset()
-            self._client._give_back(self)
-        else:
-            self.abort()
-
-    def reusable(self, now: float) -> bool:
-        return not self._lost and now - self.idle_since < KEEPALIVE_SECONDS
-
-    def abort(self) -> None:
-        self._lost = True
-        if self._transport is not None:
-            self._transport.abort()
-
-    # internals
-
-    def _body_end(self) -> None:
-        if self._decoder is not None:
-            rest = self._decoder.flush()
-            self._decoder = None
-            if rest:
-                self._chunks.append(rest)
-                self._size += len(rest)
-        self.complete = True
-        self._wake()
-
-    def _set_error(self, error: BaseException) -> None:
-        if self._error is None and not self.complete:
-            self._error = error
-            self._wake()
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
-def _decoder(value: bytes) -> zlib._Decompress | None:
-    coding = value.strip().lower()
-    if coding in (b"", b"identity"):
-        return None
-    if coding in (b"gzip", b"x-gzip"):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if coding == b"deflate":
-        return zlib.decompressobj(32 + zlib.MAX_WBITS)  # zlib-wrapped (what "deflate" means)
-    raise HttpError(f"unsupported content encoding {coding.decode('latin-1')!r}")

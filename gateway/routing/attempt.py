@@ -21,8 +21,7 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import StopReason
 from gateway.transcript.target import Target
-from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
-from gateway.upstream_http import HttpClient
+from gateway.upstream import MAX_ERROR_BODY, HttpClient, Timeouts, Upstream, UpstreamFailure
 
 _NO_LIMIT = contextlib.nullcontext()
 

@@ -36,8 +36,7 @@ from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMem
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
-from gateway.upstream import Timeouts
-from gateway.upstream_http import HttpClient
+from gateway.upstream import HttpClient, Timeouts
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace

@@ -24,7 +24,8 @@ from gateway.upstream import (
     UpstreamFailure,
     client_session,
 )
-from gateway.upstream_http import Connection, HttpClient
+from gateway.upstream_connection import Connection
+from gateway.upstream_http import HttpClient
 
 Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection
 
@@ -319,7 +320,7 @@ class _Transport:
 
 def _body_of(pieces: list[bytes]) -> bytes:
     """Feed `pieces` to a connection as socket reads and read its body to the end."""
-    connection = Connection(client_session(), ("http", "x", 80))
+    connection = Connection(client_session(), ("http", "x", 80), 2 * UPSTREAM_READ_BUFFER)
     connection.connection_made(_Transport())  # type: ignore[arg-type]
     connection._active = True  # noqa: SLF001 - as once a request was written
     for piece in pieces:
@@ -355,10 +356,10 @@ def test_a_compressed_body_split_anywhere_decodes_whole():
 
 
 def test_a_compression_bomb_is_refused_not_inflated(monkeypatch):
-    monkeypatch.setattr("gateway.upstream_http.MAX_INFLATED", 1000)
+    monkeypatch.setattr("gateway.upstream_connection.MAX_INFLATED", 1000)
     packed = gzip.compress(b"\0" * 100_000)
     wire = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed) + packed
-    connection = Connection(client_session(), ("http", "x", 80))
+    connection = Connection(client_session(), ("http", "x", 80), 2 * UPSTREAM_READ_BUFFER)
     connection.connection_made(_Transport())  # type: ignore[arg-type]
     connection._active = True  # noqa: SLF001 - as once a request was written
     connection.data_received(wire)
