@@ -365,3 +365,53 @@ def test_a_compression_bomb_is_refused_not_inflated(monkeypatch):
     connection.data_received(wire)
     assert not connection.complete
     assert "inflating past 1000 bytes" in str(connection._error)  # noqa: SLF001
+
+
+async def test_ipv6_and_a_name_resolved_once_for_its_ttl(client, monkeypatch):
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    try:
+        server = await asyncio.start_server(Server(writes(plain))._serve, "::1", 0)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    lookups: list[str] = []
+    real = loop.getaddrinfo
+
+    async def counted(host, *args, **kwargs):
+        lookups.append(host)
+        return await real("::1", *args, **kwargs)  # "provider.test" is the IPv6 loopback
+
+    monkeypatch.setattr(loop, "getaddrinfo", counted)
+    try:
+        assert (await call(client, f"http://[::1]:{port}/v1/x"))[2] == b"ok"
+        for _ in range(3):  # Connection: close, so each call connects again
+            assert (await call(client, f"http://provider.test:{port}/v1/x"))[2] == b"ok"
+    finally:
+        server.close()
+    assert lookups == ["::1", "provider.test"]
+
+
+async def test_a_call_cancelled_while_waiting_closes_its_connection(client):
+    closed = asyncio.Event()
+
+    async def answer(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        return True  # the body never comes; the next read sees the client close
+
+    server = Server(answer)
+    original = server._serve
+
+    async def serve(reader, writer):
+        await original(reader, writer)
+        closed.set()
+
+    server._serve = serve  # type: ignore[method-assign]
+    async with server as url:
+        for stream in (True, False):
+            closed.clear()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.1):
+                    await call(client, url, stream=stream)
+            await asyncio.wait_for(closed.wait(), 5)  # the provider sees the hang-up
+    assert not any(client._idle.values())  # noqa: SLF001 - nothing pooled
