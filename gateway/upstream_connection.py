@@ -58,8 +58,10 @@ def describe(exc: BaseException) -> str:
 
 
 class Pool(Protocol):
-    def _give_back(self, connection: Connection) -> None: ...
-    def _forget(self, connection: Connection) -> None: ...
+    """What a connection tells its pool: pool me again (an answer read whole), forget me (lost)."""
+
+    def give_back(self, connection: Connection) -> None: ...
+    def forget(self, connection: Connection) -> None: ...
 
 
 class Connection(asyncio.Protocol):
@@ -112,7 +114,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        self._pool._forget(self)
+        self._pool.forget(self)
         if not self._active or self.complete or self._error is not None:
             return
         if self._headers_done and self._close_delimited and exc is None:
@@ -123,9 +125,6 @@ class Connection(asyncio.Protocol):
         else:
             detail = f" ({describe(exc)})" if exc is not None else ""
             self._set_error(ServerDisconnectedError(f"Server disconnected{detail}"))
-
-    def pause_writing(self) -> None:  # the request is written whole; nothing to hold back
-        pass
 
     # httptools callbacks
 
@@ -246,7 +245,7 @@ class Connection(asyncio.Protocol):
         if self.complete and self._keep_alive and self._error is None and not self._lost and not self._chunks:
             self._active = False
             self._reset()
-            self._pool._give_back(self)
+            self._pool.give_back(self)
         else:
             self.abort()
 

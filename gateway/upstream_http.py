@@ -145,7 +145,7 @@ class HttpClient:
             connection.abort()
         return None
 
-    def _give_back(self, connection: Connection) -> None:
+    def give_back(self, connection: Connection) -> None:
         if self._closed:
             connection.abort()
             return
@@ -155,7 +155,7 @@ class HttpClient:
         if self._sweep is None:
             self._sweep = loop.call_later(KEEPALIVE_SECONDS, self._swept)
 
-    def _forget(self, connection: Connection) -> None:
+    def forget(self, connection: Connection) -> None:
         connections = self._idle.get(connection.key)
         if connections and connection in connections:
             connections.remove(connection)
