@@ -1,4 +1,4 @@
-"""The only module that talks HTTP to providers.
+"""The only module that talks HTTP to providers (through `upstream_http.py`'s client, its alone).
 
 It sends an encoded request and hands back the raw status, headers and body chunks; it knows
 nothing about any provider's format. Failures become UpstreamError values, never exceptions that

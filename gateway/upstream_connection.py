@@ -129,6 +129,8 @@ class Connection(asyncio.Protocol):
     # httptools callbacks
 
     def on_message_begin(self) -> None:
+        if self.complete:  # a second answer to one call: the connection is out of step
+            raise HttpError("bytes past the end of the answer")
         self.raw_headers = []
 
     def on_header(self, name: bytes, value: bytes) -> None:

@@ -415,3 +415,14 @@ async def test_a_call_cancelled_while_waiting_closes_its_connection(client):
                     await call(client, url, stream=stream)
             await asyncio.wait_for(closed.wait(), 5)  # the provider sees the hang-up
     assert not any(client._idle.values())  # noqa: SLF001 - nothing pooled
+
+
+def test_bytes_past_the_answer_end_drop_the_connection():
+    connection = Connection(client_session(), ("http", "x", 80), 2 * UPSTREAM_READ_BUFFER)
+    connection.connection_made(_Transport())  # type: ignore[arg-type]
+    connection._active = True  # noqa: SLF001 - as once a request was written
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    connection.data_received(answer)
+    assert connection.complete and connection.reusable(0.0)
+    connection.data_received(answer)  # unasked for, while the first is still being read
+    assert not connection.reusable(0.0)
