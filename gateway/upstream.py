@@ -110,7 +110,7 @@ class Upstream:
         request = self._request
         try:
             response = self._session.request(request.url, upstream_headers(request.headers), request.body)
-        except ValueError as exc:  # a header with a line break: named without its value
+        except ValueError as exc:  # a header with a line break (named without its value)...
             raise UpstreamFailure(UpstreamError(ErrorCategory.PROTOCOL, str(exc))) from None
         self._response = response
         # `total` bounds the whole call, whatever it waits for: the connection, the headers, a

@@ -61,6 +61,9 @@ def _defaults(names: tuple[str, ...], user_agent: str) -> tuple[str, int]:
     """The framing lines a call with these header names gets added (aiohttp's defaults, but an
     identity encoding), and the count of lines the head then holds (for the line-break check)."""
     lower = {n.lower() for n in names}
+    framing = lower & {"host", "content-length", "transfer-encoding", "connection"}
+    if framing:  # the client writes these itself: a second copy would make the request ambiguous
+        raise ValueError(f"an upstream request sets its framing header {sorted(framing)[0]!r} itself")
     extra = ""
     if "user-agent" not in lower:
         extra += f"User-Agent: {user_agent}\r\n"

@@ -426,3 +426,13 @@ def test_bytes_past_the_answer_end_drop_the_connection():
     assert connection.complete and connection.reusable(0.0)
     connection.data_received(answer)  # unasked for, while the first is still being read
     assert not connection.reusable(0.0)
+
+
+async def test_a_framing_header_set_by_the_caller_is_refused(client):
+    request = HttpRequest("http://127.0.0.1:9/", {"Content-Length": "1"}, b"{}")
+    with pytest.raises(UpstreamFailure) as failure:
+        async with Upstream(client, request, Timeouts()):
+            pass
+    assert (
+        failure.value.error.message == "an upstream request sets its framing header 'content-length' itself"
+    )
