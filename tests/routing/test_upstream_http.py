@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import socket
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -436,3 +437,20 @@ async def test_a_framing_header_set_by_the_caller_is_refused(client):
     assert (
         failure.value.error.message == "an upstream request sets its framing header 'content-length' itself"
     )
+
+
+async def test_an_address_that_refuses_falls_through_to_the_next(client, monkeypatch):
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    async with Server(writes(plain)) as url:
+        port = int(url.split(":")[2].split("/")[0])
+        loop = asyncio.get_running_loop()
+        infos = [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", port)),  # nothing listens there
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+        ]
+
+        async def resolved(host, *args, **kwargs):
+            return infos
+
+        monkeypatch.setattr(loop, "getaddrinfo", resolved)
+        assert (await call(client, f"http://provider.test:{port}/v1/x"))[2] == b"ok"
