@@ -17,17 +17,31 @@ from gateway.continuity.codec import decode_turn
 from gateway.continuity.keys import lookup_key, normalize_text
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, request_with
+from gateway.transcript.resume import Resumable
 
 # Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
 _ASSISTANT = Role.ASSISTANT
 
 
+# a conversation's keys so far (a message's key depends on it and the assistant turns before it):
+# its next turn computes only the new messages' (gateway/transcript/resume.py)
+_KEYS_SO_FAR = Resumable()
+
+
 def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:
     """The lookup key of every assistant message, in order (None: nothing to look up)."""
-    keys: list[str | None] = []
-    for position, message in enumerate(m for m in request.messages if m.role is _ASSISTANT):
-        keys.append(lookup_key(message.blocks, session, position, tenant))
-    return tuple(keys)
+    messages = request.messages
+    context = (session, tenant)
+    done, held = _KEYS_SO_FAR.find(messages, context)
+    keys: list[str | None] = [] if held is None else list(held)
+    position = len(keys)
+    for message in messages[done:] if done else messages:
+        if message.role is _ASSISTANT:
+            keys.append(lookup_key(message.blocks, session, position, tenant))
+            position += 1
+    found = tuple(keys)
+    _KEYS_SO_FAR.hold(messages, context, found)
+    return found
 
 
 def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:

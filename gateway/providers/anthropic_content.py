@@ -8,11 +8,15 @@ import base64
 import binascii
 from typing import Any
 
+import orjson
+
 from gateway.providers.base import EncodeError, parse_arguments
+from gateway.providers.held_wire import HeldWire
 from gateway.transcript.model import (
     CacheControl,
     Document,
     Image,
+    Message,
     Reasoning,
     Request,
     Role,
@@ -153,21 +157,27 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
             raise EncodeError(f"{type(block).__name__} block cannot appear in an Anthropic {side} message")
 
 
-def messages_wire(request: Request, target: Target) -> list[dict[str, Any]]:
+# each conversation's rendered messages, so that its next turn renders only what it adds
+HELD = HeldWire(budget=16 << 20)
+
+
+def messages_wire(request: Request, target: Target) -> orjson.Fragment:
     """One wire message per canonical message: repair (merge_user_turns, merge_assistant_runs)
-    already made the roles alternate, with a turn's tool results before the user's own content."""
-    out: list[dict[str, Any]] = []
-    previous = ""
-    for n, message in enumerate(request.messages):
+    already made the roles alternate, with a turn's tool results before the user's own content.
+    The JSON array, rendered (gateway/providers/held_wire.py)."""
+
+    def encode(messages: tuple[Message, ...], n: int, out: list[dict[str, Any]]) -> None:
+        message = messages[n]
         if message.role is _SYSTEM:
             raise EncodeError(f"messages.{n}: a system message reached the encoder (repair moves it)")
         assistant = message.role is _ASSISTANT
         role = "assistant" if assistant else "user"
-        if role == previous:
+        # the message before is not a system message: it was encoded first (or held)
+        if n and (messages[n - 1].role is _ASSISTANT) is assistant:
             raise EncodeError(f"messages.{n}: two {role} messages in a row (repair merges them)")
         content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
         if not content:
             raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
         out.append({"role": role, "content": content})
-        previous = role
-    return out
+
+    return orjson.Fragment(HELD.render(request.messages, target, [], encode))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.transcript.model import Block, Message, Role, Text
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities
 
 
@@ -46,12 +47,23 @@ def _clean(blocks: tuple[Block, ...], blank: bool) -> bool:
     return True
 
 
+# a conversation's walk so far, before the final trim (each message is judged on its own): its
+# next turn walks only the messages after those they share (gateway/transcript/resume.py)
+_SO_FAR = Resumable()
+
+
 def drop_empty_text(messages: tuple[Message, ...], caps: Capabilities) -> tuple[Message, ...]:
     blank = caps.blank_text_forbidden
-    out: list[Message] = []
-    changed = False
+    context = (blank, caps.empty_assistant_turn_ok)
+    done, held = _SO_FAR.find(messages, context)
+    if held is None:
+        out: list[Message] = []
+        changed = False
+    else:
+        held_out, changed = held
+        out = list(held_out)
     keep_empty_turns = caps.empty_assistant_turn_ok
-    for message in messages:
+    for message in messages[done:] if done else messages:
         if _clean(message.blocks, blank):
             out.append(message)
             continue
@@ -62,9 +74,11 @@ def drop_empty_text(messages: tuple[Message, ...], caps: Capabilities) -> tuple[
         blocks = tuple(b for b in message.blocks if not says_nothing(b, blank))
         if blocks:
             out.append(Message(message.role, blocks))
-    if blank:
-        changed = _trim_final_assistant_text(out) or changed
-    return tuple(out) if changed else messages
+    kept = tuple(out) if changed else messages
+    _SO_FAR.hold(messages, context, (kept, changed))
+    if blank and _trim_final_assistant_text(out):
+        return tuple(out)
+    return kept
 
 
 def _trim_final_assistant_text(out: list[Message]) -> bool:

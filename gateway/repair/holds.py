@@ -24,6 +24,7 @@ from gateway.transcript.model import (
     ToolCall,
     ToolResult,
 )
+from gateway.transcript.resume import Resumable
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +46,18 @@ class Holds:
 EVERYTHING = Holds()  # holds everything: every pass runs (what tests compare with)
 
 
+# a conversation's holdings so far (an "any" over its messages): its next turn walks only the new
+# messages (gateway/transcript/resume.py)
+_SO_FAR = Resumable()
+
+
 def holds(messages: tuple[Message, ...]) -> Holds:
-    calls = custom = results = reasoning = meta = media = server = blank = cached = False
-    for message in messages:
+    done, held = _SO_FAR.find(messages, None)
+    if held is None:
+        calls = custom = results = reasoning = meta = media = server = blank = cached = False
+    else:
+        calls, custom, results, reasoning, meta, media, server, blank, cached = held
+    for message in messages[done:] if done else messages:
         blocks = message.blocks
         if not blocks:
             blank = True
@@ -84,4 +94,6 @@ def holds(messages: tuple[Message, ...]) -> Holds:
                 raise TypeError(f"unknown block kind {t.__name__}")
             if b.cache is not None:
                 cached = True
-    return Holds(calls, custom, results, reasoning, meta, media, server, blank, cached)
+    found = Holds(calls, custom, results, reasoning, meta, media, server, blank, cached)
+    _SO_FAR.hold(messages, None, (calls, custom, results, reasoning, meta, media, server, blank, cached))
+    return found

@@ -33,6 +33,7 @@ from gateway.transcript.model import (
     ToolCall,
     ToolResult,
 )
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities, Target
 
 
@@ -45,6 +46,12 @@ def _token_key(block: Reasoning) -> tuple[str, str] | None:
     return block.text, repr(sorted(meta.data.items()))
 
 
+# a conversation's walk so far (a left-to-right fold: the tokens kept so far are its state),
+# resumed by its next turn after the messages they share (gateway/transcript/resume.py): its prefix
+# comes out as the same objects turn after turn, which lets the encoders reuse their rendering
+_SO_FAR = Resumable()
+
+
 def _is_placeholder(key: str, value: object, caps: Capabilities) -> bool:
     return key == caps.thought_signature_key and value == caps.thought_signature_placeholder
 
@@ -52,10 +59,16 @@ def _is_placeholder(key: str, value: object, caps: Capabilities) -> bool:
 def apply_reasoning_policy(
     messages: tuple[Message, ...], target: Target, caps: Capabilities, strict: bool = False
 ) -> tuple[tuple[Message, ...], list[Repair]]:
-    repairs: list[Repair] = []
-    out: list[Message] = []
-    changed_any = False
-    kept_tokens: set[tuple[str, str]] = set()
+    context = (target, caps, strict)
+    done, held = _SO_FAR.find(messages, context)
+    if held is None:
+        repairs: list[Repair] = []
+        out: list[Message] = []
+        changed_any = False
+        kept_tokens: set[tuple[str, str]] = set()
+    else:
+        held_out, held_tokens, changed_any, held_repairs = held
+        out, kept_tokens, repairs = list(held_out), set(held_tokens), list(held_repairs)
 
     def owned(meta: Continuity | None) -> bool:
         return not strict and target.owns(meta)
@@ -73,7 +86,7 @@ def apply_reasoning_policy(
             return meta
         return target.continuity(data) if data else None
 
-    for message in messages:
+    for message in messages[done:] if done else messages:
         if message.role is not Role.ASSISTANT:
             out.append(message)
             continue
@@ -127,4 +140,6 @@ def apply_reasoning_policy(
             # an assistant message left with nothing is dropped: providers reject empty content
         else:
             out.append(message)
-    return (tuple(out) if changed_any else messages), repairs
+    result = tuple(out) if changed_any else messages
+    _SO_FAR.hold(messages, context, (result, frozenset(kept_tokens), changed_any, tuple(repairs)))
+    return result, repairs

@@ -26,6 +26,8 @@ which); a result inserted for a call without one is `synthetic_tool_result` (too
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from gateway.repair.report import Repair
 from gateway.repair.retire import void_text_signatures
 from gateway.transcript.model import Block, Message, Role, Text, ToolCall, ToolResult
@@ -49,7 +51,7 @@ def fix_role_order(
     # however long a run is)
     runs: list[list[Message]] = []
     changed = False
-    for message in messages:
+    for message in messages if _may_join(messages, caps) else ():
         if message.role is Role.SYSTEM and not caps.system_messages_in_place:
             message = _system_as_user(message)
             repairs.append(Repair("system_message_as_user"))
@@ -87,6 +89,26 @@ def fix_role_order(
         repairs.append(Repair("synthetic_message", "user message after a final assistant message"))
         changed = True
     return (tuple(out) if changed else messages), repairs
+
+
+def _may_join(messages: tuple[Message, ...], caps: Capabilities) -> bool:
+    """Whether the loop over runs can change anything: a system message to move, or two
+    neighbours whose roles may join or need a message between them. Most transcripts have
+    neither, and their distinct pairs of neighbouring roles (a handful) tell it at C speed."""
+    roles = list(map(_ROLE, messages))
+    if not caps.system_messages_in_place and Role.SYSTEM in roles:
+        return True
+    pairs = set(zip(roles, roles[1:], strict=False))
+    if (Role.ASSISTANT, Role.ASSISTANT) in pairs:
+        return True
+    if caps.merge_user_turns and any(a in _USER_SIDE and b in _USER_SIDE for a, b in pairs):
+        return True
+    if caps.merge_tool_runs and (Role.TOOL, Role.TOOL) in pairs:
+        return True
+    return caps.user_after_tool_forbidden and (Role.TOOL, Role.USER) in pairs
+
+
+_ROLE = attrgetter("role")
 
 
 def _system_as_user(message: Message) -> Message:

@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 
 from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Target, ToolIdRule
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -45,16 +46,28 @@ def _derive(canonical: str, rule: ToolIdRule, salt: int) -> str:
     return rule.prefix + digest[:room]
 
 
+# a conversation's projection so far: the walk is a left-to-right fold (an id is assigned where it
+# first appears), so the next turn resumes after the messages it shares (gateway/transcript/resume.py)
+_SO_FAR = Resumable()
+
+
 def project_tool_ids(
     messages: tuple[Message, ...], target: Target, rule: ToolIdRule
 ) -> tuple[tuple[Message, ...], dict[str, str], int]:
     """Returns the projected messages, the provider id -> canonical id map, and how many ids had
     to be rewritten into the target's format (an issuer getting its own ids back is no repair)."""
     pattern = re.compile(rule.pattern)
-    forward: dict[str, str] = {}  # canonical -> provider
-    used: set[str] = set()
-    changed = 0
-    call_index = 0
+    context = (target, rule)
+    done, held = _SO_FAR.find(messages, context)
+    if held is None:
+        out: list[Message] = []
+        forward: dict[str, str] = {}  # canonical -> provider
+        used: set[str] = set()
+        changed = call_index = 0
+        rewritten = False
+    else:
+        so_far, held_forward, held_used, call_index, changed, rewritten = held
+        out, forward, used = list(so_far), dict(held_forward), set(held_used)
 
     def fits(candidate: str) -> bool:
         return (
@@ -91,9 +104,7 @@ def project_tool_ids(
         used.add(pid)
         return pid
 
-    out: list[Message] = []
-    rewritten = False
-    for message in messages:
+    for message in messages[done:] if done else messages:
         if message.role is Role.USER:
             out.append(message)
             continue
@@ -121,4 +132,6 @@ def project_tool_ids(
             rewritten = True
             message = Message(message.role, tuple(blocks))
         out.append(message)
-    return (tuple(out) if rewritten else messages), {p: c for c, p in forward.items()}, changed
+    projected = tuple(out) if rewritten else messages
+    _SO_FAR.hold(messages, context, (projected, forward, used, call_index, changed, rewritten))
+    return projected, {p: c for c, p in forward.items()}, changed

@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Role, ToolCall, ToolResult
+from gateway.transcript.resume import Resumable
 
 SYNTHETIC_RESULT_TEXT = "The tool call was cancelled before it produced a result."
 
@@ -70,15 +71,23 @@ def unique_call_ids(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...],
     return tuple(out), repairs
 
 
+# the two checks' walks so far over a conversation that passed them (each a left-to-right fold):
+# its next turn walks only the new messages (gateway/transcript/resume.py)
+_IDS_SO_FAR = Resumable()
+_PAIRED_SO_FAR = Resumable()
+
+
 def _reuses_a_call_id(messages: tuple[Message, ...]) -> bool:
-    seen: set[str] = set()
-    for message in messages:
+    done, held = _IDS_SO_FAR.find(messages, None)
+    seen: set[str] = set() if held is None else set(held)
+    for message in messages[done:] if done else messages:
         if message.role is Role.ASSISTANT:
             for block in message.blocks:
                 if type(block) is ToolCall:
                     if block.id in seen:
                         return True
                     seen.add(block.id)
+    _IDS_SO_FAR.hold(messages, None, seen)
     return False
 
 
@@ -177,8 +186,9 @@ def already_paired(messages: tuple[Message, ...]) -> bool:
     """Every call answered right after it by exactly its results, and no result anywhere else:
     what a well-behaved agent sends, checked in one cheap scan (the general pass would hand back
     the same transcript; tests/repair/test_tool_pairing.py checks they agree)."""
-    pending: set[str] = set()
-    for message in messages:
+    done, held = _PAIRED_SO_FAR.find(messages, None)
+    pending: set[str] = set() if held is None else set(held)
+    for message in messages[done:] if done else messages:
         if message.role is Role.TOOL:
             if not pending:
                 return False
@@ -204,6 +214,7 @@ def already_paired(messages: tuple[Message, ...]) -> bool:
             for block in message.blocks:
                 if type(block) is ToolResult:
                     return False
+    _PAIRED_SO_FAR.hold(messages, None, frozenset(pending))
     return not pending
 
 

@@ -79,8 +79,11 @@ def decode_request(
 
     system: list[Text] = []
     messages: list[Message] = []
-    for i, msg in enumerate(wires):
-        message, ignored = items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
+    for i, (msg, found) in enumerate(zip(wires, items.found, strict=True)):
+        # a found item is its decoded value (what `items.decode` would hand back, without a call)
+        message, ignored = (
+            found if found is not None else items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
+        )
         stats.ignored_tokens += ignored
         if message.role is Role.SYSTEM:
             if not messages:  # the instructions that open the conversation

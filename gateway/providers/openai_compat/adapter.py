@@ -22,6 +22,7 @@ from gateway.providers.base import (
     loads_or_none,
     tool_call_names,
 )
+from gateway.providers.held_wire import HeldWire
 from gateway.providers.openai_compat.decode import ChatStreamDecoder, classify_payload
 from gateway.providers.structured import schema_instructions
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
@@ -130,6 +131,9 @@ _TOOL_CHOICE_WORDS = {
 # --------------------------------------------------------------------------------------------
 # request encoding
 
+# each conversation's rendered messages, so that its next turn renders only what it adds
+HELD = HeldWire(budget=16 << 20)
+
 
 class ChatEncoder:
     def __init__(self, dialect: ChatDialect) -> None:
@@ -150,12 +154,20 @@ class ChatEncoder:
             system = f"{system}\n\n{instructions}" if system else instructions
         if system:
             messages.append({"role": "system", "content": system})
-        for position, message in enumerate(request.messages):
+
+        def encode(listed: tuple[Message, ...], position: int, out: list[dict[str, Any]]) -> None:
             try:
-                self._message(message, target, names, messages)
+                self._message(listed[position], target, names, out)
             except EncodeError as exc:
                 raise EncodeError(f"messages[{position}]: {exc}") from None
-        body: dict[str, Any] = {"model": target.model, "messages": messages}
+
+        body: dict[str, Any] = {"model": target.model}
+        if d.tool_message_name:  # a tool message's `name` is its call's, from elsewhere
+            for position in range(len(request.messages)):
+                encode(request.messages, position, messages)
+            body["messages"] = messages
+        else:
+            body["messages"] = orjson.Fragment(HELD.render(request.messages, (d, target), messages, encode))
         if request.tools:
             body["tools"] = [
                 {

@@ -1,0 +1,75 @@
+"""A pass's walk over a conversation, resumed where the previous turn's walk ended.
+
+Some passes are left-to-right folds: what they make of message i, and their state after it,
+depend only on the messages up to i (and the target). An agent resends its transcript each turn
+with the same message objects in front (the decode memo, identity-keeping passes before), so
+such a pass can start from its state after the previous turn's messages and walk only the new
+ones: the result is the one a walk from the start gives, because the state at that point is.
+
+The pass stays a pure function of its input: what is held is only ever a result it computed
+itself from the same objects (compared by identity: each held entry keeps its messages alive, so
+no other object can take their ids) under an equal context. States are never changed once held:
+a pass copies what it goes on with.
+
+Keyed by the conversation's first message object; only long transcripts (a short walk costs less
+than the bookkeeping). Bounded by the messages the held conversations hold (they keep them alive,
+with whatever the decode memo dropped meanwhile), oldest conversation out first.
+"""
+
+from __future__ import annotations
+
+import threading
+from operator import is_not
+from typing import Any
+
+from gateway.transcript.model import Message
+
+MIN_MESSAGES = 16
+
+
+class Resumable:
+    __slots__ = ("_count", "_held", "_limit", "_lock")
+
+    def __init__(self, messages: int = 40_000) -> None:
+        self._limit = messages  # held over every conversation
+        self._count = 0
+        self._held: dict[int, tuple[tuple[Message, ...], object, Any]] = {}
+        self._lock = threading.Lock()  # large requests are repaired in worker threads
+
+    def find(self, messages: tuple[Message, ...], context: object) -> tuple[int, Any]:
+        """(n, state): the state held after `messages[:n]` under an equal context, or (0, None)."""
+        if len(messages) < MIN_MESSAGES:
+            return 0, None
+        with self._lock:
+            held = self._held.get(id(messages[0]))
+        if held is None:
+            return 0, None
+        before, held_context, state = held
+        if (
+            len(before) > len(messages)
+            or before[0] is not messages[0]
+            or held_context != context
+            or any(map(is_not, before, messages))
+        ):
+            return 0, None
+        return len(before), state
+
+    def hold(self, messages: tuple[Message, ...], context: object, state: Any) -> None:
+        """Keep `state`, the fold's state after all of `messages` (never changed afterwards)."""
+        if len(messages) < MIN_MESSAGES:
+            return
+        key = id(messages[0])
+        with self._lock:
+            gone = self._held.pop(key, None)
+            if gone is not None:
+                self._count -= len(gone[0])
+            if len(messages) > self._limit:
+                return
+            self._held[key] = (messages, context, state)
+            self._count += len(messages)
+            while self._count > self._limit:
+                self._count -= len(self._held.pop(next(iter(self._held)))[0])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held, self._count = {}, 0

@@ -1,0 +1,113 @@
+"""A conversation's rendered messages held for its next turn (gateway/providers/held_wire.py):
+whatever was held before (a shorter turn, a turn that went on differently, another dialect's or
+target's rendering of the same messages), every family that uses it sends exactly the bytes it
+sends with nothing held, and refuses exactly what it refuses."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.providers import KINDS, anthropic_content, get_adapter, held_wire
+from gateway.providers.base import EncodeError
+from gateway.providers.openai_compat import adapter as chat
+from gateway.providers.openai_compat.adapter import ChatAdapter
+from gateway.repair import prepare
+from gateway.transcript.model import Message, Request, Role, Text, ToolCall, ToolResult, request_with
+from tests.property.test_rich_content import rich_requests
+from tests.property.transcripts import requests, target_for
+
+CHAT_KINDS = [k for k in KINDS if isinstance(get_adapter(k), ChatAdapter)]
+HELD_KINDS = [*CHAT_KINDS, "anthropic"]
+HELDS = (chat.HELD, anthropic_content.HELD)
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _send(request: Request, kind: str) -> bytes | str:
+    target = target_for(kind)
+    try:
+        return get_adapter(kind).encode_request(request, target, "k").body
+    except EncodeError as exc:
+        return f"refused: {exc}"
+
+
+def _cold(request: Request, kind: str, monkeypatch: pytest.MonkeyPatch) -> bytes | str:
+    with monkeypatch.context() as m:
+        m.setattr(held_wire, "MIN_MESSAGES", 10**9)
+        return _send(request, kind)
+
+
+def _prepared(request: Request, kind: str) -> Request:
+    return prepare(request, target_for(kind), get_adapter(kind).capabilities).request
+
+
+def _check(request: Request, kind: str, other: str, cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+    for held in HELDS:
+        held.clear()
+    messages = request.messages
+    cut = min(cut, len(messages))
+    want = _cold(request, kind, monkeypatch)
+    # what earlier turns may have left: the same messages for another dialect, a turn that went
+    # on differently after `cut`, the turn's own first part
+    _send(request, other)
+    went_on = request_with(request, messages=messages[:cut] + messages[cut:][::-1] + messages[:1])
+    assert _send(went_on, kind) == _cold(went_on, kind, monkeypatch)
+    shorter = request_with(request, messages=messages[:cut])
+    if shorter.messages:
+        assert _send(shorter, kind) == _cold(shorter, kind, monkeypatch)
+    assert _send(request, kind) == want
+    assert _send(request, kind) == want  # all of it held
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(HELD_KINDS), st.sampled_from(HELD_KINDS), st.integers(0, 12))
+def test_held_renderings_send_the_same_bytes_for_agent_transcripts(data, kind, other, cut):
+    request = _prepared(data.draw(requests(target_for(kind), False)), kind)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _check(request, kind, other, cut, monkeypatch)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(HELD_KINDS), st.sampled_from(HELD_KINDS), st.integers(0, 12))
+def test_held_renderings_send_the_same_bytes_for_rich_transcripts(data, kind, other, cut):
+    request = _prepared(data.draw(rich_requests(target_for(kind))), kind)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _check(request, kind, other, cut, monkeypatch)
+
+
+@pytest.mark.parametrize("kind", HELD_KINDS)
+def test_a_long_agent_session_renders_only_its_new_messages(kind, monkeypatch):
+    """Turn after turn of a 40-message session (above MIN_MESSAGES) the bytes are those rendered
+    from nothing, and the held prefix is not rendered again (its messages' encoding is not called)."""
+    for held in HELDS:
+        held.clear()
+    messages: list[Message] = [Message(Role.USER, (Text("task"),))]
+    for n in range(20):
+        messages.append(Message(Role.ASSISTANT, (Text(f"step {n}"), ToolCall(f"call_{n}", "f", "{}"))))
+        messages.append(Message(Role.TOOL, (ToolResult(f"call_{n}", f"result {n}"),)))
+    adapter = get_adapter(kind)
+    encoded: list[object] = []  # the messages (chat) or blocks (Messages) encoded
+    if kind == "anthropic":
+        owner, name, renders_all = anthropic_content, "_block", False
+    else:
+        owner, name, renders_all = type(adapter._encoder), "_message", adapter.dialect.tool_message_name
+    real = getattr(owner, name)
+
+    def counting(*args):
+        encoded.append(args[1] if owner is not anthropic_content else args[0])
+        return real(*args)
+
+    for turn in range(3):
+        request = Request("m", tuple(messages), system=(Text("Be terse."),))
+        want = _cold(request, kind, monkeypatch)
+        encoded.clear()
+        with monkeypatch.context() as m:
+            m.setattr(owner, name, counting)
+            assert _send(request, kind) == want
+        if turn and not renders_all:
+            newest = messages[-2:]
+            assert encoded == (newest if kind != "anthropic" else [b for m in newest for b in m.blocks])
+        messages.append(Message(Role.ASSISTANT, (Text(f"more {turn}"),)))
+        messages.append(Message(Role.USER, (Text(f"go on {turn}"),)))
