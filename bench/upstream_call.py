@@ -80,13 +80,22 @@ def _stub(source: str) -> tuple[subprocess.Popen, int]:
     return process, int(process.stdout.readline())
 
 
+def _call(port: int, accept: str, body: bytes) -> HttpRequest:
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-x", "Accept": accept}
+    return HttpRequest(f"http://127.0.0.1:{port}/v1/chat/completions", headers, body)
+
+
+async def _calls(one, concurrency: int, each: int) -> None:
+    async def worker():
+        for _ in range(each):
+            await one()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
 async def whole(n: int, port: int) -> None:
     session = client_session()
-    req = HttpRequest(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
-        {"Content-Type": "application/json", "Authorization": "Bearer sk-x", "Accept": "application/json"},
-        b'{"model":"m","messages":[{"role":"user","content":"hi"}]}',
-    )
+    req = _call(port, "application/json", b'{"model":"m","messages":[{"role":"user","content":"hi"}]}')
     t = Timeouts()
 
     async def one():
@@ -94,26 +103,17 @@ async def whole(n: int, port: int) -> None:
             assert up.status == 200
             await up.read()
 
-    async def worker(k):
-        for _ in range(k):
-            await one()
-
-    for _ in range(200):
-        await one()
+    await _calls(one, 1, 200)
     for conc in (1, 32):
         c0 = time.process_time()
-        await asyncio.gather(*(worker(n // conc) for _ in range(conc)))
+        await _calls(one, conc, n // conc)
         print(f"whole answers, c={conc}: {(time.process_time() - c0) / n * 1e6:.1f} us CPU/call")
     await session.close()
 
 
 async def streamed(n: int, port: int) -> None:
     session = client_session()
-    req = HttpRequest(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
-        {"Content-Type": "application/json", "Authorization": "Bearer sk-x", "Accept": "text/event-stream"},
-        b'{"model":"m","stream":true}',
-    )
+    req = _call(port, "text/event-stream", b'{"model":"m","stream":true}')
     t = Timeouts()
     chunks = 0
 
@@ -123,14 +123,10 @@ async def streamed(n: int, port: int) -> None:
             while await up.next_chunk():
                 chunks += 1
 
-    async def worker(k):
-        for _ in range(k):
-            await one()
-
-    await asyncio.gather(*(worker(2) for _ in range(64)))
+    await _calls(one, 64, 2)
     chunks = 0
     c0 = time.process_time()
-    await asyncio.gather(*(worker(n // 128) for _ in range(128)))
+    await _calls(one, 128, n // 128)
     print(f"128 streams: {(time.process_time() - c0) / chunks * 1e6:.2f} us CPU/chunk read ({chunks} reads)")
     await session.close()
 
