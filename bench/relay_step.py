@@ -5,7 +5,9 @@ bench's stream figures hold besides sockets, aiohttp's reader and each request's
 
     python bench/relay_step.py [--reps N]
 
-Prints microseconds per upstream chunk (the best of five rounds). Runs against another checkout
+Prints microseconds per upstream content chunk (what a stream of 64 costs over one of one, per
+chunk more) and per stream of one content chunk (what a stream costs to set up, decode, relay and
+end besides its chunks; the best of five rounds each). Runs against another checkout
 too (PYTHONPATH=<tree>): its fake upstream offers both `chunks()` and `next_chunk()`.
 """
 
@@ -58,7 +60,8 @@ FRAMES = _frames()
 
 
 class _Upstream:
-    def __init__(self) -> None:
+    def __init__(self, frames: list[bytes]) -> None:
+        self._frames = frames
         self._next = 0
 
     async def next_chunk(self) -> bytes:
@@ -66,10 +69,10 @@ class _Upstream:
         woken = loop.create_future()
         loop.call_soon(woken.set_result, None)  # a wake-up per chunk, as a socket read's
         await woken
-        if self._next == len(FRAMES):
+        if self._next == len(self._frames):
             return b""
         self._next += 1
-        return FRAMES[self._next - 1]
+        return self._frames[self._next - 1]
 
     async def chunks(self):  # a checkout from before `next_chunk`
         while chunk := await self.next_chunk():
@@ -115,34 +118,44 @@ class _Exchange:
         self.http = SimpleNamespace(protocol=_Protocol, writer=writer)
 
 
-async def _one_stream() -> None:
+async def _one_stream(frames: list[bytes]) -> None:
     writer = StreamWriter(_Protocol(), asyncio.get_running_loop())  # type: ignore[arg-type]
     writer.enable_chunking()
     writer._headers_written = True  # noqa: SLF001 - as after the head's write
     decoder = get_adapter("openai_chat").stream_decoder(TARGET, None)
-    stream = EventStream(IdMapper(TARGET), _Upstream(), decoder)  # type: ignore[arg-type]
+    stream = EventStream(IdMapper(TARGET), _Upstream(frames), decoder)  # type: ignore[arg-type]
     stream.after_commit(lambda error: None)
     encoder = ServerToolsAsText(ChatStreamEncoder("chatcmpl-1", "m", True, SEALER, 7))
     relay = Relay(_Response(writer), encoder, Assembler(), _Exchange(writer))  # type: ignore[arg-type]
     assert await relay.run(SimpleNamespace(stream=stream)) is None  # type: ignore[arg-type]
 
 
-async def _measure(reps: int) -> float:
+async def _measure(reps: int, frames: list[bytes]) -> float:
+    """CPU microseconds per stream of `frames` (the best of five rounds)."""
     best = float("inf")
     for _ in range(5):
         gc.collect()
         start = time.process_time()
         for _ in range(reps):
-            await _one_stream()
-        best = min(best, (time.process_time() - start) / (reps * len(FRAMES)) * 1e6)
+            await _one_stream(frames)
+        best = min(best, (time.process_time() - start) / reps * 1e6)
     return best
+
+
+async def _both(reps: int) -> tuple[float, float]:
+    # a stream of one content chunk: the role chunk, the content, the finish, the usage and [DONE]
+    short = [*FRAMES[:2], *FRAMES[-2:]]
+    return await _measure(reps, FRAMES), await _measure(reps, short)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python bench/relay_step.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=300, help="streams per round (default 300)")
     args = parser.parse_args()
-    print(f"relay step per upstream chunk: {uvloop.run(_measure(args.reps)):.2f} us")
+    whole, short = uvloop.run(_both(args.reps))
+    # a chunk: what 64 content chunks more cost; a stream: what a stream of one costs
+    print(f"relay step per upstream chunk: {(whole - short) / (len(FRAMES) - 4):.2f} us")
+    print(f"relay step per stream of one content chunk (its setup): {short:.1f} us")
 
 
 if __name__ == "__main__":

@@ -27,21 +27,34 @@ class SSEParser:
         self._max_line = max_line
         self._max_event = max_event
 
+    def one_data(self, chunk: bytes) -> bytes | None:
+        """The data of a chunk that is exactly one unnamed `data: DATA\\n\\n` event within the
+        limits, with nothing pending (nearly every Chat Completions and Gemini chunk), as bytes
+        (`feed` gives `[("", DATA decoded)]` for it); None for anything else, and then `feed`
+        frames the chunk. A decoder that parses the bytes itself skips the UTF-8 decode."""
+        end = len(chunk) - 2
+        if (  # two searches
+            chunk[:6] == b"data: "
+            and chunk[end:] == b"\n\n"
+            and not self._buf
+            and not self._data
+            and not self._event
+            and chunk.find(b"\n", 6) == end
+            and b"\r" not in chunk
+            and end <= self._max_line
+            and end - 6 <= self._max_event
+        ):
+            return chunk[6:end]
+        return None
+
     def feed(self, chunk: bytes) -> list[tuple[str, str]]:
         if not self._buf and not self._data and not self._event:
             # nearly every upstream chunk is whole events of one `data:` line each, with or
             # without an `event:` line (a provider writes an event at a time): framed with a few
             # searches, the same pairs the lines below give
-            end = len(chunk) - 2
-            if (  # one data event (Chat Completions, Gemini): two searches
-                chunk[:6] == b"data: "
-                and chunk[end:] == b"\n\n"
-                and chunk.find(b"\n", 6) == end
-                and b"\r" not in chunk
-                and end <= self._max_line
-                and end - 6 <= self._max_event
-            ):
-                return [("", chunk[6:end].decode("utf-8", "replace"))]
+            data = self.one_data(chunk)
+            if data is not None:
+                return [("", data.decode("utf-8", "replace"))]
             whole = self._whole_events(chunk)
             if whole is not None:
                 return whole

@@ -268,6 +268,11 @@ class SSEStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[Event]:
         out: list[Event] = []
+        if not self.failed:
+            data = self._sse.one_data(chunk)
+            if data is not None:  # nearly every chunk: one data event, its bytes not decoded here
+                self.on_data(data, out)
+                return out
         try:
             frames = self._sse.feed(chunk)
         except SSELineTooLong as exc:
@@ -289,6 +294,12 @@ class SSEStreamDecoder:
 
     def on_event(self, name: str, data: str, out: list[Event]) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def on_data(self, data: bytes, out: list[Event]) -> None:
+        """An unnamed event's data as the upstream's bytes: what `on_event("", data decoded)`
+        does. A decoder that parses bytes overrides it (one UTF-8 decode less per chunk); any
+        bytes it does not take as they are (invalid UTF-8 among them) go to `on_event`."""
+        self.on_event("", data.decode("utf-8", "replace"), out)
 
     def on_truncated(self, out: list[Event]) -> None:
         self._fail(out, ErrorCategory.CONNECTION, "upstream stream ended before the response completed")

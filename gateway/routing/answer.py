@@ -187,6 +187,9 @@ class EventStream:
                 events = decoder.finish()
             else:
                 events = decoder.feed(chunk)
+                # nearly every chunk: one delta, which is never mapped nor an error
+                if len(events) == 1 and type(events[0]) is BlockDelta and self._custom is None:
+                    return events
         except UpstreamFailure as failure:
             self._ended = True
             events = [StreamError(failure.error)]

@@ -128,6 +128,20 @@ class GeminiStreamDecoder(SSEStreamDecoder):
         if type(chunk) is not dict:
             self._fail(out, ErrorCategory.PROTOCOL, "upstream sent a stream chunk that is not a JSON object")
             return
+        self._object(chunk, out)
+
+    def on_data(self, data: bytes, out: list[Event]) -> None:
+        """`on_event` for the bytes of an unnamed event, parsed as they are (one UTF-8 decode
+        less per chunk); what orjson refuses (invalid UTF-8 among it) takes `on_event`'s path."""
+        if self.done:
+            return
+        chunk = loads_or_none(data)
+        if type(chunk) is not dict:
+            self.on_event("", data.decode("utf-8", "replace"), out)
+            return
+        self._object(chunk, out)
+
+    def _object(self, chunk: dict[str, Any], out: list[Event]) -> None:
         try:
             self.on_chunk(chunk, out)
         except (AttributeError, TypeError, ValueError) as exc:

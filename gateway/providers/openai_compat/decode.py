@@ -87,14 +87,36 @@ class ChatStreamDecoder(SSEStreamDecoder):
             except text_chunk.NOT_THE_SHAPE:
                 pass
             else:
-                for choice in text.choices or ():
-                    delta = choice.delta
-                    if choice.index == 0 and delta is not None:
-                        if delta.reasoning_content:
-                            self._reasoning_text(delta.reasoning_content, out)
-                        if delta.content:
-                            self._plain_text(delta.content, out)
+                self._text_chunk(text, out)
                 return
+        self._dict_chunk(data, out)
+
+    def on_data(self, data: bytes, out: list[Event]) -> None:
+        """`on_event` for the bytes of an unnamed event: msgspec reads them as they are (one UTF-8
+        decode less per chunk), the same typed decode; anything else takes `on_event`'s path."""
+        if self._started and data != b"[DONE]":
+            try:
+                text = text_chunk.DECODER.decode(data)
+            except UnicodeDecodeError:  # invalid UTF-8: decoded with replacements, as before
+                pass
+            except text_chunk.NOT_THE_SHAPE:  # not the shape: the dict path (the typed failed)
+                self._dict_chunk(data.decode("utf-8", "replace"), out)
+                return
+            else:
+                self._text_chunk(text, out)
+                return
+        self.on_event("", data.decode("utf-8", "replace"), out)
+
+    def _text_chunk(self, text: text_chunk.TextChunk, out: list[Event]) -> None:
+        for choice in text.choices or ():
+            delta = choice.delta
+            if choice.index == 0 and delta is not None:
+                if delta.reasoning_content:
+                    self._reasoning_text(delta.reasoning_content, out)
+                if delta.content:
+                    self._plain_text(delta.content, out)
+
+    def _dict_chunk(self, data: str, out: list[Event]) -> None:
         chunk = loads_or_none(data)
         if type(chunk) is not dict:
             self._fail(out, ErrorCategory.PROTOCOL, "upstream sent a stream chunk that is not a JSON object")
