@@ -14,6 +14,8 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -167,15 +169,37 @@ def log_access(record: RequestRecord) -> None:
     _access.handle(entry)
 
 
+@contextmanager
+def lines_held() -> Iterator[None]:
+    """Access-log lines written within reach the stream as they are, and are flushed once at the
+    end (one write to the file for the requests accounted for together:
+    `exchange._account_pending`) instead of once each."""
+    handler = _handler
+    if handler is None or handler not in _access.handlers:  # not (or no longer) writing the lines
+        yield
+        return
+    handler.held += 1
+    try:
+        yield
+    finally:
+        handler.held -= 1
+        if not handler.held:
+            handler.flush_held()
+
+
 class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The access log's handler: each record's message is its whole line (what its "%(message)s"
-    formatter writes), written and flushed without the formatter's per-record work."""
+    formatter writes), written and flushed without the formatter's per-record work; within
+    `lines_held`, flushed once at its end."""
+
+    held = 0  # `lines_held` scopes open: lines are flushed when the last one ends
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             stream = self.stream
             stream.write(record.getMessage() + self.terminator)
-            stream.flush()
+            if not self.held:
+                stream.flush()
         except RecursionError:  # as logging.StreamHandler
             raise
         except Exception:
@@ -200,11 +224,23 @@ class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             try:
                 stream = self.stream
                 stream.write(line + self.terminator)
-                stream.flush()
+                if not self.held:
+                    stream.flush()
             except RecursionError:
                 raise
             except Exception:
                 entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, line, None, None)
+                self.handleError(entry)
+
+    def flush_held(self) -> None:
+        """The lines written within `lines_held`, flushed (a failure reported as a line's would be)."""
+        with self.lock:  # type: ignore[union-attr]
+            try:
+                self.stream.flush()
+            except RecursionError:
+                raise
+            except Exception:
+                entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, "", None, None)
                 self.handleError(entry)
 
 

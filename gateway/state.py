@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -58,6 +59,8 @@ class GatewayState:
     tracing: Tracing | None = None
     # answers kept for previous_response_id (gateway/continuity/chain.py)
     history: History = field(init=False)
+    # requests that ended and await their bookkeeping, in one callback (gateway/exchange.py)
+    accounting: list[Any] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         store = self.config.store

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from gateway.repair.report import Repair
@@ -52,7 +53,7 @@ class Capture:
     duration: float
     ttft: float | None
     usage: Usage | None
-    headers: dict[str, str]
+    headers: Mapping[str, str]
     raw: bytes
     received: Request | None
     routed: Request | None
@@ -94,7 +95,7 @@ def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
         duration=time.monotonic() - exchange.started,
         ttft=exchange.ttft,
         usage=exchange.usage,
-        headers={name: headers[name] for name in CLIENT_HEADERS if name in headers},
+        headers=_shown(headers),
         raw=exchange.raw,
         received=exchange.received,
         routed=exchange.routed,
@@ -110,6 +111,23 @@ def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
         error=exchange.error,
         size=size,
     )
+
+
+def _shown(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """The client headers a capture shows (`CLIENT_HEADERS`, in that order), one read-only mapping
+    per distinct set: a client sends the same ones request after request, and a capture keeps its
+    own alive for as long as the ring holds it (each object kept costs every request some CPU)."""
+    shown = tuple((name, headers[name]) for name in CLIENT_HEADERS if name in headers)
+    found = _HEADER_SETS.get(shown)
+    if found is None:
+        if len(_HEADER_SETS) >= _HEADER_SETS_KEPT:  # values are the client's: bounded
+            _HEADER_SETS.clear()
+        found = _HEADER_SETS[shown] = MappingProxyType(dict(shown))
+    return found
+
+
+_HEADER_SETS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+_HEADER_SETS_KEPT = 1024
 
 
 def turn_size(turn: AssistantTurn) -> int:

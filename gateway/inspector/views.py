@@ -284,7 +284,7 @@ def detail(capture: Capture) -> dict[str, Any]:
     out["tenant_scoped"] = bool(capture.tenant)
     out["affinity_break"] = capture.affinity_break
     out["client_request"] = {
-        "headers": capture.headers,
+        "headers": dict(capture.headers),
         "body": _json_or_text(capture.raw) if capture.raw else None,
     }
     out["attempts"] = [_attempt(a, capture.started) for a in capture.attempts]

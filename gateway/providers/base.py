@@ -156,7 +156,19 @@ def document_text(document: Document) -> str | None:
 
 
 def join_url(base_url: str, path: str) -> str:
-    return base_url.rstrip("/") + path
+    """One string per base and path, made once: every request's own copy would be kept alive with
+    its capture by the inspector (gateway/inspector)."""
+    key = (base_url, path)
+    url = _URLS.get(key)
+    if url is None:
+        if len(_URLS) >= _URLS_KEPT:  # paths may name a client-chosen model: bounded
+            _URLS.clear()
+        url = _URLS[key] = base_url.rstrip("/") + path
+    return url
+
+
+_URLS: dict[tuple[str, str], str] = {}
+_URLS_KEPT = 1024
 
 
 def hosted_tool_specs(request: Request, kind: str) -> list[dict[str, object]]:

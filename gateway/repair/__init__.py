@@ -25,7 +25,9 @@ Order matters:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from gateway.repair.cache_breakpoints import limit_cache_breakpoints
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
@@ -58,7 +60,7 @@ class Prepared:
     request: Request  # repaired and projected for the target
     repairs: tuple[Repair, ...]
     # provider tool id -> canonical id: the inspector's diff pairs the two transcripts' calls by it
-    provider_ids: dict[str, str]
+    provider_ids: Mapping[str, str]
     # custom tools sent in function form: their calls in the answer map back to custom calls
     custom_tools: frozenset[str] = frozenset()
 
@@ -70,6 +72,12 @@ class Prepared:
         return self.request.decision
 
 
+# shared by every request without custom tools / projected tool ids (each request's own empty set
+# and dict would be kept alive with its capture by the inspector: gateway/inspector)
+_NO_CUSTOM_TOOLS: frozenset[str] = frozenset()
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
+
+
 def prepare(
     request: Request, target: Target, caps: Capabilities, strict: bool = False, found: Holds | None = None
 ) -> Prepared:
@@ -79,7 +87,7 @@ def prepare(
     client = request.messages
     h = holds(client) if found is None else found
     repairs: list[Repair] = []
-    tools, messages, custom = request.tools, client, frozenset[str]()
+    tools, messages, custom = request.tools, client, _NO_CUSTOM_TOOLS
     if not caps.custom_tools and (h.custom_calls or any(t.kind is ToolKind.CUSTOM for t in tools)):
         tools, messages, custom, found_ = custom_tools_as_functions(tools, messages, caps)
         repairs.extend(found_)
@@ -133,7 +141,7 @@ def prepare(
         repairs.extend(found_)
         messages, found_ = fill_reasoning_content(messages, target, caps)
         repairs.extend(found_)
-    provider_ids: dict[str, str] = {}
+    provider_ids: Mapping[str, str] = _NO_IDS
     if messages is not client or h.calls or h.results:
         messages, provider_ids, projected = project_tool_ids(messages, target, caps.tool_ids)
         repairs.extend(Repair("tool_id_projected") for _ in range(projected))

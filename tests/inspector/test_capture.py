@@ -66,3 +66,27 @@ def test_an_entry_larger_than_the_ring_is_not_kept():
     assert ring.add(replace(BLANK, id="a", size=60))
     assert not ring.add(replace(BLANK, id="b", size=101))
     assert ring.get("b") is None and ring.get("a") is not None
+
+
+_NAMES = st.sampled_from(["content-type", "user-agent", "x-session-id", "authorization", "accept", "x-other"])
+
+
+@given(
+    st.lists(st.dictionaries(_NAMES, st.sampled_from(["a", "b", "application/json"]), max_size=6), max_size=8)
+)
+def test_the_headers_a_capture_shows_are_the_listed_ones_shared_per_set(requests):
+    """What `_shown` keeps equals what each request's own dict of the listed headers was (same
+    keys in `CLIENT_HEADERS` order, same values, never a credential), and one set of headers seen
+    again is the same read-only object."""
+    from multidict import CIMultiDict, CIMultiDictProxy
+
+    from gateway.inspector import capture
+
+    capture._HEADER_SETS.clear()
+    for sent in requests:
+        headers = CIMultiDictProxy(CIMultiDict({name.title(): value for name, value in sent.items()}))
+        before = {name: headers[name] for name in capture.CLIENT_HEADERS if name in headers}
+        shown = capture._shown(headers)
+        assert list(shown.items()) == list(before.items()) and "authorization" not in shown
+        assert capture._shown(headers) is shown
+        assert len(capture._HEADER_SETS) <= capture._HEADER_SETS_KEPT

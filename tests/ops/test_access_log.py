@@ -183,3 +183,80 @@ async def test_a_whole_answer_is_written_before_its_bookkeeping(caplog, monkeypa
         # the client has the answer: its line is there already
         assert len(access_lines(caplog)) == 1
     assert written and written[0] >= len(body)
+
+
+class _CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+def test_lines_held_are_the_same_lines_flushed_once_at_the_end(restore_logging):
+    from gateway.access_log import lines_held
+
+    records = [RequestRecord("chat_completions", request_id=f"r{n}", status=200) for n in range(3)]
+    one_by_one = _CountingStream()
+    configure_logging("info", Redactor(), one_by_one)
+    for record in records:
+        log_access(record)
+    assert one_by_one.flushes == 3
+    held = _CountingStream()
+    configure_logging("info", Redactor(), held)
+    with lines_held():
+        for record in records:
+            log_access(record)
+        assert held.flushes == 0
+        with lines_held():  # nested: the outer scope's end flushes
+            log_access(records[0])
+        assert held.flushes == 0
+    assert held.flushes == 1
+    lines = held.getvalue().splitlines()
+    expected = one_by_one.getvalue().splitlines() + one_by_one.getvalue().splitlines()[:1]
+    assert [orjson.loads(line)["request_id"] for line in lines] == ["r0", "r1", "r2", "r0"]
+    assert [{**orjson.loads(a), "ts": ""} for a in lines] == [{**orjson.loads(b), "ts": ""} for b in expected]
+    log_access(records[1])  # outside the scope: flushed at once again
+    assert held.flushes == 2
+
+
+async def test_requests_ending_in_one_step_are_accounted_together_in_order(monkeypatch):
+    """One callback for the requests that ended since the last: each accounted for as before,
+    in the order they ended; one that fails is reported and the others still are."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import gateway.exchange
+
+    accounted: list[str] = []
+
+    def account(exchange, record, headers):
+        accounted.append(exchange.request_id)
+        if exchange.request_id == "b":
+            raise RuntimeError("broken metrics")
+
+    monkeypatch.setattr(gateway.exchange, "_account", account)
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda loop, context: reported.append(context))
+    try:
+        async with running_stack() as stack:
+            state = stack.app[gateway.exchange.GatewayState.KEY]
+            pending = state.accounting
+            assert pending == []
+            for request_id in "abc":
+                pending.append((SimpleNamespace(request_id=request_id), None, {}))
+            gateway.exchange._account_pending(pending)
+            assert accounted == ["a", "b", "c"] and pending == []
+            assert [str(c["exception"]) for c in reported] == ["broken metrics"]
+            accounted.clear()
+            # through the exchange: every request is accounted for once its answer is out
+            for _ in range(3):
+                status, _, _ = await stack.chat({"model": "openai-chat", "messages": USER})
+                assert status == 200
+            await asyncio.sleep(0)
+            assert len(accounted) == 3 and len(set(accounted)) == 3 and pending == []
+    finally:
+        loop.set_exception_handler(None)

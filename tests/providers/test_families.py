@@ -50,3 +50,19 @@ def test_a_key_its_errors_quote_is_masked_as_its_record_says(kind):
         message = get_adapter(kind).classify_error(401, {}, body).message
         assert "SECRET" not in message and echo.mask in message
     assert echo.redact(f"a {key} b {key}") == f"a {echo.mask} b {echo.mask}"
+
+
+def test_join_url_makes_each_url_once_within_a_bound(monkeypatch):
+    from gateway.providers import base
+
+    monkeypatch.setattr(base, "_URLS", {})
+    monkeypatch.setattr(base, "_URLS_KEPT", 3)
+    first = base.join_url("http://h:1/v1/", "/chat/completions")
+    assert first == "http://h:1/v1/chat/completions"
+    assert base.join_url("http://h:1/v1/", "/chat/completions") is first  # the same string again
+    assert base.join_url("http://h:1/v1", "/chat/completions") == first
+    for n in range(5):  # client-chosen model names in the path: the memo stays within its bound
+        assert base.join_url("http://h:1/v1beta/models/", f"/m{n}:generateContent").endswith(
+            f"/m{n}:generateContent"
+        )
+        assert len(base._URLS) <= 3

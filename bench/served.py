@@ -1,0 +1,308 @@
+"""The whole small request as served, in process: the real app (`create_app`, the runner and
+logging `gateway serve` sets up, uvloop) on a loopback port, the bench's stub upstream and a raw
+keep-alive load generator in two child processes, and this process's CPU time
+(`time.process_time`: the gateway's only, every thread of it) per request over thousands of
+requests at a given concurrency. Unlike the bench's figures this holds no other process's time
+and no rig, so a change to the gateway's per-request path shows at its own size; with
+`--profile` the same load runs under cProfile (coroutines resumed count as calls, so the
+attribution is not cut at an `await` as a sampling profile's stacks are; its own overhead
+inflates every figure alike).
+
+    python bench/served.py [--concurrency 32] [--requests 4000] [--rounds 5] [--profile N]
+
+Prints the best and the median CPU microseconds per request of the rounds. `--without A B ...`
+takes each away in turn at run time (`toggles`: the answers stay 200s, not the same) between
+rounds of the whole gateway, and prints what each saved, round by round. `--inspector off` and
+`--inspector-bytes N` change the config (the inspector's cost is mostly what its ring holds alive,
+so it shows between processes, not by toggling: run them side by side, see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import os
+import pstats
+import resource
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import rig, workloads
+from bench.run import KEY, KEY_ENV, gateway_config
+
+# the load generator: N raw keep-alive connections, each sending the next request as soon as the
+# previous answer is whole (Content-Length answers only: the gateway's whole answers); it reads
+# "COUNT\n" on stdin, sends COUNT requests in all and answers "done ERRORS\n"
+LOAD = r"""
+import asyncio, sys
+try:
+    import uvloop
+except ImportError:
+    uvloop = None
+
+port, conns, body, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4]
+head = (
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+    "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (port, key, len(body))
+).encode()
+request = head + body
+
+
+async def connection(left, errors):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    while left[0] > 0:
+        left[0] -= 1
+        writer.write(request)
+        status = await reader.readline()
+        length = 0
+        while True:
+            line = await reader.readline()
+            if line == b"\r\n":
+                break
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        await reader.readexactly(length)
+        if not status.startswith(b"HTTP/1.1 200"):
+            errors[0] += 1
+    writer.close()
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    while line := await stdin.readline():
+        left, errors = [int(line)], [0]
+        await asyncio.gather(*(connection(left, errors) for _ in range(conns)))
+        sys.stdout.write("done %d\n" % errors[0])
+        sys.stdout.flush()
+
+
+(uvloop.run if uvloop else asyncio.run)(main())
+"""
+
+
+class Toggle:
+    """Something taken away from the running gateway and put back (module globals, looked up
+    per request), to measure what it costs: the answers stay 200s, not the same."""
+
+    def __init__(self, target: object, name: str, replacement: object) -> None:
+        self.target, self.name, self.replacement = target, name, replacement
+        self.saved = getattr(target, name)
+
+    def off(self) -> None:
+        setattr(self.target, self.name, self.replacement)
+
+    def on(self) -> None:
+        setattr(self.target, self.name, self.saved)
+
+
+async def _restored_nothing(state, request, session, tenant):  # type: ignore[no-untyped-def]
+    return request, ()
+
+
+def toggles(app: Any, name: str) -> list[Toggle]:
+    import gateway.exchange as exchange
+    import gateway.state
+    from gateway.inspector.capture import Ring
+    from gateway.state import GatewayState
+
+    state = app[GatewayState.KEY]
+    made = {
+        "account": lambda: [Toggle(exchange, "_account", lambda *args: None)],
+        "session": lambda: [Toggle(exchange, "derive_session_key", lambda request, tenant: "sess_0")],
+        "restore": lambda: [Toggle(exchange, "restore_recorded", _restored_nothing)],
+        "edge": lambda: [Toggle(app, "_run_middlewares", False)],
+        "inspector": lambda: [Toggle(state.inspector, "enabled", False)],
+        "ring": lambda: [Toggle(Ring, "add", lambda self, capture: False)],
+        "metrics": lambda: [Toggle(state.metrics, "record", lambda record: None)],
+        "access-log": lambda: [Toggle(gateway.state, "log_access", lambda record: None)],
+    }
+    return made[name]()
+
+
+WITHOUT = ("account", "session", "restore", "edge", "inspector", "ring", "metrics", "access-log")
+
+
+def retained(ring: Any, sample: int = 100) -> str:
+    """What the inspector's newest captures hold alive: objects and bytes (`sys.getsizeof`) per
+    capture, counting an object shared between captures once."""
+    seen: set[int] = set()
+    size = 0
+    stack = list(ring._entries)[-sample:]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type) or type(obj).__name__ == "module":
+            continue
+        seen.add(id(obj))
+        size += sys.getsizeof(obj)
+        if type(obj).__module__ != "builtins" or isinstance(obj, (list, tuple, dict, set, frozenset)):
+            stack.extend(gc.get_referents(obj))
+    each = f"{len(seen) / sample:.0f} objects, {size / sample:.0f} bytes"
+    return f"inspector: {len(ring)} captures, each holding {each}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
+    from gateway.access_log import configure_logging
+    from gateway.app import create_app
+    from gateway.config import load_config
+    from gateway.redaction import secrets_redactor
+    from gateway.serve import start, tune_garbage_collector
+
+    stub_port, port = free_port(), free_port()
+    env = {**os.environ, KEY_ENV: "sk-bench-0123456789abcdefghijklmnop"}
+    stub = rig.Child(
+        "stub", rig.python("bench/stub.py", "--port", str(stub_port)), env, None, tmp / "stub.log"
+    )
+    stub.wait_ready("stub listening")
+    path = tmp / "gateway.toml"
+    path.write_text(gateway_config(port, stub_port, ["stub"], "memory", tmp, None, "", args.inspector))
+    config = load_config(path, env=env)
+    if args.inspector_bytes:
+        inspector = config.inspector.model_copy(update={"max_bytes": args.inspector_bytes})
+        config = config.model_copy(update={"inspector": inspector})
+    configure_logging(config.server.log_level, secrets_redactor(config, env), (tmp / "gateway.log").open("w"))
+    app = create_app(config, env)
+    runner = await start(app, config)
+    for name in args.off:  # for the whole run (to compare processes run side by side)
+        for part in toggles(app, name):
+            part.off()
+    tune_garbage_collector()
+    body = workloads.small_body("stub").decode()
+    load = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        LOAD,
+        str(port),
+        str(args.concurrency),
+        body,
+        KEY,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert load.stdin is not None and load.stdout is not None
+
+    collecting = {"start": 0.0, "spent": 0.0, "runs": [0, 0, 0]}
+
+    def collector(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting["start"] = time.process_time()
+        else:
+            collecting["spent"] += time.process_time() - collecting["start"]
+            collecting["runs"][info["generation"]] += 1
+
+    gc.callbacks.append(collector)
+
+    async def batch(count: int) -> float:
+        collecting["spent"], collecting["runs"] = 0.0, [0, 0, 0]
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.process_time()
+        load.stdin.write(b"%d\n" % count)
+        line = await load.stdout.readline()
+        spent = time.process_time() - started
+        if args.gc:
+            now = resource.getrusage(resource.RUSAGE_SELF)
+            user, system = (now.ru_utime - usage.ru_utime, now.ru_stime - usage.ru_stime)
+            faults = (now.ru_minflt - usage.ru_minflt) / count
+            times = f"user {user / count * 1e6:.0f} system {system / count * 1e6:.0f} us"
+            print(f"minor faults {faults:.2f}/request, {times}")
+            print(f"gc: {collecting['spent'] / count * 1e6:.1f} us/request, collections {collecting['runs']}")
+        if line != b"done 0\n":
+            raise SystemExit(f"load generator: {line!r}")
+        return spent / count * 1e6
+
+    try:
+        await batch(args.requests // 4)  # warm: connections, caches, the upstream pool
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.enable()
+            await batch(args.profile)
+            profile.disable()
+            if args.dump:
+                profile.dump_stats(args.dump)
+            out = io.StringIO()
+            stats = pstats.Stats(profile, stream=out)
+            stats.sort_stats("tottime").print_stats(45)
+            stats.sort_stats("cumulative").print_stats(70)
+            print(out.getvalue())
+            return []
+        if args.gc:
+            from gateway.state import GatewayState
+
+            print(retained(app[GatewayState.KEY].inspector.ring))
+        if not args.without:
+            return [await batch(args.requests) for _ in range(args.rounds)]
+        # each round: the whole gateway, then without each in turn, so load changes hit all alike
+        taken = {name: toggles(app, name) for name in args.without}
+        figures: dict[str, list[float]] = {"all": [], **{name: [] for name in taken}}
+        for _ in range(args.rounds):
+            figures["all"].append(await batch(args.requests))
+            for name, parts in taken.items():
+                for part in parts:
+                    part.off()
+                try:
+                    figures[name].append(await batch(args.requests))
+                finally:
+                    for part in parts:
+                        part.on()
+        base = figures.pop("all")
+        for name, values in figures.items():
+            saved = [b - v for b, v in zip(base, values, strict=True)]
+            each = " ".join(f"{x:.0f}" for x in saved)
+            print(f"without {name:10}: saves median {statistics.median(saved):6.1f} us/request ({each})")
+        return base
+    finally:
+        load.stdin.close()
+        await load.wait()
+        await runner.cleanup()
+        stub.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python bench/served.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--requests", type=int, default=4000, help="per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--inspector", choices=("on", "off"), default=None)
+    parser.add_argument("--profile", type=int, default=0, help="run N requests under cProfile instead")
+    parser.add_argument("--without", nargs="*", default=[], choices=WITHOUT, help="measure what each costs")
+    parser.add_argument("--off", nargs="*", default=[], choices=WITHOUT, help="without these throughout")
+    parser.add_argument("--inspector-bytes", type=int, default=0, help="the ring's [inspector] max_bytes")
+    parser.add_argument(
+        "--gc",
+        action="store_true",
+        help="per batch: the collector's time, page faults, what the inspector holds",
+    )
+    parser.add_argument("--dump", default="", help="with --profile: write the pstats file there too")
+    args = parser.parse_args()
+    args.inspector = None if args.inspector is None else args.inspector == "on"
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    gc.collect()
+    with tempfile.TemporaryDirectory() as tmp:
+        run = uvloop.run if uvloop is not None else asyncio.run
+        figures = run(measure(args, Path(tmp)))
+    if figures:
+        each = " ".join(f"{f:.0f}" for f in figures)
+        best, median = min(figures), statistics.median(figures)
+        print(f"c={args.concurrency}: CPU us/request best {best:.1f} median {median:.1f} ({each})")
+
+
+if __name__ == "__main__":
+    main()
