@@ -15,8 +15,9 @@ from gateway.providers import FAMILIES
 
 log = logging.getLogger(__name__)
 
-# What a provider call may carry: HTTP framing aiohttp adds, and the headers each provider family
-# sets (its record names them: the gateway's own provider key, its API version...)
+# What a provider call may carry: HTTP framing the client adds (upstream_http.py), and the headers
+# each provider family sets (its record names them: the gateway's own provider key, its API
+# version...)
 _UPSTREAM_FRAMING = ("host", "content-length", "accept", "accept-encoding", "user-agent")
 UPSTREAM_REQUEST_HEADERS = frozenset(_UPSTREAM_FRAMING).union(
     *(family.upstream_headers() for family in FAMILIES.values())

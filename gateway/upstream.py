@@ -1,4 +1,4 @@
-"""The only module that talks HTTP to providers.
+"""The only module that talks HTTP to providers (through `upstream_http.py`'s client, its alone).
 
 It sends an encoded request and hands back the raw status, headers and body chunks; it knows
 nothing about any provider's format. Failures become UpstreamError values, never exceptions that
@@ -9,42 +9,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import aiohttp
-from aiohttp.client_exceptions import SocketTimeoutError
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway import __version__
 from gateway.headers import upstream_headers
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.upstream_http import FAILURES, HttpClient, Response, read_timeout
 
 MAX_ERROR_BODY = 256 * 1024
 MAX_RESPONSE_BODY = 64 * 1024 * 1024
 # the most one streamed chunk hands over: what is decoded and relayed in one go, and so what one
-# write to a client that stopped reading adds to its buffer (aiohttp's readany would hand over
-# everything its reader holds, a few hundred KiB)
+# write to a client that stopped reading adds to its buffer
 MAX_STREAM_CHUNK = 32 * 1024
-# the client session's read_bufsize: a response's reader stops reading its socket past twice this
-# (aiohttp's default, 64 KiB, let a stalled stream hold 128 KiB plus one 256 KiB socket read)
+# an answer's reader stops reading its socket past twice this held (a stream whose client stopped
+# reading keeps that much, then TCP throttles the provider)
 UPSTREAM_READ_BUFFER = 16 * 1024
 USER_AGENT = f"llm-transcript-gateway/{__version__}"
 
 
-def client_session() -> aiohttp.ClientSession:
-    """The one client session provider calls go through. Upstream URLs come only from config: no
-    proxies or netrc from the environment, no cookies kept. The headers a call carries are checked
-    against the allow-list where they are sent (`Upstream`, gateway/headers.py): the session adds
-    only its User-Agent and aiohttp's framing headers, all on the list."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True),
-        cookie_jar=aiohttp.DummyCookieJar(),
-        trust_env=False,
-        headers={"User-Agent": USER_AGENT},
-        # what an answer's reader holds before it stops reading the socket (twice this): a stream
-        # whose client stopped reading keeps that much, then TCP throttles the provider
-        read_bufsize=UPSTREAM_READ_BUFFER,
-    )
+def client_session() -> HttpClient:
+    """The one client provider calls go through (gateway/upstream_http.py). Upstream URLs come only
+    from config: no proxies or netrc from the environment, no cookies kept. The headers a call
+    carries are checked against the allow-list where they are sent (`Upstream`,
+    gateway/headers.py): the client adds only its User-Agent and framing headers, all on the list."""
+    return HttpClient(user_agent=USER_AGENT, read_buffer=UPSTREAM_READ_BUFFER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,23 +50,6 @@ class Timeouts:
     idle: float = 120.0
     total: float = 600.0
 
-    # aiohttp's timeouts for a whole and a streamed answer, built with the Timeouts (the engine
-    # keeps one per provider and group override): nothing to build or look up per request
-    _whole: aiohttp.ClientTimeout = field(init=False, repr=False, compare=False)
-    _streamed: aiohttp.ClientTimeout = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # a non-streamed answer arrives in one piece after the whole generation: no idle gap
-        # applies to it, only `total`
-        whole = aiohttp.ClientTimeout(total=self.total, sock_connect=self.connect)
-        streamed = aiohttp.ClientTimeout(total=self.total, sock_connect=self.connect, sock_read=self.idle)
-        object.__setattr__(self, "_whole", whole)
-        object.__setattr__(self, "_streamed", streamed)
-
-    def client(self, stream: bool) -> aiohttp.ClientTimeout:
-        """aiohttp's timeouts for one response."""
-        return self._streamed if stream else self._whole
-
 
 class UpstreamFailure(Exception):
     def __init__(self, error: UpstreamError) -> None:
@@ -84,12 +58,12 @@ class UpstreamFailure(Exception):
 
 
 def _describe(exc: BaseException) -> str:
-    # aiohttp's messages name host:port, never the headers that hold the key
+    # the client's messages name host:port, never the headers that hold the key
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def connection_error(exc: BaseException) -> UpstreamError:
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+    if isinstance(exc, TimeoutError):
         return UpstreamError(ErrorCategory.TIMEOUT, f"upstream timed out ({_describe(exc)})")
     return UpstreamError(ErrorCategory.CONNECTION, f"upstream connection failed ({_describe(exc)})")
 
@@ -102,9 +76,14 @@ class Upstream:
     """One response from a provider. Use as an async context manager; leaving it releases (or, if
     the body was not read to the end, closes) the connection, which cancels the provider's work."""
 
+    __slots__ = (
+        "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_deadline",
+        "_idle", "_waiting", "_overdue", "_last", "_clock", "__weakref__",
+    )  # fmt: skip
+
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        session: HttpClient,
         request: HttpRequest,
         timeouts: Timeouts,
         *,
@@ -114,64 +93,62 @@ class Upstream:
         self._request = request
         self._timeouts = timeouts
         self._stream = stream
-        self._response: aiohttp.ClientResponse | None = None
+        self._response: Response | None = None
+        self._headers: CIMultiDictProxy[str] | None = None
         self._deadline: asyncio.TimerHandle | None = None
         # the idle watchdog of `next_chunk` (see there)
         self._idle: asyncio.Handle | None = None
         self._waiting = False
         self._overdue = False
         self._last = 0.0
-        # set at the first `next_chunk`: the loop's clock, and the watchdog in place of aiohttp's timer
+        # set at the first `next_chunk`: the loop's clock
         self._clock: Callable[[], float] | None = None
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
-        stream = self._stream
-        timeout = t.client(stream)
-        if stream:
-            loop = asyncio.get_running_loop()
-            ends = loop.time() + t.total
+        loop = asyncio.get_running_loop()
+        request = self._request
         try:
-            self._response = await self._session.post(
-                self._request.url,
-                data=self._request.body,
-                headers=upstream_headers(self._request.headers),
-                timeout=timeout,
-                allow_redirects=False,
-            )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            response = self._session.request(request.url, upstream_headers(request.headers), request.body)
+        except ValueError as exc:  # a header with a line break (named without its value)...
+            raise UpstreamFailure(UpstreamError(ErrorCategory.PROTOCOL, str(exc))) from None
+        self._response = response
+        # `total` bounds the whole call, whatever it waits for: the connection, the headers, a
+        # body read, or a caller blocked on a slow client while holding the connection
+        self._deadline = loop.call_at(loop.time() + t.total, self._expire)
+        try:
+            # a whole answer arrives in one piece after the whole generation: no idle gap
+            # applies to it (nor to its headers), only `total`
+            await response.start(min(t.connect, t.total), t.idle if self._stream else None)
+        except FAILURES as exc:
+            self.close()
             raise UpstreamFailure(connection_error(exc)) from None
-        # aiohttp's timeouts act only while a read of the response is waiting: a caller blocked on
-        # a slow client would hold the connection past `total`. This timer ends it regardless. A
-        # whole answer is read at once, within aiohttp's `total`: no caller holds it in between.
-        if stream:
-            self._deadline = loop.call_at(ends, self._expire)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def _expire(self) -> None:
+        self._deadline = None
         response = self._response
-        if response is not None and not response.closed:
-            response.content.set_exception(
-                TimeoutError(f"no complete answer within {self._timeouts.total:g}s")
-            )
-            response.close()
+        if response is not None:
+            response.fail(TimeoutError(f"no complete answer within {self._timeouts.total:g}s"))
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        """What leaving the context does (safe to call more than once): nothing in it waits."""
+        """What leaving the context does (safe to call more than once): nothing in it waits. An
+        answer read to the end frees its connection for the next call; any other is closed
+        (abandoned: the provider stops generating)."""
         if self._deadline is not None:
             self._deadline.cancel()
+            self._deadline = None
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        response = self._response
-        if response is not None:
-            if response.content.at_eof():
-                response.release()
-            else:
-                response.close()  # abandon: closes the socket, the provider stops generating
+        if self._response is not None:
+            self._response.release()
 
     @property
     def status(self) -> int:
@@ -179,9 +156,17 @@ class Upstream:
         return self._response.status
 
     @property
-    def headers(self) -> aiohttp.typedefs.CIMultiDictProxy[str]:
-        assert self._response is not None
-        return self._response.headers
+    def headers(self) -> CIMultiDictProxy[str]:
+        """Case-insensitive, as aiohttp gave them (built on demand: only error answers read them)."""
+        headers = self._headers
+        if headers is None:
+            assert self._response is not None
+            decoded = CIMultiDict(
+                (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
+                for n, v in self._response.raw_headers
+            )
+            headers = self._headers = CIMultiDictProxy(decoded)
+        return headers
 
     async def read(self, limit: int = MAX_RESPONSE_BODY, truncate: bool = False) -> bytes:
         """The whole body, at most `limit` bytes. Past the limit: an error, or with `truncate` the
@@ -189,56 +174,48 @@ class Upstream:
         the connection)."""
         response = self._response
         assert response is not None
-        content = response.content
+        chunks = []
+        size = 0
         try:
-            if content.is_eof() and not content.exception():
-                # the whole body came in with the headers (a small answer): take it as it is
-                body = content.read_nowait()
-                if len(body) > limit:
+            # one byte past the limit tells a body over it from one that fills it exactly
+            while chunk := await response.read(limit + 1 - size):
+                size += len(chunk)
+                chunks.append(chunk)
+                if size > limit:
                     if not truncate:
                         raise _too_large(limit)
-                    body = body[:limit]
-                return body
-            chunks = []
-            size = 0
-            async for chunk in content.iter_any():
-                size += len(chunk)
-                if size > limit:
-                    if truncate:
-                        chunks.append(chunk[: len(chunk) - (size - limit)])
-                        break
-                    raise _too_large(limit)
-                chunks.append(chunk)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    chunks[-1] = chunk[: len(chunk) - (size - limit)]
+                    break
+        except FAILURES as exc:
             raise UpstreamFailure(connection_error(exc)) from None
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def next_chunk(self) -> bytes:
         """The next body chunk as it arrives, at most MAX_STREAM_CHUNK bytes; b"" at the end. A
-        broken or stalled connection raises UpstreamFailure. Not pulled, the body stays in
-        aiohttp's bounded reader and then in the socket: TCP throttles the provider. A plain
+        broken or stalled connection raises UpstreamFailure. Not pulled, the body stays in the
+        client's bounded buffer and then in the socket: TCP throttles the provider. A plain
         coroutine rather than an async generator: the relay awaits it once per chunk, and each
         await layer is paid again at every wake-up.
 
-        The `idle` limit between chunks is a lazy watchdog here rather than aiohttp's `sock_read`,
-        which cancels and schedules a timer per chunk: one timer per `idle` period checks the time
-        of the last chunk. When it expires while the stream waits for the upstream it fails the
-        read exactly as aiohttp's does (same exception and text, so the same error, metric and
-        client event)."""
+        The `idle` limit between chunks is a lazy watchdog rather than a timer per chunk: one timer
+        per `idle` period checks the time of the last chunk. When it expires while the stream
+        waits for the upstream it fails the read with the error a stall gives (the same text,
+        metric and client event as the wait for the headers)."""
         response = self._response
         assert response is not None
         clock = self._clock
         if clock is None:
             loop = asyncio.get_running_loop()
             clock = self._clock = loop.time
-            self._watch_idle(loop)
+            self._last = loop.time()
+            self._idle = loop.call_at(self._last + self._timeouts.idle, self._check_idle)
         if self._overdue:  # it expired while the caller was busy: checked once we wait
             self._overdue = False
             self._idle = asyncio.get_running_loop().call_soon(self._check_idle)
         self._waiting = True
         try:
-            chunk = await response.content.read(MAX_STREAM_CHUNK)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            chunk = await response.read(MAX_STREAM_CHUNK)
+        except FAILURES as exc:
             raise UpstreamFailure(connection_error(exc)) from None
         finally:
             self._waiting = False
@@ -246,22 +223,9 @@ class Upstream:
             self._last = clock()
         return chunk
 
-    def _watch_idle(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Hand the idle limit from aiohttp's per-chunk timer to the watchdog (the wait for the
-        headers, and an error body read whole, keep aiohttp's)."""
-        response = self._response
-        assert response is not None
-        connection = response.connection
-        protocol = connection.protocol if connection is not None else None
-        if protocol is None or not protocol.read_timeout:
-            return
-        protocol.read_timeout = None  # this response's only: aiohttp sets it per request
-        self._last = loop.time()
-        self._idle = loop.call_at(self._last + self._timeouts.idle, self._check_idle)
-
     def _check_idle(self) -> None:
         response = self._response
-        if response is None or response.closed:
+        if response is None:
             self._idle = None
             return
         loop = asyncio.get_running_loop()
@@ -270,12 +234,7 @@ class Upstream:
             self._idle = loop.call_at(due, self._check_idle)
         elif self._waiting:
             self._idle = None
-            # what aiohttp's ResponseHandler._on_read_timeout does
-            error = SocketTimeoutError("Timeout on reading data from socket")
-            connection = response.connection
-            if connection is not None and connection.protocol is not None:
-                connection.protocol.set_exception(error)
-            response.content.set_exception(error)
+            response.fail(read_timeout())
         else:
             self._idle = None
             self._overdue = True

@@ -36,6 +36,9 @@ LAYERS = {
     "repair": 2,
     "store": 2,
     "upstream": 2,
+    # the HTTP/1.1 client under upstream.py (its only user: see the test below)
+    "upstream_http": 1,
+    "upstream_connection": 1,
     "headers": 2,  # the upstream header allow-list, from the family records; upstream checks it
     "metrics": 2,
     "cost": 2,
@@ -104,3 +107,12 @@ def test_the_simulators_never_import_the_code_they_judge():
         for module in _imports(path):
             other = _part(module)
             assert other in (None, "simulators"), f"{path} imports {module}"
+
+
+def test_only_upstream_uses_the_provider_http_client():
+    for part, path in _modules():
+        for module in _imports(path):
+            if _part(module) in ("upstream_http", "upstream_connection"):
+                assert part in ("upstream", "upstream_http"), (
+                    f"{path} imports {module}: only upstream.py calls providers"
+                )

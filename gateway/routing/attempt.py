@@ -8,8 +8,6 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 
-import aiohttp
-
 from gateway.providers.base import HttpRequest, ProviderAdapter
 from gateway.repair import Prepared
 from gateway.routing.answer import CustomCallMapper, EventStream, IdMapper
@@ -23,7 +21,7 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import StopReason
 from gateway.transcript.target import Target
-from gateway.upstream import MAX_ERROR_BODY, Timeouts, Upstream, UpstreamFailure
+from gateway.upstream import MAX_ERROR_BODY, HttpClient, Timeouts, Upstream, UpstreamFailure
 
 _NO_LIMIT = contextlib.nullcontext()
 
@@ -35,7 +33,7 @@ def commits(event: Event) -> bool:
 
 
 def run_attempt(
-    session: aiohttp.ClientSession,
+    session: HttpClient,
     adapter: ProviderAdapter,
     target: Target,
     prepared: Prepared,

@@ -20,8 +20,6 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-import aiohttp
-
 from gateway.config import GatewayConfig, MissingApiKey, resolve_api_key
 from gateway.offload import Offload
 from gateway.providers import get_adapter
@@ -38,7 +36,7 @@ from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMem
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
 from gateway.transcript.target import Target
-from gateway.upstream import Timeouts
+from gateway.upstream import HttpClient, Timeouts
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
@@ -116,7 +114,7 @@ class Engine:
     def __init__(
         self,
         config: GatewayConfig,
-        session: aiohttp.ClientSession,
+        session: HttpClient,
         env: Mapping[str, str] | None = None,
         router: Router | None = None,
         adapters: Callable[[str], ProviderAdapter] = get_adapter,

@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import openai
 from aiohttp import web
 
@@ -26,6 +25,7 @@ from gateway.simulators.base import SimulatorHub, free_port
 from gateway.state import GatewayState
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event, StreamError
 from gateway.transcript.model import Message, Request, Role, Text
+from gateway.upstream import client_session
 
 KEY_ENV = "ROUTING_TEST_KEY"
 KIND = {name: kind for name, kind, _, _ in FAMILIES}
@@ -158,7 +158,7 @@ async def engine_for(
     **provider_options: Any,
 ) -> AsyncIterator[Engine]:
     config = make_config(hub, models, only, **provider_options)
-    async with aiohttp.ClientSession() as session:
+    async with client_session() as session:
         kwargs: dict[str, Any] = {"rng": random.Random(7)}
         if fake is not None:
             kwargs.update(clock=fake.clock, sleep=fake.sleep)

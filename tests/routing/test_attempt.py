@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import aiohttp
 import orjson
 import pytest
 from aiohttp import web
@@ -26,7 +25,7 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import Message, Request, Role, Text
 from gateway.transcript.target import Target
-from gateway.upstream import Timeouts
+from gateway.upstream import Timeouts, client_session
 
 ADAPTER = get_adapter("openai_chat")
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -60,7 +59,7 @@ async def upstream() -> AsyncIterator[Callable[..., Awaitable[EventStream | Upst
     app.router.add_post("/v1/chat/completions", handle)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
-    session = aiohttp.ClientSession()
+    session = client_session()
     target = Target("p", "openai_chat", "gpt-4.1", str(server.make_url("/v1")))
 
     async def attempt(handler: Script, stream: bool = True, first_token: float | None = None):

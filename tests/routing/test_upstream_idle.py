@@ -11,7 +11,7 @@ from aiohttp import web
 
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import UpstreamError
-from gateway.upstream import Timeouts, Upstream, UpstreamFailure, connection_error
+from gateway.upstream import Timeouts, Upstream, UpstreamFailure, client_session, connection_error
 
 IDLE = 0.2
 
@@ -40,7 +40,7 @@ async def _served(plan: list[float]):
 
 async def _read(url: str, busy: float = 0.0) -> tuple[int, UpstreamError | None]:
     timeouts = Timeouts(connect=5, idle=IDLE, total=30)
-    async with aiohttp.ClientSession() as session:
+    async with client_session() as session:
         request = HttpRequest(url=url, headers={}, body=b"{}")
         async with Upstream(session, request, timeouts) as upstream:
             seen = 0
