@@ -5,7 +5,7 @@ A message of such a shape passes the wire models' validation (gateway/ingress/ch
 validating it builds pydantic objects only to be read once: ~2.5 us a message, most of a long
 transcript's first decode. Any other shape (content parts, cache marks, echoed tokens, unknown
 fields, a value of another type) goes through pydantic as before. Both paths end in the same
-checks (`tool_call`, `assistant_end`); tests/ingress/chat/test_plain.py compares them.
+checks (`tool_call`, `assistant_end`); tests/ingress/test_chat_plain.py compares them.
 """
 
 from __future__ import annotations
