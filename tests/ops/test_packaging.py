@@ -313,4 +313,9 @@ def test_ci_tests_the_locked_and_the_newest_allowed_dependencies():
     script = (ROOT / ".ci" / "run").read_text()
     assert "--require-hashes --no-deps -r runtime.lock" in script
     assert "--upgrade --upgrade-strategy eager -e '.[dev]'" in script
-    assert len(re.findall(r"^run_tests\b[^\n]*\|\|", script, re.M)) == 2  # locked, then newest
+    # the locked pass in the foreground, its status kept; the newest pass's tests the last command
+    # of the background job that installs it, whose status `wait` collects; either fails the run
+    assert len(re.findall(r"^run_tests\b[^\n]*\|\| locked=\$\?$", script, re.M)) == 1
+    assert re.search(r'^  run_tests -m "not clients"[^\n]*\n\) >"\$newest_log" 2>&1 &$', script, re.M)
+    assert 'wait "$newest_pid" || newest=$?' in script
+    assert '[ "$locked" -ne 0 ] || [ "$newest" -ne 0 ]' in script
