@@ -20,7 +20,6 @@ collection of the garbage collector's oldest generation walk it (the cold turns 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, count
@@ -30,6 +29,7 @@ from typing import Any
 import orjson
 
 from gateway.transcript.model import Message
+from gateway.transcript.resume import ByOpening
 
 _dumps = orjson.dumps
 
@@ -48,12 +48,13 @@ class _Held:
     text: bytes  # orjson's JSON of the lead items, then every message's
 
 
+def _text_held(held: _Held) -> int:
+    return len(held.text)
+
+
 class HeldWire:
     def __init__(self, budget: int) -> None:
-        self._budget = budget  # bytes of held text
-        self._charge = 0
-        self._held: dict[int, _Held] = {}
-        self._lock = threading.Lock()  # large requests are encoded in worker threads
+        self._held: ByOpening[_Held] = ByOpening(budget, _text_held)  # bytes of held text
 
     def render(
         self,
@@ -68,8 +69,7 @@ class HeldWire:
         not held; errors propagate, and nothing is held then)."""
         if len(messages) < MIN_MESSAGES:
             return _dumps(_items(messages, 0, list(lead), encode))
-        with self._lock:
-            held = self._held.get(id(messages[0]))
+        held = self._held.get(messages[0])
         kept = 0
         if (
             held is not None
@@ -86,25 +86,11 @@ class HeldWire:
             text = _join(held, kept, _items(messages, kept, [], encode), encode)
         else:
             text = _dumps(_items(messages, 0, list(lead), encode))
-        self._hold(_Held(context, lead, messages, text))
+        self._held.put(messages[0], _Held(context, lead, messages, text))
         return text
 
     def clear(self) -> None:
-        with self._lock:
-            self._held, self._charge = {}, 0
-
-    def _hold(self, held: _Held) -> None:
-        key = id(held.messages[0])
-        with self._lock:
-            gone = self._held.pop(key, None)
-            if gone is not None:
-                self._charge -= len(gone.text)
-            if len(held.text) > self._budget:
-                return
-            self._held[key] = held
-            self._charge += len(held.text)
-            while self._charge > self._budget:
-                self._charge -= len(self._held.pop(next(iter(self._held))).text)
+        self._held.clear()
 
 
 def _items(

@@ -19,33 +19,76 @@ with whatever the decode memo dropped meanwhile), oldest conversation out first.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from operator import is_not
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gateway.transcript.model import Message
 
 MIN_MESSAGES = 16
 LIMIT = 10_000
 
+V = TypeVar("V")
+
+
+class ByOpening(Generic[V]):
+    """Values held per conversation, keyed by its opening message object (the value keeps that
+    message alive, so its `id` names no other object meanwhile), each charged `charge(value)`
+    against `limit`, oldest out first. Shared by the resuming passes here and the encoders' held
+    wire (gateway/providers/held_wire.py). Thread-safe: large requests are handled in worker
+    threads."""
+
+    __slots__ = ("_charge", "_charged", "_held", "_limit", "_lock")
+
+    def __init__(self, limit: int, charge: Callable[[V], int]) -> None:
+        self._limit = limit
+        self._charge = charge
+        self._charged = 0
+        self._held: dict[int, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, opening: Message) -> V | None:
+        with self._lock:
+            return self._held.get(id(opening))
+
+    def put(self, opening: Message, value: V) -> None:
+        """Hold `value` in place of what `opening`'s conversation held (nothing if it alone is
+        over the limit)."""
+        key, charge, cost = id(opening), self._charge, self._charge(value)
+        with self._lock:
+            gone = self._held.pop(key, None)
+            if gone is not None:
+                self._charged -= charge(gone)
+            if cost > self._limit:
+                return
+            self._held[key] = value
+            self._charged += cost
+            while self._charged > self._limit:
+                self._charged -= charge(self._held.pop(next(iter(self._held))))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held, self._charged = {}, 0
+
+
+def _messages_held(held: tuple[tuple[Message, ...], object, Any]) -> int:
+    return len(held[0])
+
 
 class Resumable:
-    __slots__ = ("_count", "_held", "_limit", "_lock")
+    __slots__ = ("_held",)
 
     # held over every conversation: a long agent transcript's messages (ten of 1,000, two of
     # 5,000) stay alive with the states, whatever the decode memo's budget dropped meanwhile, in
     # each of the passes that resume (the bench's RSS under load rose ~90 MiB at 40,000)
     def __init__(self, messages: int = LIMIT) -> None:
-        self._limit = messages
-        self._count = 0
-        self._held: dict[int, tuple[tuple[Message, ...], object, Any]] = {}
-        self._lock = threading.Lock()  # large requests are repaired in worker threads
+        self._held: ByOpening[tuple[tuple[Message, ...], object, Any]] = ByOpening(messages, _messages_held)
 
     def find(self, messages: tuple[Message, ...], context: object) -> tuple[int, Any]:
         """(n, state): the state held after `messages[:n]` under an equal context, or (0, None)."""
         if len(messages) < MIN_MESSAGES:
             return 0, None
-        with self._lock:
-            held = self._held.get(id(messages[0]))
+        held = self._held.get(messages[0])
         if held is None:
             return 0, None
         before, held_context, state = held
@@ -60,20 +103,8 @@ class Resumable:
 
     def hold(self, messages: tuple[Message, ...], context: object, state: Any) -> None:
         """Keep `state`, the fold's state after all of `messages` (never changed afterwards)."""
-        if len(messages) < MIN_MESSAGES:
-            return
-        key = id(messages[0])
-        with self._lock:
-            gone = self._held.pop(key, None)
-            if gone is not None:
-                self._count -= len(gone[0])
-            if len(messages) > self._limit:
-                return
-            self._held[key] = (messages, context, state)
-            self._count += len(messages)
-            while self._count > self._limit:
-                self._count -= len(self._held.pop(next(iter(self._held)))[0])
+        if len(messages) >= MIN_MESSAGES:
+            self._held.put(messages[0], (messages, context, state))
 
     def clear(self) -> None:
-        with self._lock:
-            self._held, self._count = {}, 0
+        self._held.clear()
