@@ -74,6 +74,9 @@ class _Upstream:
         self._next += 1
         return self._frames[self._next - 1]
 
+    def drained(self) -> bool:  # as the real one once the body's end is read
+        return self._next == len(self._frames)
+
     async def chunks(self):  # a checkout from before `next_chunk`
         while chunk := await self.next_chunk():
             yield chunk

@@ -55,6 +55,24 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
     assert transport.sent[1:] == [b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"]
 
 
+async def test_an_answer_held_whole_goes_out_in_one_write_with_its_headers():
+    """What `answer_stream` writes when the relay held an answer read whole (Relay.held): the
+    headers, the events and the chunked body's end in one send."""
+    transport = Transport()
+    protocol = mock.Mock(transport=transport, writing_paused=False, _drain_helper=mock.AsyncMock())
+    writer = StreamWriter(protocol, asyncio.get_running_loop())  # type: ignore[arg-type]
+    request = make_mocked_request(
+        "POST", "/v1/chat/completions", writer=writer, transport=transport, protocol=protocol
+    )
+    response = _StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    await response.write_eof(b"data: 1\n\n" + b"data: [DONE]\n\n")
+    assert len(transport.sent) == 1
+    head, _, body = transport.sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Transfer-Encoding: chunked" in head
+    assert body == b"17\r\ndata: 1\n\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+
+
 class CountingSocket:
     """A socket whose options are counted (what uvloop's socket stand-in would be asked)."""
 

@@ -112,6 +112,26 @@ class ChatStreamDecoder(SSEStreamDecoder):
         """`on_chunk` for a chunk of the typed shape: the same events in the same order. False,
         with nothing done, when a usage in it is not JSON orjson reads (the dict path then fails
         the chunk as a whole, as it would have)."""
+        choices = chunk.choices
+        if choices is not None and len(choices) == 1 and not chunk.usage:
+            choice = choices[0]
+            if not choice.finish_reason and not choice.usage:  # nearly every chunk: a text delta
+                delta = choice.delta
+                if delta is not None and choice.index == 0:
+                    if delta.reasoning_content:
+                        self._reasoning_text(delta.reasoning_content, out)
+                    content = delta.content
+                    if content:
+                        if self._text is None:
+                            self._plain_text(content, out)
+                        else:  # `_plain_text` with its block open
+                            self._text_parts.append(content)
+                            out.append(BlockDelta(self._text, content))
+                return True
+        return self._typed_ending(chunk, out)
+
+    def _typed_ending(self, chunk: text_chunk.TextChunk, out: list[Event]) -> bool:
+        """`_typed_chunk` for any chunk of the shape: a finish, a usage, several choices."""
         usage: Any = None
         usages: list[Any] | None = None  # per choice, read before any event: all or nothing
         choices = chunk.choices or ()
