@@ -35,7 +35,8 @@ class Transport:
         return default
 
 
-async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
+async def _prepared() -> tuple[Transport, _StreamResponse]:
+    """A streamed answer prepared (as `answer_stream` does) over a recording transport."""
     transport = Transport()
     # the request handler: only its transport and flow control are used once the answer starts
     protocol = mock.Mock(transport=transport, writing_paused=False, _drain_helper=mock.AsyncMock())
@@ -45,6 +46,11 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
     )
     response = _StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
+    return transport, response
+
+
+async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
+    transport, response = await _prepared()
     assert transport.sent == [], "the headers went out alone"
     await response.write(b"data: 1\n\n")
     assert len(transport.sent) == 1
@@ -58,14 +64,7 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
 async def test_an_answer_held_whole_goes_out_in_one_write_with_its_headers():
     """What `answer_stream` writes when the relay held an answer read whole (Relay.held): the
     headers, the events and the chunked body's end in one send."""
-    transport = Transport()
-    protocol = mock.Mock(transport=transport, writing_paused=False, _drain_helper=mock.AsyncMock())
-    writer = StreamWriter(protocol, asyncio.get_running_loop())  # type: ignore[arg-type]
-    request = make_mocked_request(
-        "POST", "/v1/chat/completions", writer=writer, transport=transport, protocol=protocol
-    )
-    response = _StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
+    transport, response = await _prepared()
     await response.write_eof(b"data: 1\n\n" + b"data: [DONE]\n\n")
     assert len(transport.sent) == 1
     head, _, body = transport.sent[0].partition(b"\r\n\r\n")
