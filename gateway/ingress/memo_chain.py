@@ -65,7 +65,7 @@ class Chains:
         )
         self.hits += len(records)
         self.misses += len(new)
-        self._hold(opening, text, None, items, values, [*knowns, *map(known, parts)])
+        self._hold(opening, text, None, items, values, [*knowns, *map(known, parts)], body)
         return [*knowns, *new], items
 
     def hold(
@@ -80,7 +80,7 @@ class Chains:
         the next turn opening as `opening` to go on from (`chain`: its list is found in it then,
         as a first sight's is; copying the list now would cost more)."""
         if opening is not None and len(items.found) >= LONG_TRANSCRIPT and items._record is None:
-            self._hold(opening, body, field, items, values, None)
+            self._hold(opening, body, field, items, values, None, body)
 
     def _hold(
         self: DecodeMemo,
@@ -90,12 +90,19 @@ class Chains:
         items: Items[Any],
         values: int | None,
         knowns: list[Any] | None,
+        whole: bytes,
     ) -> None:
         """The list `text` (or the body `text` holding it in `field`) held under `opening`, with
-        what `items` found or decode (on probation, in place of what was held there)."""
+        what `items` found or decode (on probation, in place of what was held there). `whole`: the
+        request's body (`text` or the one holding it), held too when `values` counted it: the
+        next turn's body is counted from it (`DecodeMemo.held_bound`)."""
         size = self._held_size(text, values, len(items.found))
+        if values is not None and whole is not text:
+            size += len(whole)
         if size <= self._items_max:
             held = _FirstSight(text, field, items._parts, size)
+            if values is not None:
+                held.whole, held.whole_values = whole, values
             held.records = [*items.found]
             if field is None:
                 held.end = last_item_end(text)

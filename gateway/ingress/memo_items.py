@@ -99,7 +99,7 @@ class _FirstSight:
     a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
     what it decoded to as a turn of all its items would be."""
 
-    __slots__ = ("body", "field", "parts", "records", "size", "end", "knowns")
+    __slots__ = ("body", "field", "parts", "records", "size", "end", "knowns", "whole", "whole_values")
     entries = ()  # none is found by its bytes yet
 
     def __init__(self, body: bytes, field: str | None, parts: list[int], size: int) -> None:
@@ -110,3 +110,7 @@ class _FirstSight:
         self.size = size
         self.end = 0  # where the list's last item ends in `body`, when `field` is None
         self.knowns: list[Known] | None = None  # `known` of each part count, once made
+        # the request body it came from and that body's `value_bound` (None: not counted whole):
+        # the next turn's body opens with most of it (`DecodeMemo.held_bound`)
+        self.whole = body
+        self.whole_values: int | None = None
