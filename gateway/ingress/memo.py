@@ -183,9 +183,9 @@ class DecodeMemo(Chains):
             if found is None:
                 return None
             sight = self._probation.get(first_key((scope, found)))
-            if type(sight) is not _FirstSight or sight.whole_values is None:
+            if type(sight) is not _FirstSight or sight.values is None:
                 return None
-            return sight.whole, sight.whole_values
+            return sight.body, sight.values
         finally:
             self.lock.release()
 
@@ -213,7 +213,7 @@ class DecodeMemo(Chains):
         size = self._held_size(raw, body_values, count)
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, size)
-            sight.whole_values = body_values
+            sight.values = body_values
             items._record = sight.records
             self._on_probation(first_key(opening), sight)
         return items
