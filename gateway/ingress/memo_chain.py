@@ -21,7 +21,7 @@ from itertools import repeat
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
-from gateway.ingress.budget import item_parts, known, value_bound
+from gateway.ingress.budget import item_parts, knowns, value_bound
 from gateway.ingress.memo_items import Items, _FirstSight
 from gateway.ingress.memo_size import body_turn_size
 from gateway.ingress.slices import list_span, went_on
@@ -64,9 +64,9 @@ class Chains:
             return None
         fields, new, end = found
         self._pending = None
-        knowns = sight.knowns
-        if knowns is None:
-            knowns = [known(parts) for parts in sight.parts]
+        held = sight.knowns
+        if held is None:
+            held = knowns(sight.parts)
         parts = [item_parts(value) for value in new]
         count = len(records) + len(new)
         items: Items[Any] = Items(
@@ -74,8 +74,8 @@ class Chains:
         )
         self.hits += len(records)
         self.misses += len(new)
-        self._hold(opening, body, field, items, values, [*knowns, *map(known, parts)], (span[0], end))
-        return fields, [*knowns, *new], items
+        self._hold(opening, body, field, items, values, [*held, *knowns(parts)], (span[0], end))
+        return fields, [*held, *new], items
 
     def hold(
         self: DecodeMemo,

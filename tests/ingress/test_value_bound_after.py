@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bench.workloads import agent_messages, next_turn
 from gateway.ingress import memo as memo_module
-from gateway.ingress.budget import common_prefix, value_bound, value_bound_after
+from gateway.ingress.budget import common_prefix, known, knowns, value_bound, value_bound_after
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.split import parse_transcript
 from tests.ingress.test_memo import LIMITS, TOOLS
@@ -87,3 +87,9 @@ def test_a_body_counted_in_steps_past_the_cap_is_held_without_a_count():
     parse_transcript(raw, "messages", memo, "s", LIMITS, None)
     parse_transcript(raw, "messages", memo, "s", LIMITS, None)
     assert memo.held_bound("s", _body([*messages, {"role": "user", "content": "Next."}]), "messages") is None
+
+
+@given(st.lists(st.integers(0, 70)))
+def test_knowns_are_the_known_of_each_count(parts):
+    assert [k.parts for k in knowns(parts)] == parts
+    assert all(a is b for a, b in zip(knowns(parts), map(known, parts), strict=True) if a.parts < 64)
