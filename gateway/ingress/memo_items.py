@@ -35,7 +35,8 @@ class Items(Generic[T]):
         self._memo = memo
         self._keys = keys
         self._parts = parts
-        self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
+        # the raw body, when found items were left unparsed (`DecodeMemo.split`) or read typed
+        self._body = body
         self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
         self._record: list[T | None] | None = None  # a held list's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
@@ -57,6 +58,11 @@ class Items(Generic[T]):
             elif self._memo._admit_after == 1:
                 self._memo._keep(key, value, self._parts[index])
         return value
+
+    def parsed_from(self, body: bytes) -> None:
+        """The items were read into a dialect's typed items from `body` (gateway/ingress/typed_items.py):
+        a validation error of the whole request is reported from `body` parsed again (`whole`)."""
+        self._body = body
 
     def check_depth(self, values: list[Any], max_depth: int) -> None:
         """Depth-check the new items of `values` (the body's list), each at its place (the body 1,

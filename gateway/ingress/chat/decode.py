@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
 from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
+from gateway.ingress.chat.typed import TYPED, typed_message
 from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
@@ -64,9 +65,10 @@ def decode_request(
         wire = w.ChatRequestHead.model_validate(body)
         raw_tools = body.get("tools")
         tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tool_specs(raw_tools)
-        # only new messages are validated: a found one passed when it was first seen
+        # only new messages are validated: a found one passed when it was first seen, one read
+        # into its Struct (gateway/ingress/chat/typed.py) when it was parsed
         wires = [
-            (m if plain(m) else validated(m)) if found is None else None
+            (m if type(m) in _TYPED_KINDS or plain(m) else validated(m)) if found is None else None
             for m, found in zip(raw_messages, items.found, strict=True)
         ]
     except ValidationError:
@@ -155,9 +157,14 @@ _TOOL_LISTS = ToolLists(_tool_specs)
 Decoded = tuple[Message, int]
 
 
+_TYPED_KINDS = TYPED.kinds
+
+
 def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
     if type(msg) is dict:  # a plain shape, not validated: it would pass (plain.py)
         return plain_message(msg, where, sealer)
+    if type(msg) in _TYPED_KINDS:  # a plain shape read into its Struct (typed.py)
+        return typed_message(msg, where, sealer)
     if isinstance(msg, w.SystemMessage):
         return Message(Role.SYSTEM, _system_blocks(msg, f"{where}.content")), 0
     if isinstance(msg, w.UserMessage):
