@@ -60,7 +60,9 @@ TYPED = {"typed": CODEC.typed_items} if getattr(CODEC, "typed_items", None) is n
 SERVER = config_from_dict(
     {
         "server": {"host": "127.0.0.1", "port": 8000},
-        "providers": {"p": {"kind": "openai_chat", "base_url": "https://bench.invalid/v1", "api_key_env": "K"}},
+        "providers": {
+            "p": {"kind": "openai_chat", "base_url": "https://bench.invalid/v1", "api_key_env": "K"}
+        },
         "models": {"m": {"targets": [{"provider": "p", "model": "stub"}]}},
     }
 ).server

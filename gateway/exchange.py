@@ -310,7 +310,9 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     scope = f"{exchange.dialect.ingress}\0{exchange.tenant}"
     typed = exchange.codec.typed_items
     if exchange.offload is not None:
-        return await exchange.offload.run(parse_shared, raw, field, state.memo, scope, server, values, True, typed)
+        return await exchange.offload.run(
+            parse_shared, raw, field, state.memo, scope, server, values, True, typed
+        )
     parsed = parse_shared(raw, field, state.memo, scope, server, values, False, typed)
     if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
         return await parse_counted(raw, server, values), None
