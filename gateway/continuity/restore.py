@@ -115,9 +115,11 @@ def restore(
     keys: tuple[str | None, ...] | None = None,
 ) -> tuple[Request, list[Repair]]:
     """`keys`: `message_keys(request, session, tenant)` when the caller computed them already."""
+    repairs: list[Repair] = []
+    if not any(records.values()):  # nothing recorded (a conversation the gateway has not served)
+        return request, repairs
     if keys is None:
         keys = message_keys(request, session, tenant)
-    repairs: list[Repair] = []
     messages: list[Message] = []
     changed = False
     position = -1

@@ -41,12 +41,13 @@ class Items(Generic[T]):
         self._record: list[T | None] | None = None  # a held list's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
 
-    def decode(self, index: int, decode: Callable[[], T]) -> T:
-        """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
-        keeps nothing: errors are reported with the item's place, which the memo does not know)."""
+    def decode(self, index: int, decode: Callable[..., T], *args: Any) -> T:
+        """Item `index` decoded: as found, or by `decode(*args)` and then kept (a decode that
+        raises keeps nothing: errors are reported with the item's place, which the memo does not
+        know)."""
         value = self.found[index]
         if value is None:
-            value = decode()
+            value = decode(*args)
             if self._record is not None:  # a held list's (gateway/ingress/memo_chain.py)
                 self._record[index] = value
             key = self._keys[index]

@@ -83,7 +83,7 @@ def decode_request(
     for i, (msg, found) in enumerate(zip(wires, items.found, strict=True)):
         # a found item is its decoded value (what `items.decode` would hand back, without a call)
         message, ignored = (
-            found if found is not None else items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
+            found if found is not None else items.decode(i, _message, msg, f"messages[{i}]", sealer)
         )
         stats.ignored_tokens += ignored
         if message.role is Role.SYSTEM:

@@ -5,7 +5,9 @@ the same message parsed as a dict. tests/ingress/test_chat_typed.py compares bot
 
 Each Struct accepts exactly what `plain` accepts: the same keys (unknown ones refused), the same
 types (strings, `null` where `plain` takes None), ids not empty, a call's `type` "function" when
-given; a message of any other shape fails the whole list, which is then parsed as before.
+given; a message of any other shape fails the whole list, which is then parsed as before. The
+Structs are out of the collector's sight (`gc=False`): they hold strings and lists of Structs,
+never a cycle, and a long transcript's thousands of them would bring its collections sooner.
 """
 
 from __future__ import annotations
@@ -23,35 +25,35 @@ _Id = Annotated[str, msgspec.Meta(min_length=1)]
 _SYSTEM, _USER, _ASSISTANT, _TOOL = Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL
 
 
-class Function(msgspec.Struct, forbid_unknown_fields=True):
+class Function(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
     arguments: str = ""
 
 
-class Call(msgspec.Struct, forbid_unknown_fields=True):
+class Call(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: _Id
     function: Function
     type: Literal["function"] = "function"
 
 
-class System(msgspec.Struct, tag_field="role", tag="system", forbid_unknown_fields=True):
+class System(msgspec.Struct, tag_field="role", tag="system", forbid_unknown_fields=True, gc=False):
     content: str
 
 
-class Developer(msgspec.Struct, tag_field="role", tag="developer", forbid_unknown_fields=True):
+class Developer(msgspec.Struct, tag_field="role", tag="developer", forbid_unknown_fields=True, gc=False):
     content: str
 
 
-class User(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True):
+class User(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, gc=False):
     content: str
 
 
-class Tool(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True):
+class Tool(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, gc=False):
     tool_call_id: _Id
     content: str
 
 
-class Assistant(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True):
+class Assistant(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, gc=False):
     content: str | None = None
     tool_calls: list[Call] | None = None
     refusal: str | None = None
