@@ -311,9 +311,12 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     if field is None:
         return await parse_counted(raw, server, values, offload=exchange.offload), None
     scope = _memo_scope(exchange)
+    typed = exchange.codec.typed_items
     if exchange.offload is not None:
-        return await exchange.offload.run(parse_shared, raw, field, state.memo, scope, server, values, True)
-    parsed = parse_shared(raw, field, state.memo, scope, server, values, False)
+        return await exchange.offload.run(
+            parse_shared, raw, field, state.memo, scope, server, values, True, typed
+        )
+    parsed = parse_shared(raw, field, state.memo, scope, server, values, False, typed)
     if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
         return await parse_counted(raw, server, values), None
     return parsed

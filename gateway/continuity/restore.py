@@ -125,6 +125,8 @@ def restore(
     The records are the store's at this turn (the truth across workers: one may have expired or
     been rewritten since the last turn), each compared with the one held (C speed) before the
     held outcome stands for its message."""
+    if not any(records.values()):  # nothing recorded (a conversation the gateway has not served)
+        return request, []
     if keys is None:
         keys = message_keys(request, session, tenant)
     found = tuple(map(records.get, keys))  # a key of None is no record's

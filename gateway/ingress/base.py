@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items
+from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.events import BlockKind, Event, UpstreamError
 from gateway.transcript.model import AssistantTurn, Block, Continuity, Request
 from gateway.transcript.seal import Sealer
@@ -112,6 +113,9 @@ class IngressCodec(Protocol):
     # `Items` (gateway/ingress/memo.py: decoded once per their bytes); None: the body is decoded
     # whole every time
     transcript_field: str | None
+    # that list read by msgspec into the dialect's typed items at first sight of a long
+    # transcript (gateway/ingress/typed_items.py); None: parsed by orjson
+    typed_items: TypedItems | None
 
     def decode(
         self,

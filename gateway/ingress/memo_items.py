@@ -35,17 +35,19 @@ class Items(Generic[T]):
         self._memo = memo
         self._keys = keys
         self._parts = parts
-        self._body = body  # the raw body, when found items were left unparsed (`DecodeMemo.split`)
+        # the raw body, when found items were left unparsed (`DecodeMemo.split`) or read typed
+        self._body = body
         self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
         self._record: list[T | None] | None = None  # a held list's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
 
-    def decode(self, index: int, decode: Callable[[], T]) -> T:
-        """Item `index` decoded: as found, or by `decode()` and then kept (a decode that raises
-        keeps nothing: errors are reported with the item's place, which the memo does not know)."""
+    def decode(self, index: int, decode: Callable[..., T], *args: Any) -> T:
+        """Item `index` decoded: as found, or by `decode(*args)` and then kept (a decode that
+        raises keeps nothing: errors are reported with the item's place, which the memo does not
+        know)."""
         value = self.found[index]
         if value is None:
-            value = decode()
+            value = decode(*args)
             if self._record is not None:  # a held list's (gateway/ingress/memo_chain.py)
                 self._record[index] = value
             key = self._keys[index]
@@ -57,6 +59,11 @@ class Items(Generic[T]):
             elif self._memo._admit_after == 1:
                 self._memo._keep(key, value, self._parts[index])
         return value
+
+    def parsed_from(self, body: bytes) -> None:
+        """The items were read into a dialect's typed items from `body` (gateway/ingress/typed_items.py):
+        a validation error of the whole request is reported from `body` parsed again (`whole`)."""
+        self._body = body
 
     def check_depth(self, values: list[Any], max_depth: int) -> None:
         """Depth-check the new items of `values` (the body's list), each at its place (the body 1,

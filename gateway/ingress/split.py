@@ -28,6 +28,7 @@ from gateway.ingress.errors import check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE
+from gateway.ingress.typed_items import TypedItems, typed_body
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
 # refuses, so a body checked against one is parsed whole
@@ -87,7 +88,14 @@ def parse_split(
 
 
 def parse_shared(
-    raw: bytes, field: str, memo: DecodeMemo, scope: str, limits: ServerConfig, values: int | None, wait: bool
+    raw: bytes,
+    field: str,
+    memo: DecodeMemo,
+    scope: str,
+    limits: ServerConfig,
+    values: int | None,
+    wait: bool,
+    typed: TypedItems | None = None,
 ) -> tuple[Any, Items[Any] | None] | None:
     """`parse_transcript` holding the memo's lock: the event loop's thread and the worker thread
     of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
@@ -100,7 +108,7 @@ def parse_shared(
     try:
         # the worker thread parses a long body whole in pieces: the event loop runs between them
         pieces = wait and parsed_in_pieces(values, len(raw))
-        return parse_transcript(raw, field, memo, scope, limits, values, pieces=pieces)
+        return parse_transcript(raw, field, memo, scope, limits, values, pieces=pieces, typed=typed)
     finally:
         memo.lock.release()
 
@@ -113,6 +121,7 @@ def parse_transcript(
     limits: ServerConfig,
     values: int | None = None,
     pieces: bool = False,
+    typed: TypedItems | None = None,
 ) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
@@ -122,7 +131,8 @@ def parse_transcript(
     (a long one then waits on probation whole for the next request that opens so). `values`: at
     least the JSON values the body holds (`values_within_budget`). `pieces`: a body parsed whole
     is parsed in pieces (gateway/ingress/pieces.py: the worker thread's; the same result and
-    errors)."""
+    errors). `typed`: the dialect's typed reading of the items, for a body parsed at first sight
+    (gateway/ingress/typed_items.py; the same result and errors)."""
     limit = limits.max_json_depth
     if len(raw) < memo.min_bytes:
         body = parse_json_body(raw, limit)
@@ -134,6 +144,14 @@ def parse_transcript(
         split = parse_split(raw, field, memo, scope, limit, checks, values, opening)
         if split is not None:
             return split
+    # at first sight the items are decoded as they are parsed; a seen body's are looked up by
+    # their JSON text (`DecodeMemo.items`), so it is parsed by orjson
+    body = None if seen or pieces or typed is None else typed_body(raw, field, typed, limit)
+    if body is not None:
+        check_parts(body, limits, values)
+        items = memo.first_sight(body[field], limit, raw, field, opening, values)
+        items.parsed_from(raw)
+        return body, items
     body = parse_json_pieces(raw, limit, field) if pieces else parse_json_body(raw, limit, field)
     check_parts(body, limits, values)
     items = None

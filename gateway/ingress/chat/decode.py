@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
 from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
+from gateway.ingress.chat.typed import TYPED, typed_message
 from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
@@ -72,9 +73,13 @@ def decode_request(
         wire = w.ChatRequestHead.model_validate(body)
         raw_tools = body.get("tools")
         tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tool_specs(raw_tools)
-        # only new messages are validated: a found one passed when it was first seen
+        # only new messages are validated: a found one passed when it was first seen, one read
+        # into its Struct (gateway/ingress/chat/typed.py) when it was parsed
         new = zip(islice(raw_messages, start, None), islice(found_all, start, None), strict=True)
-        wires = [(m if plain(m) else validated(m)) if found is None else None for m, found in new]
+        wires = [
+            (m if type(m) in _TYPED_KINDS or plain(m) else validated(m)) if found is None else None
+            for m, found in new
+        ]
     except ValidationError:
         _whole_validation_error(items.whole(body))
     if wire.n not in (None, 1):
@@ -95,7 +100,7 @@ def decode_request(
         found = found_all[i]
         # a found item is its decoded value (what `items.decode` would hand back, without a call)
         if found is None:
-            found = items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
+            found = items.decode(i, _message, msg, f"messages[{i}]", sealer)
         decoded.append(found)
         message, ignored = found
         ignored_total += ignored
@@ -174,9 +179,14 @@ _DECODED = Resumable()
 Decoded = tuple[Message, int]
 
 
+_TYPED_KINDS = TYPED.kinds
+
+
 def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
     if type(msg) is dict:  # a plain shape, not validated: it would pass (plain.py)
         return plain_message(msg, where, sealer)
+    if type(msg) in _TYPED_KINDS:  # a plain shape read into its Struct (typed.py)
+        return typed_message(msg, where, sealer)
     if isinstance(msg, w.SystemMessage):
         return Message(Role.SYSTEM, _system_blocks(msg, f"{where}.content")), 0
     if isinstance(msg, w.UserMessage):

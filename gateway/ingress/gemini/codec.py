@@ -49,6 +49,7 @@ class GeminiCodec:
 
     ingress = INGRESS
     transcript_field = None
+    typed_items = None
 
     def decode(
         self,

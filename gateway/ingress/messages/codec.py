@@ -42,6 +42,7 @@ class Context:
 
 class MessagesCodec:
     transcript_field = "messages"
+    typed_items = None
 
     def decode(
         self,

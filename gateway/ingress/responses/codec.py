@@ -58,6 +58,7 @@ class ResponsesCodec:
     # Responses items are decoded whole every time: a reasoning item, a message and a call that
     # follows it make one assistant turn together, so an item alone is not a unit to keep
     transcript_field = None
+    typed_items = None
 
     def decode(
         self,

@@ -1,0 +1,92 @@
+"""The plain Chat Completions messages (gateway/ingress/chat/plain.py) as msgspec Structs: a long
+transcript's list read by msgspec into them at first sight checks in C what `plain` checks per
+dict (gateway/ingress/typed_items.py), and `typed_message` decodes one as `plain_message` decodes
+the same message parsed as a dict. tests/ingress/test_chat_typed.py compares both paths.
+
+Each Struct accepts exactly what `plain` accepts: the same keys (unknown ones refused), the same
+types (strings, `null` where `plain` takes None), ids not empty, a call's `type` "function" when
+given; a message of any other shape fails the whole list, which is then parsed as before. The
+Structs are out of the collector's sight (`gc=False`): they hold strings and lists of Structs,
+never a cycle, and a long transcript's thousands of them would bring its collections sooner.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+import msgspec
+
+from gateway.ingress.chat.plain import assistant_end, tool_call
+from gateway.ingress.typed_items import TypedItems
+from gateway.transcript.model import Message, Role, Text, ToolCall, ToolResult
+from gateway.transcript.seal import Sealer
+
+_Id = Annotated[str, msgspec.Meta(min_length=1)]
+_SYSTEM, _USER, _ASSISTANT, _TOOL = Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL
+
+
+class Function(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    name: str
+    arguments: str = ""
+
+
+class Call(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    id: _Id
+    function: Function
+    type: Literal["function"] = "function"
+
+
+class System(msgspec.Struct, tag_field="role", tag="system", forbid_unknown_fields=True, gc=False):
+    content: str
+
+
+class Developer(msgspec.Struct, tag_field="role", tag="developer", forbid_unknown_fields=True, gc=False):
+    content: str
+
+
+class User(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, gc=False):
+    content: str
+
+
+class Tool(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, gc=False):
+    tool_call_id: _Id
+    content: str
+
+
+class Assistant(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, gc=False):
+    content: str | None = None
+    tool_calls: list[Call] | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = None
+
+
+PlainMessage = Union[System, Developer, User, Tool, Assistant]
+
+# an assistant's call's function nests deepest: the body 1, messages 2, the message 3, tool_calls
+# 4, the call 5, its function 6
+TYPED = TypedItems(
+    msgspec.json.Decoder(list[PlainMessage]), 6, frozenset({System, Developer, User, Tool, Assistant})
+)
+
+
+def typed_message(msg: PlainMessage, where: str, sealer: Sealer) -> tuple[Message, int]:
+    """A message read into its Struct, decoded as `plain_message` decodes its dict."""
+    kind = type(msg)
+    if kind is Tool:
+        return Message(_TOOL, (ToolResult(msg.tool_call_id, msg.content, False, (), None),)), 0  # type: ignore[union-attr]
+    if kind is User:
+        return Message(_USER, (Text(msg.content),)), 0  # type: ignore[union-attr]
+    if kind is not Assistant:
+        content = msg.content  # type: ignore[union-attr]
+        return Message(_SYSTEM, (Text(content),) if content else ()), 0
+    assert isinstance(msg, Assistant)
+    content = msg.content
+    text = content or ""
+    if not text and msg.refusal:
+        text = msg.refusal
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for j, call in enumerate(msg.tool_calls or ()):
+        function = call.function
+        calls.append(tool_call(call.id, function.name, function.arguments, None, seen, where, j))
+    return assistant_end(text, content, calls, msg.reasoning_content, None, [], sealer, where)

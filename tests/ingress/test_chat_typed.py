@@ -1,0 +1,212 @@
+"""A Chat body whose messages msgspec reads into the plain shapes' Structs at first sight
+(gateway/ingress/typed_items.py, gateway/ingress/chat/typed.py) parses and decodes as it does by
+orjson whole: the same request, ignored tokens and usage option, or the same error, whatever the
+body's formatting, duplicate keys, escapes, encoding or depth limit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import orjson
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from gateway.config import ServerConfig
+from gateway.ingress.budget import value_bound
+from gateway.ingress.chat.codec import CODEC
+from gateway.ingress.chat.typed import TYPED, Assistant, Tool, User
+from gateway.ingress.errors import ClientError
+from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.split import parse_transcript
+from gateway.ingress.typed_items import typed_body
+from gateway.transcript.seal import Sealer
+
+from .test_chat_plain import _message
+
+SEALER = Sealer(b"test-secret")
+
+_plain_texts = st.sampled_from(
+    ["", "hi", "Step 1: look at a file", "héllo ✓", "tab\there", "\ud800x"]
+) | st.text(max_size=5)
+
+
+@st.composite
+def _plain_message(draw: st.DrawFn) -> dict[str, Any]:
+    """Mostly the shapes the typed path reads (so that whole bodies of them are drawn)."""
+    role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool", "assistant"]))
+    message: dict[str, Any] = {"role": role}
+    if role == "tool":
+        message["tool_call_id"] = draw(st.sampled_from(["call_1", "call_2"]))
+    if role != "assistant" or draw(st.booleans()):
+        message["content"] = draw(st.one_of(_plain_texts, st.none()) if role == "assistant" else _plain_texts)
+    if role == "assistant":
+        if draw(st.booleans()):
+            calls = []
+            for i in range(draw(st.integers(0, 2))):
+                function: dict[str, Any] = {"name": draw(st.sampled_from(["read", "édit"]))}
+                if draw(st.booleans()):
+                    function["arguments"] = draw(st.sampled_from(['{"path": "a.py"}', "", "{bad", "[1]"]))
+                call: dict[str, Any] = {
+                    "id": draw(st.sampled_from([f"call_{i}", "call_0"])),
+                    "function": function,
+                }
+                if draw(st.booleans()):
+                    call["type"] = "function"
+                calls.append(call)
+            message["tool_calls"] = calls
+        for name in ("refusal", "reasoning_content"):
+            if draw(st.integers(0, 2)) == 0:
+                message[name] = draw(st.one_of(_plain_texts, st.none()))
+    return message
+
+
+_ODD = st.sampled_from(["", None, 5, [], {}, "custom", [{"type": "text", "text": "t"}]])
+_ADDED = ["name", "cache_control", "type", "strict", "extra_content", "content", "tool_call_id", "refusal"]
+
+
+@st.composite
+def _near_plain(draw: st.DrawFn) -> dict[str, Any]:
+    """A plain message with one edit (a value of another type or an empty one, a key added or
+    taken away), in it or in its call: the edge of what the Structs accept."""
+    message = draw(_plain_message())
+    places: list[dict[str, Any]] = [message]
+    if message["role"] == "assistant" and draw(st.integers(0, 3)):
+        function = {"name": "read", "arguments": "{}"}
+        call = {"id": "call_9", "type": "function", "function": function}
+        message["tool_calls"] = [call]
+        places += [call, function]
+    edit = draw(st.integers(0, 2))
+    if edit == 1:
+        draw(st.sampled_from(places))[draw(st.sampled_from(_ADDED))] = draw(_ODD)
+        return message
+    target, key = draw(st.sampled_from([(place, key) for place in places for key in sorted(place)]))
+    if edit == 0:
+        target[key] = draw(_ODD)
+    else:
+        del target[key]
+    return message
+
+
+_heads = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(["m", "", 5]),
+        "stream": st.sampled_from([True, False, "yes"]),
+        "stream_options": st.sampled_from([{"include_usage": True}, None]),
+        "temperature": st.sampled_from([0.5, 3.0, "hot"]),
+        "tools": st.sampled_from(
+            [[{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}], "x"]
+        ),
+        "n": st.sampled_from([1, 2]),
+        "logprobs": st.sampled_from([False, True]),
+    },
+)
+
+
+def _dumps(value: Any, style: int) -> bytes:
+    """`value` as a client writes it: compact, Python's default separators, indented, or ASCII
+    with escapes; a lone surrogate only by the styles that can write one."""
+    if style == 0:
+        try:
+            return orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            style = 3
+    if style == 1:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    if style == 2:
+        return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return json.dumps(value).encode()
+
+
+# what a member of the body may be written as before the one kept (a duplicate key), or instead
+# of the key's plain spelling
+_EARLIER = st.sampled_from([b'"\xff"', b"1e400", b"[]", b'"m"', b'{"a": 1}', b"1" * 400])
+
+
+@st.composite
+def _body(draw: st.DrawFn) -> bytes:
+    messages = draw(st.lists(_plain_message(), min_size=0, max_size=6))
+    if not messages or draw(st.booleans()):  # one message of any shape, plain or not, among them
+        messages.insert(draw(st.integers(0, len(messages))), draw(st.one_of(_near_plain(), _message())))
+    head = {"model": "m", **draw(_heads)}
+    style = draw(st.integers(0, 3))
+    members = [
+        (_dumps(key, style), _dumps(value, style)) for key, value in {**head, "messages": messages}.items()
+    ]
+    members = draw(st.permutations(members))
+    twist = draw(st.integers(0, 11))
+    if twist == 1:  # a key given twice: the earlier value is one orjson may refuse
+        at = draw(st.integers(0, len(members) - 1))
+        members.insert(at, (members[at][0], draw(_EARLIER)))
+    elif twist == 2:  # a key written with an escape (the same key to a JSON reader)
+        at = draw(st.integers(0, len(members) - 1))
+        key = members[at][0]
+        members[at] = (key[:2] + b"\\u%04x" % key[2] + key[3:] if len(key) > 3 else key, members[at][1])
+    elif twist == 3:  # a key given twice with the same value
+        at = draw(st.integers(0, len(members) - 1))
+        members.append(members[at])
+    space = b" " if style else b""
+    body = b"{" + (b"," + space).join(k + b":" + space + v for k, v in members) + b"}"
+    if twist == 4:
+        body = draw(st.sampled_from([b" ", b"\n", b""])) + body + draw(st.sampled_from([b" ", b"\n ", b"x"]))
+    return body
+
+
+def _outcome(raw: bytes, depth: int, typed: bool) -> Any:
+    limits = ServerConfig(max_json_depth=depth)
+    memo = DecodeMemo(8 << 20, min_bytes=0)  # first sight: parsed whole, or read typed
+    extra = {"typed": CODEC.typed_items} if typed else {}
+    try:
+        body, items = parse_transcript(
+            raw, "messages", memo, "s", limits, value_bound(raw, 0, len(raw)), **extra
+        )
+        inbound = CODEC.decode(body, {}, SEALER, items)
+    except ClientError as exc:
+        return ("error", exc.status, str(exc), exc.param, exc.code)
+    return inbound.request, inbound.ignored_tokens, inbound.context
+
+
+@settings(max_examples=300, deadline=None)
+@given(_body(), st.sampled_from([2, 5, 6, 7, 64, 64]))
+def test_a_body_parses_and_decodes_the_same_read_typed_or_parsed_whole(raw: bytes, depth: int) -> None:
+    event("read typed" if typed_body(raw, "messages", TYPED, depth) is not None else "parsed whole")
+    assert _outcome(raw, depth, typed=True) == _outcome(raw, depth, typed=False)
+
+
+def test_an_agents_plain_messages_are_read_typed_and_other_bodies_are_not() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "reasoning_content": "r", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "out"},
+    ]
+    raw = orjson.dumps({"model": "m", "messages": messages})
+    body = typed_body(raw, "messages", TYPED, 64)
+    assert body is not None
+    assert [type(m) for m in body["messages"]] == [User, Assistant, Tool]
+    assert body["model"] == "m"
+    assert typed_body(raw, "messages", TYPED, 5) is None  # the call's function nests at depth 6
+    for other in (
+        {**messages[0], "content": [{"type": "text", "text": "go"}]},
+        {**messages[2], "tool_call_id": ""},
+        {**messages[1], "tool_calls": [{**call, "extra_content": {}}]},
+        {**messages[1], "tool_calls": [{**call, "type": None}]},
+    ):
+        assert typed_body(orjson.dumps({"model": "m", "messages": [other]}), "messages", TYPED, 64) is None
+    twice = b'{"model": "\xff", "model": "m", "messages": ' + orjson.dumps(messages) + b"}"
+    assert typed_body(twice, "messages", TYPED, 64) is None
+    escaped = b'{"mod\\u0065l": "m", "messages": ' + orjson.dumps(messages) + b"}"
+    assert typed_body(escaped, "messages", TYPED, 64) is None
+    assert isinstance(TYPED.decoder, msgspec.json.Decoder)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_near_plain(), _plain_message())
+def test_a_message_at_the_edge_of_the_plain_shapes_decodes_the_same(
+    message: dict[str, Any], other: dict[str, Any]
+) -> None:
+    raw = _dumps({"model": "m", "messages": [other, message]}, 0)
+    event("read typed" if typed_body(raw, "messages", TYPED, 64) is not None else "parsed whole")
+    assert _outcome(raw, 64, typed=True) == _outcome(raw, 64, typed=False)
