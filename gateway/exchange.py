@@ -114,8 +114,6 @@ class Exchange:
     def record(self) -> RequestRecord:
         answer = self.answer
         attempts = answer.attempts if answer is not None else self.attempts
-        provider = answer.target.provider if answer is not None else None
-        repairs = [*self.restored, *answer.repairs] if answer is not None else list(self.restored)
         record = RequestRecord(
             self.dialect.ingress,
             request_id=self.request_id,
@@ -134,9 +132,10 @@ class Exchange:
             key_refusal=self.key_refusal,
             trace_id=self.trace.trace_id if self.trace is not None else "",
         )
-        if provider is not None:
-            record.provider = provider
-            record.repairs = [(provider, r) for r in repairs]
+        if answer is not None:
+            record.provider = provider = answer.target.provider
+            if self.restored or answer.repairs:
+                record.repairs = [(provider, r) for r in (*self.restored, *answer.repairs)]
         return record
 
 
