@@ -47,14 +47,8 @@ def reference_record(m: Metrics, rec: RequestRecord) -> None:
         m.repairs.labels(m._provider(repair_provider), kind).inc(times)
     u = rec.usage
     if u is not None and provider != NO_PROVIDER:
-        counts = (
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_read_tokens,
-            u.cache_write_tokens,
-            u.reasoning_tokens,
-        )
-        for kind, value in zip(TOKEN_TYPES, counts, strict=True):
+        for kind in TOKEN_TYPES:  # (each names its Usage field)
+            value = getattr(u, f"{kind}_tokens")
             if value:
                 m.tokens.labels(provider, model, kind).inc(value)
         if rec.cost_usd is None:
