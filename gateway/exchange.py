@@ -136,7 +136,7 @@ async def run_exchange(
     exchange = Exchange(state, dialect, codec, http)
     if state.tracing is not None:
         exchange.trace = state.tracing.request(dialect.ingress, http.method, http.path, http.headers)
-    state.metrics.inflight.inc()
+    state.metrics.requests_in_flight.inc(1)
     try:
         return await _run(exchange)
     except ClientError as exc:
@@ -161,7 +161,7 @@ async def run_exchange(
         exchange.status = 500
         raise
     finally:
-        state.metrics.inflight.dec()
+        state.metrics.requests_in_flight.inc(-1)
         # the record as the request ends (its duration), accounted for once the answer is on its
         # way: a whole answer is written to the client when this returns (in the same step of the
         # loop, unless the client is slow to read), so the metrics, the access-log line, the

@@ -255,7 +255,9 @@ class Metrics:
         self.inflight = Gauge(
             "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
         )
-        unlocked(self.inflight)  # (run_exchange, on the loop's thread)
+        # its value, as `inc`/`dec` change it (without their checks of the metric's labels):
+        # run_exchange adds 1 and -1 on the loop's thread, a plain float in a single process
+        self.requests_in_flight = unlocked(self.inflight)._value
         # with several workers (each has its own circuit breakers): 1 while any live worker sends
         # the target traffic, as the dashboard's max() across replicas reads it
         self.target_available = Gauge(

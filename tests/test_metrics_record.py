@@ -135,7 +135,9 @@ def test_values_of_a_single_process_are_unlocked():
     assert type(child._value) is PlainValue and child._value.get() == 1.0
     histogram = metrics.duration.labels("openai_chat", "unknown", "none")
     assert {type(b) for b in histogram._buckets} == {PlainValue} and type(histogram._sum) is PlainValue
-    assert type(metrics.inflight._value) is PlainValue
+    assert (
+        type(metrics.inflight._value) is PlainValue and metrics.requests_in_flight is metrics.inflight._value
+    )
 
 
 def test_a_negative_upstream_count_fails_where_the_counter_did():
