@@ -6,8 +6,9 @@ bench's stream figures hold besides sockets, aiohttp's reader and each request's
     python bench/relay_step.py [--reps N]
 
 Prints microseconds per upstream content chunk (what a stream of 64 costs over one of one, per
-chunk more) and per stream of one content chunk (what a stream costs to set up, decode, relay and
-end besides its chunks; the best of five rounds each). Runs against another checkout
+chunk more), per stream of one content chunk (what a stream costs to set up, decode, relay and
+end besides its chunks) and the Chat decoder's share of a stream's finish and usage chunks; the
+best of five rounds each. Runs against another checkout
 too (PYTHONPATH=<tree>): its fake upstream offers both `chunks()` and `next_chunk()`.
 """
 
@@ -73,6 +74,9 @@ class _Upstream:
             return b""
         self._next += 1
         return self._frames[self._next - 1]
+
+    def drained(self) -> bool:  # as the real one once the body's end is read
+        return self._next == len(self._frames)
 
     async def chunks(self):  # a checkout from before `next_chunk`
         while chunk := await self.next_chunk():
@@ -148,6 +152,23 @@ async def _both(reps: int) -> tuple[float, float]:
     return await _measure(reps, FRAMES), await _measure(reps, short)
 
 
+def _ending(reps: int) -> float:
+    """CPU microseconds of the Chat decoder's finish and usage+[DONE] chunks per stream: decoders
+    fed the whole short stream, minus ones fed its role and content chunks (best of five)."""
+    adapter = get_adapter("openai_chat")
+
+    def run(frames: list[bytes]) -> float:
+        gc.collect()
+        start = time.process_time()
+        for _ in range(reps):
+            decoder = adapter.stream_decoder(TARGET, None)
+            for frame in frames:
+                decoder.feed(frame)
+        return (time.process_time() - start) / reps * 1e6
+
+    return min(run([*FRAMES[:2], *FRAMES[-2:]]) - run(FRAMES[:2]) for _ in range(5))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python bench/relay_step.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=300, help="streams per round (default 300)")
@@ -156,6 +177,7 @@ def main() -> None:
     # a chunk: what 64 content chunks more cost; a stream: what a stream of one costs
     print(f"relay step per upstream chunk: {(whole - short) / (len(FRAMES) - 4):.2f} us")
     print(f"relay step per stream of one content chunk (its setup): {short:.1f} us")
+    print(f"decode of a stream's finish and usage chunks: {_ending(args.reps * 40):.2f} us")
 
 
 if __name__ == "__main__":

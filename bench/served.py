@@ -9,6 +9,7 @@ attribution is not cut at an `await` as a sampling profile's stacks are; its own
 inflates every figure alike).
 
     python bench/served.py [--concurrency 32] [--requests 4000] [--rounds 5] [--profile N]
+    python bench/served.py --model stub-n1-i0     # streamed answers (one content chunk each)
 
 Prints the best and the median CPU microseconds per request of the rounds. `--without A B ...`
 takes each away in turn at run time (`toggles`: the answers stay 200s, not the same) between
@@ -62,14 +63,19 @@ async def connection(left, errors):
         left[0] -= 1
         writer.write(request)
         status = await reader.readline()
-        length = 0
+        length, chunked = 0, False
         while True:
             line = await reader.readline()
             if line == b"\r\n":
                 break
             if line[:15].lower() == b"content-length:":
                 length = int(line[15:])
-        await reader.readexactly(length)
+            elif line.lower() == b"transfer-encoding: chunked\r\n":
+                chunked = True
+        if chunked:  # a stream (--model stub-nN-iM): up to its last chunk
+            await reader.readuntil(b"\r\n0\r\n\r\n")
+        else:
+            await reader.readexactly(length)
         if not status.startswith(b"HTTP/1.1 200"):
             errors[0] += 1
     writer.close()
@@ -170,7 +176,9 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
     )
     stub.wait_ready("stub listening")
     path = tmp / "gateway.toml"
-    path.write_text(gateway_config(port, stub_port, ["stub"], "memory", tmp, None, "", args.inspector))
+    path.write_text(
+        gateway_config(port, stub_port, sorted({"stub", args.model}), "memory", tmp, None, "", args.inspector)
+    )
     config = load_config(path, env=env)
     if args.inspector_bytes:
         inspector = config.inspector.model_copy(update={"max_bytes": args.inspector_bytes})
@@ -182,7 +190,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
         for part in toggles(app, name):
             part.off()
     tune_garbage_collector()
-    body = workloads.small_body("stub").decode()
+    body = workloads.small_body(args.model, args.model != "stub").decode()
     load = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -278,6 +286,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=4000, help="per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--inspector", choices=("on", "off"), default=None)
+    parser.add_argument(
+        "--model",
+        default="stub",
+        help="the stub's model: stub (a whole answer) or a streamed one, e.g. stub-n1-i0 (1 chunk, no wait)",
+    )
     parser.add_argument("--profile", type=int, default=0, help="run N requests under cProfile instead")
     parser.add_argument("--without", nargs="*", default=[], choices=WITHOUT, help="measure what each costs")
     parser.add_argument("--off", nargs="*", default=[], choices=WITHOUT, help="without these throughout")

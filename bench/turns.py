@@ -3,7 +3,10 @@ turn cost (the sweep's workload: bench/workloads.py). The gateway app, the bench
 client share one event loop on loopback; the figure is the gateway's own CPU per turn: the
 process's CPU time over the turn, minus the same turn sent to the stub directly.
 
-    python bench/turns.py [--messages 1000] [--sessions 10] [--profile warm|cold] [--tree PATH]
+    python bench/turns.py [--messages 1000] [--sessions 10] [--profile cold|warm|after] [--tree PATH]
+
+`warm` is the turn after a session's first (cold) one, as the sweep's; `after` the turn after that
+(a turn going on from one that went on: an agent loop's steady state).
 
 `--profile`: a cProfile of those turns (the gateway's functions, by cumulative time). `--tree`:
 another checkout's gateway package (the same rig measures main and a branch)."""
@@ -28,7 +31,7 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=10)
-    parser.add_argument("--profile", choices=("cold", "warm"))
+    parser.add_argument("--profile", choices=("cold", "warm", "after"))
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--tree", type=Path, default=ROOT)
     return parser.parse_args()
@@ -112,7 +115,7 @@ async def main() -> None:
     direct, gateway = f"http://127.0.0.1:{stub_port}{PATH}", f"http://127.0.0.1:{gw_port}{PATH}"
     tools = workloads.tools()
     profile = cProfile.Profile() if ARGS.profile else None
-    costs: dict[str, list[float]] = {"cold": [], "warm": []}
+    costs: dict[str, list[float]] = {"cold": [], "warm": [], "after": []}
     try:
         async with aiohttp.ClientSession() as http:
             for n in range(ARGS.sessions + 2):  # the first two warm the interpreter
@@ -121,11 +124,16 @@ async def main() -> None:
                 first = workloads.agent_body(MODEL, messages, tools)
                 profiled = profile if n >= 2 else None
                 cold, answer = await _above_direct(http, direct, gateway, first, profiled, "cold")
+                messages = workloads.next_turn(messages, answer, seed)
+                turn = workloads.agent_body(MODEL, messages, tools)
+                warm, answer = await _above_direct(http, direct, gateway, turn, profiled, "warm")
+                # the turn after: an agent loop's steady state (a turn going on from one that went on)
                 turn = workloads.agent_body(MODEL, workloads.next_turn(messages, answer, seed), tools)
-                warm, _ = await _above_direct(http, direct, gateway, turn, profiled, "warm")
+                after, _ = await _above_direct(http, direct, gateway, turn, profiled, "after")
                 if n >= 2:
                     costs["cold"].append(cold * 1000)
                     costs["warm"].append(warm * 1000)
+                    costs["after"].append(after * 1000)
     finally:
         await gw_runner.cleanup()
         await stub_runner.cleanup()

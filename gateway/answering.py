@@ -26,7 +26,7 @@ from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.routing.engine import Answer
 from gateway.transcript.assembler import Assembler, AssemblyError
-from gateway.transcript.events import ErrorCategory, StreamError, UpstreamError, UsageUpdate
+from gateway.transcript.events import ErrorCategory, Finish, StreamError, UpstreamError, UsageUpdate
 from gateway.transcript.model import AssistantTurn, Request
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
 
@@ -136,13 +136,14 @@ async def answer_stream(
             exchange.outcome = "stream_error"
             # the provider's message may quote what it was sent: never echo a secret
             exchange.error = state.redactor.text(error.message)
-            await response.write(encoder.error(replace(error, message=exchange.error)))
+            await response.write(relay.held + encoder.error(replace(error, message=exchange.error)))
             return response
         assert turn is not None
         exchange.turn = turn
         await record_turn(exchange, inbound, request, turn)
-        # the dialect's ending and the end of the chunked body in one write (one send, one packet)
-        await response.write_eof(encoder.finish())
+        # what the relay held, the dialect's ending and the end of the chunked body in one write
+        # (one send, one packet)
+        await response.write_eof(relay.held + encoder.finish())
         return response
     finally:
         if relay is not None:
@@ -243,6 +244,7 @@ class Relay:
         "_interval",
         "_timer",
         "_ping",
+        "held",
     )
 
     def __init__(
@@ -263,10 +265,16 @@ class Relay:
         self._interval = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._ping: asyncio.Task[None] | None = None
+        # what `run` left for the caller to write ahead of the stream's ending (see there)
+        self.held = b""
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
-        ends with one."""
+        ends with one. A batch that ends the answer (a Finish) once the upstream's body is read
+        whole (`EventStream.drained`: what is left comes without a wait) is not written but kept
+        in `held`, for the caller to write with the stream's ending: one write and one packet
+        less for an answer whose last events arrive with its end (a short answer often comes in
+        one read)."""
         encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response, stream = self._response, answer.stream
         # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
@@ -312,6 +320,10 @@ class Relay:
                     if chunk is not None:
                         out.append(chunk)
                 if out:
+                    # the answer's end with the upstream's read whole: held for the ending (above)
+                    if type(batch[-1]) is Finish and stream.drained():
+                        first = out
+                        continue
                     data = out[0] if len(out) == 1 else b"".join(out)
                     if frame is not None:
                         frame(data)
@@ -320,8 +332,8 @@ class Relay:
                         frame = body_frames(writer)  # from the second write on: the headers are out
                     if protocol.writing_paused:
                         await writer.drain()
-            if first:  # the answer had no events
-                await response.write(head)
+            # the head of an answer without events, or what the drained upstream's end brought
+            self.held = b"".join(first)
         finally:
             await stream.aclose()
         return None

@@ -217,7 +217,10 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
-    values = await values_within_budget(raw, state.config.server)
+    field = exchange.codec.transcript_field
+    # an agent's next turn opens with the body held for its last one: counted from what follows
+    held = None if field is None else state.memo.held_bound(_memo_scope(exchange), raw, field)
+    values = await values_within_budget(raw, state.config.server, held)
     exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
     body, items = await _parse(exchange, raw, values)
     decode = exchange.codec.decode
@@ -297,13 +300,19 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     field = exchange.codec.transcript_field
     if field is None:
         return await parse_counted(raw, server, values, offload=exchange.offload), None
-    scope = f"{exchange.dialect.ingress}\0{exchange.tenant}"
+    scope = _memo_scope(exchange)
     if exchange.offload is not None:
         return await exchange.offload.run(parse_shared, raw, field, state.memo, scope, server, values, True)
     parsed = parse_shared(raw, field, state.memo, scope, server, values, False)
     if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
         return await parse_counted(raw, server, values), None
     return parsed
+
+
+def _memo_scope(exchange: Exchange) -> str:
+    """Where the decode memo keeps what this request's items decoded to: its dialect and tenant
+    (one tenant never learns from timing what another sent)."""
+    return f"{exchange.dialect.ingress}\0{exchange.tenant}"
 
 
 # upstream failure category -> the status the client sees; the rest (auth, permission, not found,

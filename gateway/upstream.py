@@ -150,6 +150,10 @@ class Upstream:
         if self._response is not None:
             self._response.release()
 
+    def drained(self) -> bool:
+        """Whether the body is in whole and read: `next_chunk` would end it without a wait."""
+        return self._response is not None and self._response.drained
+
     @property
     def status(self) -> int:
         assert self._response is not None

@@ -251,6 +251,11 @@ class Connection(asyncio.Protocol):
         else:
             self.abort()
 
+    @property
+    def drained(self) -> bool:
+        """The answer is in whole and every byte of it was read: a read now ends it at once."""
+        return self.complete and not self._chunks and self._error is None
+
     def reusable(self, now: float) -> bool:
         return not self._lost and now - self.idle_since < KEEPALIVE_SECONDS
 

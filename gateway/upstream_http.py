@@ -260,6 +260,12 @@ class Response:
         assert connection is not None
         return connection.read(n)
 
+    @property
+    def drained(self) -> bool:
+        """The body is in whole and read (False once released: the connection serves others)."""
+        connection = self._connection
+        return not self._done and connection is not None and connection.drained
+
     def fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error

@@ -9,6 +9,7 @@ content and loses its tokens, which the provider would reject as modified anyway
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import eq
 
 import orjson
 from cachetools import LRUCache
@@ -107,6 +108,12 @@ def _decoded(raw: bytes) -> _Turn:
     return entry
 
 
+# a conversation's restore so far (each assistant message's record, what it became, the repairs,
+# whether any changed), resumed on its next turn while the records of the messages it shares are
+# the same bytes: what a message becomes depends only on it and its record
+_RESTORED = Resumable()
+
+
 def restore(
     request: Request,
     records: Mapping[str, bytes | None],
@@ -114,18 +121,28 @@ def restore(
     tenant: str = "",
     keys: tuple[str | None, ...] | None = None,
 ) -> tuple[Request, list[Repair]]:
-    """`keys`: `message_keys(request, session, tenant)` when the caller computed them already."""
+    """`keys`: `message_keys(request, session, tenant)` when the caller computed them already.
+    The records are the store's at this turn (the truth across workers: one may have expired or
+    been rewritten since the last turn), each compared with the one held (C speed) before the
+    held outcome stands for its message."""
     if keys is None:
         keys = message_keys(request, session, tenant)
-    repairs: list[Repair] = []
-    messages: list[Message] = []
-    changed = False
-    position = -1
-    for message in request.messages:
+    found = tuple(map(records.get, keys))  # a key of None is no record's
+    context = (session, tenant)
+    done, held = _RESTORED.find(request.messages, context)
+    if held is not None and (len(held[0]) > len(found) or not all(map(eq, held[0], found[: len(held[0])]))):
+        done, held = 0, None  # a record the held outcome came from is not this turn's
+    if held is None:
+        messages: list[Message] = []
+        repairs: list[Repair] = []
+        changed = False
+    else:
+        messages, repairs, changed = [*held[1]], [*held[2]], held[3]
+    position = -1 if held is None else len(held[0]) - 1
+    for message in request.messages[done:] if done else request.messages:
         if message.role is _ASSISTANT:
             position += 1
-            key = keys[position]
-            raw = records.get(key) if key is not None else None
+            raw = found[position]
             turn = _decoded(raw) if raw else None
             if turn is not None and turn.restores(message.blocks):
                 assert turn.stored is not None
@@ -134,6 +151,8 @@ def restore(
                 changed = True
                 continue
         messages.append(message)
+    out = tuple(messages)
+    _RESTORED.hold(request.messages, context, (found[: position + 1], out, tuple(repairs), changed))
     if not changed:
         return request, repairs
-    return request_with(request, messages=tuple(messages)), repairs
+    return request_with(request, messages=out), repairs

@@ -57,6 +57,32 @@ def value_bound(raw: bytes, start: int, end: int) -> int:
     return len(chunk.translate(None, _NOT_COUNTED))
 
 
+def common_prefix(a: bytes, b: bytes) -> int:
+    """How many first bytes `a` and `b` share: a bisection of `startswith` comparisons (memcmp),
+    each over the part not yet compared, so about one pass over the shared bytes in all."""
+    lo, hi = 0, min(len(a), len(b)) + 1  # a[:lo] == b[:lo]; a[:hi] != b[:hi] (or past the end)
+    view = memoryview(b)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a.startswith(view[lo:mid], lo):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def value_bound_after(raw: bytes, held: bytes, held_values: int, most: int) -> int | None:
+    """`value_bound` of the whole `raw`, from the bound of another body (`held`, whose
+    `value_bound` is `held_values`) that it opens with (an agent's next turn re-sends the last
+    one's body up to the end of its transcript): the bytes they share count the same in both, so
+    only what follows them is counted (compared at memcmp speed, ~10x faster than counting).
+    None: more than `most` bytes would be counted (they share too little)."""
+    shared = common_prefix(raw, held)
+    if len(held) + len(raw) - 2 * shared > most:
+        return None
+    return held_values - value_bound(held, shared, len(held)) + value_bound(raw, shared, len(raw))
+
+
 def offloads(values: int | None, size: int) -> bool:
     """Whether a body of `size` bytes goes to the worker thread (gateway/offload.py), decided once
     from the count `values_within_budget` made of it (`value_bound`; None: past that bound,
@@ -122,3 +148,11 @@ _KNOWN = [Known(parts) for parts in range(64)]
 def known(parts: int) -> Known:
     """The `Known` of an item of `parts` parts (one object per count for the usual ones)."""
     return _KNOWN[parts] if parts < len(_KNOWN) else Known(parts)
+
+
+def knowns(parts: list[int]) -> list[Known]:
+    """`known` of each count (at C speed when every one is a usual count: a held transcript's
+    thousand items)."""
+    if not parts or max(parts) < len(_KNOWN):
+        return list(map(_KNOWN.__getitem__, parts))
+    return [known(n) for n in parts]

@@ -169,6 +169,26 @@ class DecodeMemo(Chains):
             table.popitem(last=False)
         return False, key
 
+    def held_bound(self, scope: str, raw: bytes, field: str) -> tuple[bytes, int] | None:
+        """The body held for the conversation that `raw` opens as (a request of `scope`, its
+        transcript in `field`) and that body's `value_bound`: what `values_within_budget` counts
+        `raw` from (gateway/ingress/budget.py `value_bound_after`). Reads only (`admit` finds the
+        held list afterwards); None when there is none or the worker thread holds the memo."""
+        if not self._on or self._admit_after != 2 or len(raw) < self.min_bytes:
+            return None
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            found = opening_hash(raw, field)
+            if found is None:
+                return None
+            sight = self._probation.get(first_key((scope, found)))
+            if type(sight) is not _FirstSight or sight.values is None:
+                return None
+            return sight.body, sight.values
+        finally:
+            self.lock.release()
+
     def first_sight(
         self,
         values: list[Any],
@@ -193,6 +213,7 @@ class DecodeMemo(Chains):
         size = self._held_size(raw, body_values, count)
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, size)
+            sight.values = body_values
             items._record = sight.records
             self._on_probation(first_key(opening), sight)
         return items

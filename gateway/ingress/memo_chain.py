@@ -1,15 +1,18 @@
-"""The decode memo's turns that go on from a held list (gateway/ingress/memo.py): an agent's next
-turn re-sends the last one's list and adds to it, so the held list's bytes are compared with the
-new list's first ones at once (one `startswith`: gateway/ingress/slices.py `continued`), and
-what the held items decoded to stands for them; only the items after are parsed and decoded.
-The new list, with what its items decode to, is then held in the old one's place, for the turn
-after.
+"""The decode memo's turns that go on from a held body (gateway/ingress/memo.py): an agent's next
+turn re-sends the last one's body and adds to its list, so the held list's bytes are compared
+with the new body's at once (one `startswith`: gateway/ingress/slices.py `went_on`), and what the
+held items decoded to stands for them; only what follows them is read (the body with the held
+items written as one value: no pass over the bytes already seen), parsed and decoded. The new
+body, with what its items decode to and where its list is, is then held in the old one's place,
+for the turn after.
 
-What is held: the body of a long first sight (`first_sight`) or of a long turn read item by
-item (`hold`), or the list of a turn that went on (`chain`); one per opening, on probation (a
-`_FirstSight` under `first_key`), found by the next request's `admit` that opens the same way.
-Anything else (an edited or dropped item, a held item whose decode raised or was never asked
-for) reads the request item by item as before (`DecodeMemo.split`), the held list too.
+What is held: the body of a long first sight (`first_sight`), of a long turn read item by item
+(`hold`) or of a turn that went on (`chain`); one per opening, on probation (a `_FirstSight`
+under `first_key`), found by the next request's `admit` that opens the same way. Where its list
+is (`list_span`) is known for a turn read in parts, and found on the next turn for a first sight
+(parsed whole). Anything else (an edited or dropped item, a held item whose decode raised or was
+never asked for, a body whose list moved) reads the request item by item as before
+(`DecodeMemo.split`), the held list too.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from itertools import repeat
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
-from gateway.ingress.budget import item_parts, known, value_bound
+from gateway.ingress.budget import item_parts, knowns, value_bound
 from gateway.ingress.memo_items import Items, _FirstSight
 from gateway.ingress.memo_size import body_turn_size
-from gateway.ingress.slices import last_item_end, went_on
+from gateway.ingress.slices import list_span, went_on
 
 if TYPE_CHECKING:
     from gateway.ingress.memo import DecodeMemo
@@ -37,27 +40,33 @@ class Chains:
     """`DecodeMemo`'s held lists (a mixin: the memo's state and lock are the memo's)."""
 
     def chain(
-        self: DecodeMemo, listed: Any, body: bytes, values: int | None
-    ) -> tuple[list[Any], Items[Any]] | None:
-        """The transcript items of a request whose list (`listed`, its raw text) goes on from the
-        one `admit` found held under the same opening, and the values to put in the body (`Known`
-        for a held item); the list is held in its place. None: not such a request. `values`: at
+        self: DecodeMemo, body: bytes, field: str, values: int | None
+    ) -> tuple[dict[str, Any], list[Any], Items[Any]] | None:
+        """A request `body` whose list in `field` goes on from the one `admit` found held under the
+        same opening: its top-level fields as `FIELDS` reads them (the list's as `went_on` leaves
+        it), the values to put in the list (`Known` for a held item, the new ones parsed) and its
+        items; the body is held in the held one's place. None: not such a request. `values`: at
         least the JSON values `body` holds, when counted already."""
         pending = self._pending
         if pending is None:
             return None
         opening, sight = pending
         records = sight.records
-        if any(map(is_, records, repeat(None))):  # an item not decoded (or refused): no value
+        if sight.field != field or any(map(is_, records, repeat(None))):  # an item with no value
             return None
-        found = went_on(sight.body, sight.field, sight.end, listed)
+        span = sight.span
+        if span is None:  # a first sight, parsed whole: where its list is, found once
+            span = sight.span = list_span(sight.body, field)
+            if span is None:
+                return None
+        found = went_on(body, sight.body, field, *span)
         if found is None:
             return None
-        text, new = found
+        fields, new, end = found
         self._pending = None
-        knowns = sight.knowns
-        if knowns is None:
-            knowns = [known(parts) for parts in sight.parts]
+        held = sight.knowns
+        if held is None:
+            held = knowns(sight.parts)
         parts = [item_parts(value) for value in new]
         count = len(records) + len(new)
         items: Items[Any] = Items(
@@ -65,8 +74,8 @@ class Chains:
         )
         self.hits += len(records)
         self.misses += len(new)
-        self._hold(opening, text, None, items, values, [*knowns, *map(known, parts)])
-        return [*knowns, *new], items
+        self._hold(opening, body, field, items, values, [*held, *knowns(parts)], (span[0], end))
+        return fields, [*held, *new], items
 
     def hold(
         self: DecodeMemo,
@@ -75,30 +84,34 @@ class Chains:
         field: str,
         items: Items[Any],
         values: int | None,
+        fields: dict[str, Any],
     ) -> None:
-        """A long request read item by item (`split`: its items found or new), its body held for
-        the next turn opening as `opening` to go on from (`chain`: its list is found in it then,
-        as a first sight's is; copying the list now would cost more)."""
+        """A long request read item by item (`split`: its items found or new; `fields`: its body as
+        `FIELDS` read it), its body held for the next turn opening as `opening` to go on from
+        (`chain`)."""
         if opening is not None and len(items.found) >= LONG_TRANSCRIPT and items._record is None:
-            self._hold(opening, body, field, items, values, None)
+            self._hold(opening, body, field, items, values, None, list_span(body, field, fields))
 
     def _hold(
         self: DecodeMemo,
         opening: tuple[str, int],
-        text: bytes,
-        field: str | None,
+        body: bytes,
+        field: str,
         items: Items[Any],
         values: int | None,
         knowns: list[Any] | None,
+        span: tuple[int, int] | None,
     ) -> None:
-        """The list `text` (or the body `text` holding it in `field`) held under `opening`, with
-        what `items` found or decode (on probation, in place of what was held there)."""
-        size = self._held_size(text, values, len(items.found))
+        """The body `body` holding its list in `field` (`span`: where, when known) held under
+        `opening`, with what `items` found or decode (on probation, in place of what was held
+        there), and its count `values` (the next turn's body is counted from it:
+        `DecodeMemo.held_bound`)."""
+        size = self._held_size(body, values, len(items.found))
         if size <= self._items_max:
-            held = _FirstSight(text, field, items._parts, size)
+            held = _FirstSight(body, field, items._parts, size)
+            held.values = values
+            held.span = span
             held.records = [*items.found]
-            if field is None:
-                held.end = last_item_end(text)
             held.knowns = knowns
             items._record = held.records
             self._on_probation(first_key(opening), held)

@@ -99,14 +99,19 @@ class _FirstSight:
     a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
     what it decoded to as a turn of all its items would be."""
 
-    __slots__ = ("body", "field", "parts", "records", "size", "end", "knowns")
+    __slots__ = ("body", "field", "parts", "records", "size", "span", "knowns", "values")
     entries = ()  # none is found by its bytes yet
 
-    def __init__(self, body: bytes, field: str | None, parts: list[int], size: int) -> None:
+    def __init__(self, body: bytes, field: str, parts: list[int], size: int) -> None:
         self.body = body
-        self.field = field  # None: `body` is the list itself (a turn that went on: `chain`)
+        self.field = field  # the body's field holding the list
         self.parts = parts
         self.records: list[Any] = [None] * len(parts)
         self.size = size
-        self.end = 0  # where the list's last item ends in `body`, when `field` is None
+        # where the list begins in `body` and where its last item ends (gateway/ingress/slices.py
+        # `list_span`), once known
+        self.span: tuple[int, int] | None = None
         self.knowns: list[Known] | None = None  # `known` of each part count, once made
+        # the body's `value_bound` (None: not counted whole): the next turn's body opens with most
+        # of it and is counted from it (`DecodeMemo.held_bound`)
+        self.values: int | None = None

@@ -80,6 +80,8 @@ def held_items(body: bytes, field: str | None, count: int, raws: list[bytes] | N
 
 
 _SPACE = b" \t\r\n"
+_SPACES = re.compile(rb"[ \t\r\n]*")
+_KEY = re.compile(rb'"(?:[^"\\]|\\.)*"[ \t\r\n]*:[ \t\r\n]*')
 
 
 def last_item_end(listed: Any) -> int:
@@ -92,38 +94,76 @@ def last_item_end(listed: Any) -> int:
     return end
 
 
-def continued(text: bytes, held: Any, end: int) -> bytes | None:
-    """The items of the JSON list `text` after the first ones, as a JSON list, when those are the
-    items of the JSON list `held` (a list text whose last item ends at `end`: `last_item_end`):
-    the same bytes up to there, then a `,` or the list's end after spaces. The list reads the
-    same either way: a parser reads the same first items from the same bytes, the last of them
-    ended there in `held` (by its `]`) as it does in `text` (by a `,` or `]`), and `text`'s
-    remaining items follow that `,`. None: `text` does not go on from `held`."""
-    if end <= 1 or not text.startswith(memoryview(held)[:end]):
+def field_at(raw: bytes, fields: dict[str, Any], field: str) -> int | None:
+    """Where the value of `field` begins in the JSON object `raw`, whose top-level fields `FIELDS`
+    read as `fields`: a walk over its keys, each followed by the exact bytes of the value read for
+    it. None: `raw` is not written so (a key given twice: `fields` holds the last one's value and
+    the key once), or `field` is not in it."""
+    at = None
+    pos = _SPACES.match(raw).end()
+    if raw[pos : pos + 1] != b"{":
         return None
-    at = end
-    while at < len(text) and text[at] in _SPACE:
-        at += 1
-    if at >= len(text):
-        return None
-    if text[at] == 0x2C:  # ,
-        return b"[" + text[at + 1 :]
-    return b"[]" if text[at] == 0x5D and at == len(text) - 1 else None
-
-
-def went_on(held: Any, field: str | None, end: int, listed: Any) -> tuple[bytes, list[Any]] | None:
-    """The list text `listed` (a copy) and its items after those of the list held (in `field` of
-    the JSON object `held`, or `held` itself when `field` is None, its last item ending at `end`)
-    parsed, when `listed` goes on from that list (`continued`). None: it does not, or those items
-    are not JSON orjson reads."""
-    try:
-        if field is not None:
-            held = FIELDS.decode(held)[field]
-            end = last_item_end(held)
-        text = bytes(memoryview(listed))
-        tail = continued(text, held, end)
-        if tail is None:
+    pos = _SPACES.match(raw, pos + 1).end()
+    for name, value in fields.items():
+        key = _KEY.match(raw, pos)
+        if key is None:
             return None
-        return text, [orjson.loads(memoryview(item)) for item in ITEMS.decode(tail)]
+        text = key.group().rstrip(b" \t\r\n:")
+        if (text[1:-1].decode() if b"\\" not in text else orjson.loads(text)) != name:
+            return None
+        pos = key.end()
+        if name == field:
+            at = pos
+        data = memoryview(value)
+        if not raw.startswith(data, pos):
+            return None
+        pos = _SPACES.match(raw, pos + data.nbytes).end()
+        if raw[pos : pos + 1] == b",":
+            pos = _SPACES.match(raw, pos + 1).end()
+    return at if raw[pos : pos + 1] == b"}" else None
+
+
+def list_span(body: bytes, field: str, fields: dict[str, Any] | None = None) -> tuple[int, int] | None:
+    """Where the list in `field` of the JSON object `body` begins, and where its last item ends
+    (`last_item_end`), as offsets in `body` (`fields`: `body` read by `FIELDS`, when it was).
+    None: not such a body, or not written so that `field_at` finds it."""
+    try:
+        if fields is None:
+            fields = FIELDS.decode(body)
+        listed = fields.get(field)
+        if listed is None or memoryview(listed)[:1] != b"[":
+            return None
+        at = field_at(body, fields, field)
+    except UNREADABLE:
+        return None
+    return None if at is None else (at, at + last_item_end(listed))
+
+
+def went_on(
+    raw: bytes, held: bytes, field: str, at: int, end: int
+) -> tuple[dict[str, Any], list[Any], int] | None:
+    """When the body `raw` goes on from the held body `held` (whose list in `field` begins at `at`
+    and whose last item ends at `end`: `list_span`): the same bytes from `at` to `end`, then a `,`
+    or the list's end after spaces. Then `raw` reads as `doc`, the same body with that run of
+    held items written as one `0`: both are a `[` and whole JSON values separated by commas,
+    followed by a `,` or `]`, so one is valid JSON exactly when the other is, with the same
+    fields; `doc` holds no more than what is new, and is all that is read. Returns `raw`'s
+    fields (`FIELDS`: the list in `field` as `doc` has it), its items after the held ones
+    (parsed) and where its list's last item ends. None: `raw` does not go on so, or is not JSON
+    orjson and msgspec read alike."""
+    if len(raw) <= end or not raw.startswith(memoryview(held)[at:end], at):
+        return None
+    after = _SPACES.match(raw, end).end()
+    if raw[after : after + 1] not in (b",", b"]"):
+        return None
+    doc = raw[:at] + b"[0" + raw[end:]
+    try:
+        fields = FIELDS.decode(doc)
+        if field_at(doc, fields, field) != at:
+            return None
+        listed = fields[field]
+        new = [orjson.loads(memoryview(item)) for item in ITEMS.decode(listed)[1:]]
     except (*UNREADABLE, KeyError, orjson.JSONDecodeError):
         return None
+    length = memoryview(listed).nbytes - 2 + end - at  # the list as `raw` has it
+    return fields, new, at + last_item_end(memoryview(raw)[at : at + length])

@@ -52,26 +52,27 @@ def parse_split(
     under it for the next turn: gateway/ingress/memo_chain.py)."""
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
-    try:
-        fields = FIELDS.decode(raw)
-        listed = fields.get(field)
-        if listed is None:
+    # a turn going on from a held one: compared whole, only what follows the held list read
+    chained = memo.chain(raw, field, values)
+    found: tuple[list[Any], Items[Any]] | None = None
+    if chained is not None:
+        fields, found = chained[0], (chained[1], chained[2])
+    else:
+        try:
+            fields = FIELDS.decode(raw)
+            listed = fields.get(field)
+            if listed is None:
+                return None
+            slices = ITEMS.decode(listed)
+        except UNREADABLE:  # the whole parse says what is wrong
             return None
-    except UNREADABLE:  # the whole parse says what is wrong
-        return None
     body: dict[str, Any] = {}
     try:
         for name, value in fields.items():
             body[name] = None if name == field else orjson.loads(memoryview(value))
     except orjson.JSONDecodeError:
         return None
-    # a turn going on from a held one: compared whole, not read item by item
-    chained = found = memo.chain(listed, raw, values)
-    if found is None:
-        try:
-            slices = ITEMS.decode(listed)
-        except UNREADABLE:
-            return None
+    if chained is None:
         found = memo.split(scope, [bytes(memoryview(s)) for s in slices], raw, values)
     if found is None:
         return None
@@ -81,7 +82,7 @@ def parse_split(
     check_parts(body)
     items.check_depth(items_values, max_depth)
     if chained is None:
-        memo.hold(opening, raw, field, items, values)
+        memo.hold(opening, raw, field, items, values, fields)
     return body, items
 
 

@@ -31,6 +31,7 @@ from operator import attrgetter
 from gateway.repair.report import Repair
 from gateway.repair.retire import void_text_signatures
 from gateway.transcript.model import Block, Message, Role, Text, ToolCall, ToolResult
+from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities
 
 OPENING_USER_TEXT = "(earlier conversation omitted)"
@@ -95,10 +96,9 @@ def _may_join(messages: tuple[Message, ...], caps: Capabilities) -> bool:
     """Whether the loop over runs can change anything: a system message to move, or two
     neighbours whose roles may join or need a message between them. Most transcripts have
     neither, and their distinct pairs of neighbouring roles (a handful) tell it at C speed."""
-    roles = list(map(_ROLE, messages))
-    if not caps.system_messages_in_place and Role.SYSTEM in roles:
+    pairs, system = _role_pairs(messages)
+    if not caps.system_messages_in_place and system:
         return True
-    pairs = set(zip(roles, roles[1:], strict=False))
     if (Role.ASSISTANT, Role.ASSISTANT) in pairs:
         return True
     if caps.merge_user_turns and any(a in _USER_SIDE and b in _USER_SIDE for a, b in pairs):
@@ -109,6 +109,26 @@ def _may_join(messages: tuple[Message, ...], caps: Capabilities) -> bool:
 
 
 _ROLE = attrgetter("role")
+# a conversation's neighbouring role pairs so far (a left-to-right fold), resumed on its next turn
+_PAIRS_SO_FAR = Resumable()
+
+
+def _role_pairs(messages: tuple[Message, ...]) -> tuple[frozenset[tuple[Role, Role]], bool]:
+    """The distinct pairs of neighbouring roles, and whether a system message is among them: from
+    the pairs held after the messages the conversation's last turn shared (gateway/transcript/resume.py),
+    then the pairs from the last of those on."""
+    done, held = _PAIRS_SO_FAR.find(messages, None)
+    if held is None:
+        roles = list(map(_ROLE, messages))
+        pairs = frozenset(zip(roles, roles[1:], strict=False))
+        system = Role.SYSTEM in roles
+    else:
+        roles = list(map(_ROLE, messages[done - 1 :]))
+        pairs = held[0].union(zip(roles, roles[1:], strict=False))
+        system = held[1] or Role.SYSTEM in roles
+    found = (pairs, system)
+    _PAIRS_SO_FAR.hold(messages, None, found)
+    return found
 
 
 def _system_as_user(message: Message) -> Message:

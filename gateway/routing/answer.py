@@ -173,6 +173,11 @@ class EventStream:
         """Whether `next_batch` has a batch without waiting for the upstream."""
         return bool(self._pending)
 
+    def drained(self) -> bool:
+        """Whether the upstream's answer is in whole and read: what is left of the stream (the
+        batches put back, the decoder's end) comes without waiting for the upstream."""
+        return self._upstream is None or self._upstream.drained()
+
     async def next_batch(self) -> list[Event] | None:
         if self._pending:
             return self._watch(self._pending.pop(0))

@@ -18,7 +18,8 @@ from multidict import CIMultiDict
 from gateway.answering import Relay, body_frames
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.assembler import Assembler
-from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event
+from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event, Finish
+from gateway.transcript.model import StopReason
 from tests.routing.test_event_stream import TARGET, LineDecoder
 
 HEAD = b"<head>"
@@ -53,6 +54,9 @@ class GatedUpstream:
     async def next_chunk(self) -> bytes:
         await self._gate.wait()
         return self._chunks.pop(0) if self._chunks else b""
+
+    def drained(self) -> bool:
+        return self._gate.is_set() and not self._chunks
 
     async def __aexit__(self, *exc: object) -> None:
         pass
@@ -94,7 +98,40 @@ async def test_an_answer_without_events_still_gets_its_head():
     relay, response, answer = _relay(stream)
     stream.unread([])
     assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
-    assert response.writes == [HEAD]
+    assert (response.writes, relay.held) == ([], HEAD), "held for the ending's write"
+
+
+async def test_the_end_of_an_answer_read_whole_is_held_for_the_ending():
+    """The last batch (a Finish) once the upstream's body is read whole: nothing is left to wait
+    for, so its bytes go out with the stream's ending (answer_stream writes `held` with it)."""
+    gate = asyncio.Event()
+    gate.set()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([], gate), LineDecoder())  # type: ignore[arg-type]
+    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a"), Finish(StopReason.END_TURN)])
+    relay, response, answer = _relay(stream)
+    assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
+    assert (response.writes, relay.held) == ([], HEAD + b"<a>")
+
+
+async def test_an_ending_before_the_upstream_is_read_whole_is_written_at_once():
+    """Bytes still to come from the upstream (they may be long): nothing is held back for them."""
+    gate = asyncio.Event()
+    gate.set()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
+    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a"), Finish(StopReason.END_TURN)])
+    relay, response, answer = _relay(stream)
+    assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
+    assert (response.writes, relay.held) == ([HEAD + b"<a>", b"<b>"], b"")
+
+
+async def test_a_batch_that_does_not_end_the_answer_is_written_even_when_read_whole():
+    gate = asyncio.Event()
+    gate.set()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([], gate), LineDecoder())  # type: ignore[arg-type]
+    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a")])
+    relay, response, answer = _relay(stream)
+    assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
+    assert (response.writes, relay.held) == ([HEAD + b"<a>"], b"")
 
 
 class PingingEncoder(Encoder):

@@ -35,7 +35,8 @@ class Transport:
         return default
 
 
-async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
+async def _prepared() -> tuple[Transport, _StreamResponse]:
+    """A streamed answer prepared (as `answer_stream` does) over a recording transport."""
     transport = Transport()
     # the request handler: only its transport and flow control are used once the answer starts
     protocol = mock.Mock(transport=transport, writing_paused=False, _drain_helper=mock.AsyncMock())
@@ -45,6 +46,11 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
     )
     response = _StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
+    return transport, response
+
+
+async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
+    transport, response = await _prepared()
     assert transport.sent == [], "the headers went out alone"
     await response.write(b"data: 1\n\n")
     assert len(transport.sent) == 1
@@ -53,6 +59,17 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
     assert body == b"9\r\ndata: 1\n\n\r\n"
     await response.write_eof(b"data: [DONE]\n\n")
     assert transport.sent[1:] == [b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"]
+
+
+async def test_an_answer_held_whole_goes_out_in_one_write_with_its_headers():
+    """What `answer_stream` writes when the relay held an answer read whole (Relay.held): the
+    headers, the events and the chunked body's end in one send."""
+    transport, response = await _prepared()
+    await response.write_eof(b"data: 1\n\n" + b"data: [DONE]\n\n")
+    assert len(transport.sent) == 1
+    head, _, body = transport.sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Transfer-Encoding: chunked" in head
+    assert body == b"17\r\ndata: 1\n\ndata: [DONE]\n\n\r\n0\r\n\r\n"
 
 
 class CountingSocket:

@@ -1,9 +1,10 @@
-"""A list text going on from another (gateway/ingress/slices.py `continued`, `went_on`): what the
+"""A body going on from a held one (gateway/ingress/slices.py `list_span`, `went_on`): what the
 decode memo's chained turns rely on to take a held list's items for a new list's first ones
-without reading them."""
+without reading them, and to read only what follows them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -11,42 +12,82 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.ingress.slices import ITEMS, continued, last_item_end, went_on
+from gateway.ingress.slices import FIELDS, field_at, last_item_end, list_span, went_on
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats(allow_nan=False) | st.text(max_size=6),
+    st.none()
+    | st.booleans()
+    | st.integers(-1000, 1000)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
     max_leaves=8,
 )
 _SPACE = st.sampled_from(["", "", " ", "\n  ", "\t"])
+_KEYS = st.sampled_from(["model", "tools", "messages\u00e9", "n", "msgs"])
+
+
+def _text(value: Any, draw: Any) -> str:
+    """`value` as JSON text, compact, spaced out or with its keys escaped."""
+    style = draw(st.sampled_from(["compact", "spaced", "ascii"]))
+    if style == "compact":
+        return orjson.dumps(value).decode()
+    if style == "spaced":
+        return json.dumps(value, indent=1)
+    return json.dumps(value, ensure_ascii=True)
 
 
 @st.composite
-def _list_text(draw: Any, items: list[Any]) -> bytes:
+def _list_text(draw: Any, items: list[Any]) -> str:
     """`items` as a JSON list text, with spaces drawn around every item."""
-    parts = [draw(_SPACE) + orjson.dumps(item).decode() + draw(_SPACE) for item in items]
-    return ("[" + ",".join(parts) + "]").encode() if parts else b"[" + draw(_SPACE).encode() + b"]"
+    parts = [draw(_SPACE) + _text(item, draw) + draw(_SPACE) for item in items]
+    return "[" + ",".join(parts) + "]" if parts else "[" + draw(_SPACE) + "]"
 
 
 @st.composite
-def _pairs(draw: Any) -> tuple[bytes, bytes]:
-    """A held list text and a new one: the held list's text with items after it, or one of a
-    list that shares some items, or an unrelated one (byte edits included)."""
-    held_items = draw(st.lists(_JSON, max_size=5))
-    held = draw(_list_text(held_items))
-    kind = draw(st.sampled_from(["after", "same", "edited", "other"]))
+def _body(draw: Any, listed: str, others: list[tuple[str, Any]], at: int, twice: bool) -> bytes:
+    """A JSON object text: `others` as fields, the list text `listed` as `messages` at place
+    `at` among them (and, `twice`, a second `messages` key after it)."""
+    fields = [f'"{k}"{draw(_SPACE)}:{draw(_SPACE)}{_text(v, draw)}' for k, v in others]
+    fields.insert(min(at, len(fields)), f'"messages"{draw(_SPACE)}:{draw(_SPACE)}{listed}')
+    if twice:
+        fields.append(f'"messages":{draw(_list_text(draw(st.lists(_JSON, max_size=2))))}')
+    spaces = [draw(_SPACE) for _ in range(2)]
+    return ("{" + spaces[0] + ("," + draw(_SPACE)).join(fields) + spaces[1] + "}").encode()
+
+
+@st.composite
+def _turns(draw: Any) -> tuple[bytes, bytes, list[Any], str]:
+    """A held body and the next one: the held list's text with items after it, or the same list,
+    or byte edits of it, or another list; the other fields the same or drawn again."""
+    held_items = draw(st.lists(_JSON, min_size=1, max_size=5))
+    held_list = draw(_list_text(held_items))
+    others = draw(st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0]))
+    at = draw(st.integers(0, 3))
+    held = draw(_body(held_list, others, at, False))
+    kind = draw(st.sampled_from(["after", "after", "same", "edited", "other", "twice"]))
     if kind == "other":
-        return held, draw(_list_text(draw(st.lists(_JSON, max_size=6))))
-    if kind == "same":
-        return held, held
-    more = draw(st.lists(_JSON, min_size=1, max_size=3))
-    tail = draw(_list_text(more))
-    end = last_item_end(held)
-    text = held[:end] + b"," + tail[1:] if held_items else tail
-    if kind == "edited" and len(text) > 2:
-        at = draw(st.integers(1, len(text) - 2))
-        text = text[:at] + bytes([draw(st.sampled_from(b'0 ,"]}[{a'))]) + text[at + 1 :]
-    return held, text
+        text = draw(_list_text(draw(st.lists(_JSON, max_size=6))))
+    elif kind == "same":
+        text = held_list
+    else:
+        more = draw(_list_text(draw(st.lists(_JSON, min_size=1, max_size=3))))
+        end = last_item_end(held_list.encode())
+        text = held_list.encode()[:end].decode() + draw(_SPACE) + "," + more[1:]
+    raw = draw(
+        _body(
+            text,
+            others
+            if draw(st.booleans())
+            else draw(st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0])),
+            at,
+            kind == "twice",
+        )
+    )
+    if kind == "edited":
+        cut = draw(st.integers(0, len(raw) - 1))
+        raw = raw[:cut] + bytes([draw(st.sampled_from(b'0 ,"]}[{a.e'))]) + raw[cut + 1 :]
+    return held, raw, held_items, kind
 
 
 def _parsed(text: bytes) -> Any:
@@ -56,50 +97,59 @@ def _parsed(text: bytes) -> Any:
         return None
 
 
-@settings(max_examples=400, deadline=None)
-@given(_pairs())
-def test_a_list_goes_on_from_a_held_one_only_when_its_first_items_are_the_held_ones(pair):
-    held, text = pair
-    whole = _parsed(text)
-    tail = continued(text, held, last_item_end(held))
-    if tail is None:
+@settings(max_examples=500, deadline=None)
+@given(_turns())
+def test_a_body_goes_on_from_a_held_one_only_when_it_reads_as_the_held_items_and_more(turn):
+    held, raw, _, kind = turn
+    held_items = orjson.loads(held)["messages"]
+    span = list_span(held, "messages")
+    assert span is not None  # written as `field_at` walks it, its list found
+    found = went_on(raw, held, "messages", *span)
+    whole = _parsed(raw)
+    if kind in ("after", "same") and raw.startswith(held[: span[1]]):
+        assert found is not None and whole is not None  # what the fast path is for: taken
+    if found is None:
         return
-    held_values = orjson.loads(held)
-    assert held_values  # a list of no items is never gone on from
-    if whole is not None:  # (the gateway compares only lists msgspec read as JSON)
-        first = [bytes(t) for t in ITEMS.decode(held)]
-        assert [bytes(t) for t in ITEMS.decode(text)][: len(first)] == first
-        assert whole[: len(held_values)] == held_values
-        assert orjson.loads(tail) == whole[len(held_values) :]
+    fields, new, end = found
+    assert whole is not None  # never a body the whole parse refuses
+    read = {name: orjson.loads(memoryview(value)) for name, value in fields.items() if name != "messages"}
+    assert {**read, "messages": held_items + new} == whole
+    assert (whole_span := list_span(raw, "messages")) is not None and end == whole_span[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_fields_place_is_found_by_its_key_and_the_values_before_it(data):
+    others = data.draw(st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0]))
+    listed = data.draw(_list_text(data.draw(st.lists(_JSON, max_size=3))))
+    twice = data.draw(st.booleans())
+    raw = data.draw(_body(listed, others, data.draw(st.integers(0, 3)), twice))
+    at = field_at(raw, FIELDS.decode(raw), "messages")
+    if twice:
+        assert at is None  # a key given twice: the value read is not the first one's
+    else:
+        assert at is not None and raw[at:].startswith(listed.encode())
 
 
 @pytest.mark.parametrize(
-    ("held", "text", "tail"),
+    ("held", "raw", "new"),
     [
-        (b"[1,2]", b"[1,2,3]", b"[3]"),
-        (b"[1,2]", b"[1,23]", None),  # the held last number goes on: not its item
-        (b"[1]", b"[1.5,2]", None),
-        (b"[1]", b"[1e5]", None),
-        (b'["a"]', b'["a" , "b"]', b'[ "b"]'),
-        (b"[1 ]", b"[1,2]", b"[2]"),
-        (b"[ 1\n]", b"[ 1\n, 2]", b"[ 2]"),
-        (b"[1,2]", b"[1,2 ]", b"[]"),
-        (b"[]", b"[1]", None),  # nothing held: nothing to take
-        (b"[1,2]", b"[1]", None),
-        (b"[1,2]", b"[1,2", None),
+        (b'{"m":[1,2]}', b'{"m":[1,2,3]}', [3]),
+        (b'{"m":[1,2]}', b'{"m":[1,23]}', None),  # the held last number goes on: not its item
+        (b'{"m":[1]}', b'{"m":[1.5,2]}', None),
+        (b'{"m":[1]}', b'{"m":[1e5]}', None),
+        (b'{"m":["a"]}', b'{"m":["a" , "b"]}', ["b"]),
+        (b'{"m":[1 ]}', b'{"m":[1,2]}', [2]),
+        (b'{"m":[1,2]}', b'{"m":[1,2 ]}', []),
+        (b'{"m":[1,2]}', b'{"m":[1]}', None),
+        (b'{"m":[1,2]}', b'{"m":[1,2', None),
+        (b'{"m":[1,2]}', b'{"m":[1,2,x]}', None),  # not JSON: read whole, for its error
+        (b'{"m":[1,2]}', b'{"m":[1,2,3],"m":[9]}', None),  # a second key: its list is the one read
+        (b'{"m":[1,2],"t":1}', b'{"m":[1,2,{"c":3}],"t":[2]}', [{"c": 3}]),
     ],
 )
-def test_continued(held: bytes, text: bytes, tail: bytes | None):
-    assert continued(text, held, last_item_end(held)) == tail
-
-
-def test_went_on_reads_the_held_list_from_its_body_and_parses_only_the_new_items():
-    body = orjson.dumps({"model": "m", "messages": [{"a": 1}, {"b": [2]}], "tools": []})
-    assert went_on(body, "messages", 0, b'[{"a":1},{"b":[2]},{"c":3}]') == (
-        b'[{"a":1},{"b":[2]},{"c":3}]',
-        [{"c": 3}],
-    )
-    assert went_on(body, "messages", 0, b'[{"a":1},{"b":[3]}]') is None
-    assert went_on(body, "other", 0, b'[{"a":1}]') is None  # no such field: not held
-    assert went_on(b"[1,2]", None, last_item_end(b"[1,2]"), b"[1,2,x]") is None  # not JSON: read whole
-    assert went_on(b"[1,2]", None, 4, ITEMS.decode(b"[[1,2,3]]")[0]) == (b"[1,2,3]", [3])
+def test_went_on(held: bytes, raw: bytes, new: list[Any] | None):
+    span = list_span(held, "m")
+    assert span is not None
+    found = went_on(raw, held, "m", *span)
+    assert (found and found[1]) == new if new is not None else found is None

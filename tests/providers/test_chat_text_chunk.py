@@ -118,6 +118,20 @@ def test_any_chunk_decodes_alike(chunks, done):
         '{"choices":[{"index":0.0,"delta":{"content":"x"}}]}',
         '{"choices":[{"index":1000000000000000000000000000000,"delta":{"content":"x"}}]}',
         '{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1e30}}',
+        # a usage (kept raw by the typed decode, read by orjson): values, repeats, what orjson refuses
+        '{"choices":[],"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}',
+        '{"choices":[],"usage":{"prompt_tokens":3},"usage":null}',
+        '{"choices":[],"usage":null,"usage":{"completion_tokens":4}}',
+        '{"choices":[],"usage":{"prompt_tokens":100000000000000000000000}}',
+        '{"choices":[],"usage":{"prompt_tokens":1e400}}',
+        '{"choices":[],"usage":{"note":"\\ud800"}}',
+        '{"choices":[],"usage":[1]}',
+        '{"choices":[],"usage":"x"}',
+        '{"choices":[{"index":1,"delta":{},"usage":{"a":1e400}}],"usage":{"prompt_tokens":1}}',
+        '{"choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":2}}],'
+        '"usage":{"prompt_tokens":1}}',
+        '{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"length"},'
+        '{"index":0,"delta":{"content":"y"},"usage":[]}]}',
         '{"choices":[{"delta":{"content":"x"}}]} trailing',
         '{"choices":[{"delta":{"content":"x"}}]',
         "[]",

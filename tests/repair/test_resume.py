@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.providers import KINDS, get_adapter
-from gateway.repair import empty_text, reasoning_policy, tool_ids, tool_pairing
+from gateway.repair import empty_text, reasoning_policy, role_order, tool_ids, tool_pairing
 from gateway.repair.empty_text import drop_empty_text
 from gateway.repair.reasoning_policy import apply_reasoning_policy
 from gateway.repair.tool_ids import project_tool_ids
@@ -106,11 +106,13 @@ def test_an_id_taken_in_the_held_turn_stays_taken():
 
 
 def _check_walks(messages, cut: int) -> None:
-    """holds, and the pairing pass's two checks (unique call ids, already paired)."""
+    """holds, the pairing pass's two checks (unique call ids, already paired) and role order's
+    neighbouring roles."""
     checks = (
         (holds_module._SO_FAR, holds_module.holds),
         (tool_pairing._IDS_SO_FAR, tool_pairing._reuses_a_call_id),
         (tool_pairing._PAIRED_SO_FAR, tool_pairing.already_paired),
+        (role_order._PAIRS_SO_FAR, role_order._role_pairs),
     )
     for held, walk in checks:
         held.clear()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from gateway.providers import KINDS, get_adapter
 from gateway.repair import role_order
 from gateway.repair.role_order import fix_role_order
+from gateway.transcript.model import Message, Role, Text
 from tests.property.test_rich_content import rich_requests
 from tests.property.transcripts import requests, target_for
 from tests.repair.helpers import assistant, call, result, tool, user
@@ -53,3 +54,23 @@ def test_what_the_scan_must_not_miss():
         kind for kind in KINDS for m in cases if fix_role_order(m, get_adapter(kind).capabilities)[0] is not m
     ]
     assert changed  # the comparison above compared some changes, not only unchanged transcripts
+
+
+def test_the_pairs_resumed_on_a_longer_turn_are_the_whole_scans():
+    """The next turn's pairs: those held, the one across the boundary, the new ones (a system
+    message and two assistant messages in a row only there)."""
+    opening = tuple(user(f"q{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(20))
+    turns = [
+        opening,
+        (*opening, assistant("again")),  # the boundary pair: assistant, assistant
+        (*opening, assistant("again"), Message(Role.SYSTEM, (Text("rules"),)), user("go")),
+    ]
+    for messages in turns:
+        role_order._PAIRS_SO_FAR.clear()
+        want = role_order._role_pairs(messages)
+        role_order._PAIRS_SO_FAR.clear()
+        role_order._role_pairs(opening)
+        assert role_order._PAIRS_SO_FAR.find(messages, None)[0] == len(opening)  # resumed
+        assert role_order._role_pairs(messages) == want
+        for kind in KINDS:
+            _same(messages, kind)

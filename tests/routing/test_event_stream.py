@@ -40,6 +40,9 @@ class FakeUpstream:
             raise UpstreamFailure(BROKEN)
         return b""
 
+    def drained(self) -> bool:
+        return not self._chunks and not self._fail
+
     async def __aexit__(self, *exc: object) -> None:
         self.closed += 1
 

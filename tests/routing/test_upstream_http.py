@@ -454,3 +454,35 @@ async def test_an_address_that_refuses_falls_through_to_the_next(client, monkeyp
 
         monkeypatch.setattr(loop, "getaddrinfo", resolved)
         assert (await call(client, f"http://provider.test:{port}/v1/x"))[2] == b"ok"
+
+
+async def test_drained_once_the_body_is_in_whole_and_read(client):
+    """`Upstream.drained` (the relay holds an answer's last bytes for its ending only then): not
+    while body bytes are unread or still to come, yes once its end is in and every byte read, no
+    more once released (the connection serves other calls)."""
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    gate = asyncio.Event()
+
+    async def answer(_: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(head + chunked(b"a", b"b")[:-5])  # both pieces, not the body's end
+        await writer.drain()
+        await gate.wait()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async with Server(answer) as url:
+        request = HttpRequest(url, {}, b"{}")
+        async with Upstream(client, request, Timeouts(idle=5)) as upstream:
+            body = b""
+            while body != b"ab":
+                body += await upstream.next_chunk()
+            assert not upstream.drained(), "the body's end is still to come"
+            gate.set()
+            async with asyncio.timeout(30):  # a bound against a hang, not a timing assertion
+                # the end comes in a socket read of its own: no event to await but that read
+                while not upstream.drained():  # noqa: ASYNC110
+                    await asyncio.sleep(0.001)
+            assert await upstream.next_chunk() == b""
+            assert upstream.drained()
+        assert not upstream.drained()

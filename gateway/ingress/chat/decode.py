@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import islice
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
@@ -30,6 +31,7 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
+from gateway.transcript.resume import Resumable
 from gateway.transcript.seal import Sealer
 
 
@@ -60,15 +62,19 @@ def decode_request(
         _whole_validation_error(body)
     if items is None:
         items = fresh_items(len(raw_messages))
+    found_all = items.found
+    if len(found_all) != len(raw_messages):
+        raise ValueError("the memo's items are not the body's messages")
+    # a fold over the decoded items: resumed after those the conversation's last turn decoded
+    # (the memo hands back the same objects for them, none of them new: gateway/transcript/resume.py)
+    start, held = _DECODED.find(found_all, None)  # type: ignore[arg-type]
     try:
         wire = w.ChatRequestHead.model_validate(body)
         raw_tools = body.get("tools")
         tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tool_specs(raw_tools)
         # only new messages are validated: a found one passed when it was first seen
-        wires = [
-            (m if plain(m) else validated(m)) if found is None else None
-            for m, found in zip(raw_messages, items.found, strict=True)
-        ]
+        new = zip(islice(raw_messages, start, None), islice(found_all, start, None), strict=True)
+        wires = [(m if plain(m) else validated(m)) if found is None else None for m, found in new]
     except ValidationError:
         _whole_validation_error(items.whole(body))
     if wire.n not in (None, 1):
@@ -76,13 +82,23 @@ def decode_request(
     _refuse_unsupported(body)
     stats = stats or DecodeStats()
 
-    system: list[Text] = []
-    messages: list[Message] = []
-    for i, (msg, found) in enumerate(zip(wires, items.found, strict=True)):
+    if held is None:
+        system: list[Text] = []
+        messages: list[Message] = []
+        ignored_before = 0
+    else:
+        system, messages, ignored_before = [*held[0]], [*held[1]], held[2]
+    stats.ignored_tokens += ignored_before
+    ignored_total = ignored_before
+    decoded: list[Decoded] = []
+    for i, msg in enumerate(wires, start):
+        found = found_all[i]
         # a found item is its decoded value (what `items.decode` would hand back, without a call)
-        message, ignored = (
-            found if found is not None else items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
-        )
+        if found is None:
+            found = items.decode(i, lambda: _message(msg, f"messages[{i}]", sealer))  # noqa: B023
+        decoded.append(found)
+        message, ignored = found
+        ignored_total += ignored
         stats.ignored_tokens += ignored
         if message.role is Role.SYSTEM:
             if not messages:  # the instructions that open the conversation
@@ -91,6 +107,7 @@ def decode_request(
                 messages.append(message)
         else:
             messages.append(message)
+    _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), tuple(messages), ignored_total))  # type: ignore[arg-type]
 
     names = {t.name for t in tools}
     if len(names) != len(tools):
@@ -148,6 +165,8 @@ def _tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
 
 
 _TOOL_LISTS = ToolLists(_tool_specs)
+# the decoded messages' fold (system instructions, messages, ignored tokens) per conversation
+_DECODED = Resumable()
 
 
 # a message decoded: the canonical message (a system one with the blocks it contributes, maybe

@@ -41,6 +41,7 @@ from gateway.transcript.model import (
     ToolResult,
     ToolSpec,
 )
+from gateway.transcript.resume import Resumable
 from gateway.transcript.seal import Sealer
 from gateway.wire.anthropic_server import (
     SERVER_TOOL_USE,
@@ -120,6 +121,8 @@ def _validated_tools(raw: Any) -> ToolList:
 
 
 _TOOL_LISTS = ToolLists(_validated_tools)
+# the decoded messages' fold (opening system blocks, messages, ignored tokens) per conversation
+_DECODED = Resumable()
 
 
 def validate(
@@ -190,17 +193,40 @@ def betas(headers: Mapping[str, str]) -> tuple[str, ...]:
 def decode_request(validated: Validated, headers: Mapping[str, str], sealer: Sealer, out: Decoded) -> Request:
     wire = validated.head
     items = validated.items
+    found_all = items.found
     system = _system(wire.system)
-    messages: list[Message] = []
     last = len(validated.messages) - 1
-    for i, message in enumerate(validated.messages):
-        role, decoded, ignored, empty = items.decode(i, lambda: _message(message, f"messages.{i}", sealer))  # noqa: B023
+    # a fold over the decoded messages, resumed after those the conversation's last turn decoded
+    # but its last one (whose emptiness is allowed only as the last message): the memo hands back
+    # the same objects for them, none of them new (gateway/transcript/resume.py)
+    start, held = _DECODED.find(found_all, None)  # type: ignore[arg-type]
+    if held is None:
+        opening: list[Block] = []  # the blocks of system messages that open the conversation
+        messages: list[Message] = []
+        ignored_total = 0
+    else:
+        opening, messages, ignored_total = [*held[0]], [*held[1]], held[2]
+        system.extend(opening)  # type: ignore[arg-type]
+        out.ignored_tokens += ignored_total
+    decoded_items: list[MessageDecoded] = []
+    for i in range(start, last + 1):
+        if i == last:
+            state = (tuple(opening), tuple(messages), ignored_total)
+            _DECODED.hold((*found_all[:start], *decoded_items), None, state)  # type: ignore[arg-type]
+        found = found_all[i]
+        if found is None:
+            message = validated.messages[i]
+            found = items.decode(i, lambda: _message(message, f"messages.{i}", sealer))  # noqa: B023
+        decoded_items.append(found)
+        role, decoded, ignored, empty = found
         if empty and not (i == last and role == "assistant"):
             raise invalid(EMPTY_CONTENT, f"messages.{i}")
         out.ignored_tokens += ignored
+        ignored_total += ignored
         if role == "system":
             if not messages:  # instructions that open the conversation
                 system.extend(decoded[0].blocks)  # type: ignore[arg-type]
+                opening.extend(decoded[0].blocks)
             elif decoded[0].blocks:
                 messages.append(decoded[0])
         else:

@@ -87,8 +87,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
             except text_chunk.NOT_THE_SHAPE:
                 pass
             else:
-                self._text_chunk(text, out)
-                return
+                if self._typed_chunk(text, out):
+                    return
         self._dict_chunk(data, out)
 
     def on_data(self, data: bytes, out: list[Event]) -> None:
@@ -103,18 +103,67 @@ class ChatStreamDecoder(SSEStreamDecoder):
                 self._dict_chunk(data.decode("utf-8", "replace"), out)
                 return
             else:
-                self._text_chunk(text, out)
+                if not self._typed_chunk(text, out):
+                    self._dict_chunk(data.decode("utf-8", "replace"), out)
                 return
         self.on_event("", data.decode("utf-8", "replace"), out)
 
-    def _text_chunk(self, text: text_chunk.TextChunk, out: list[Event]) -> None:
-        for choice in text.choices or ():
+    def _typed_chunk(self, chunk: text_chunk.TextChunk, out: list[Event]) -> bool:
+        """`on_chunk` for a chunk of the typed shape: the same events in the same order. False,
+        with nothing done, when a usage in it is not JSON orjson reads (the dict path then fails
+        the chunk as a whole, as it would have)."""
+        choices = chunk.choices
+        if choices is not None and len(choices) == 1 and not chunk.usage:
+            choice = choices[0]
+            if not choice.finish_reason and not choice.usage:  # nearly every chunk: a text delta
+                delta = choice.delta
+                if delta is not None and choice.index == 0:
+                    if delta.reasoning_content:
+                        self._reasoning_text(delta.reasoning_content, out)
+                    content = delta.content
+                    if content:
+                        if self._text is None:
+                            self._plain_text(content, out)
+                        else:  # `_plain_text` with its block open
+                            self._text_parts.append(content)
+                            out.append(BlockDelta(self._text, content))
+                return True
+        return self._typed_ending(chunk, out)
+
+    def _typed_ending(self, chunk: text_chunk.TextChunk, out: list[Event]) -> bool:
+        """`_typed_chunk` for any chunk of the shape: a finish, a usage, several choices."""
+        usage: Any = None
+        usages: list[Any] | None = None  # per choice, read before any event: all or nothing
+        choices = chunk.choices or ()
+        try:
+            if chunk.usage:
+                usage = orjson.loads(memoryview(chunk.usage))
+            for at, choice in enumerate(choices):
+                if choice.usage:
+                    if usages is None:
+                        usages = [None] * len(choices)
+                    usages[at] = orjson.loads(memoryview(choice.usage))
+        except orjson.JSONDecodeError:
+            return False
+        for at, choice in enumerate(choices):
+            if choice.index != 0:
+                continue
             delta = choice.delta
-            if choice.index == 0 and delta is not None:
+            if delta is not None:
                 if delta.reasoning_content:
                     self._reasoning_text(delta.reasoning_content, out)
                 if delta.content:
                     self._plain_text(delta.content, out)
+            if usages is not None and usages[at]:
+                usage = usages[at]
+            if choice.finish_reason:
+                self._finish(choice.finish_reason, out)
+        if usage:
+            try:
+                self._usage = self._parse_usage(usage)
+            except (AttributeError, TypeError) as exc:  # as `_dict_chunk` reports it
+                self._fail(out, ErrorCategory.PROTOCOL, f"malformed stream chunk: {exc}")
+        return True
 
     def _dict_chunk(self, data: str, out: list[Event]) -> None:
         chunk = loads_or_none(data)
@@ -148,15 +197,18 @@ class ChatStreamDecoder(SSEStreamDecoder):
                 usage = choice["usage"]  # Kimi reports usage inside the choice as well
             reason = choice.get("finish_reason")
             if reason:
-                self._close_all(out)
-                stop = FINISH_REASONS.get(reason)
-                if stop is None:
-                    stop = StopReason.TOOL_CALLS if self._saw_tool else StopReason.END_TURN
-                if self._refused and stop is StopReason.END_TURN:
-                    stop = StopReason.REFUSAL  # OpenAI finishes a refusal with "stop"
-                self._stop = stop
+                self._finish(reason, out)
         if usage:
             self._usage = self._parse_usage(usage)
+
+    def _finish(self, reason: Any, out: list[Event]) -> None:
+        self._close_all(out)
+        stop = FINISH_REASONS.get(reason)
+        if stop is None:
+            stop = StopReason.TOOL_CALLS if self._saw_tool else StopReason.END_TURN
+        if self._refused and stop is StopReason.END_TURN:
+            stop = StopReason.REFUSAL  # OpenAI finishes a refusal with "stop"
+        self._stop = stop
 
     def _delta(self, delta: dict[str, Any], out: list[Event]) -> None:
         reasoning = delta.get("reasoning_content")

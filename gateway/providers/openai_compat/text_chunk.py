@@ -1,10 +1,12 @@
-"""The shape of nearly every Chat Completions stream chunk, typed for msgspec: one choice whose
-delta is text or reasoning text, no finish, usage, error, refusal, tool call or annotation.
+"""The shape of nearly every Chat Completions stream chunk, typed for msgspec: choices whose
+delta is text or reasoning text, a finish reason, a usage object; no error, refusal, tool call or
+annotation. A usage is kept as its raw JSON (`msgspec.Raw`), read by orjson only when present
+(a stream's last chunk or two), so its values are what the dict path reads, byte for byte.
 
 msgspec decodes such a chunk without building the dicts of the fields nobody reads (a real
 OpenAI chunk carries ids, fingerprints, obfuscation padding and per-choice filter results: 0.46
 against orjson's 0.97 us for a 321-byte chunk). Every field the decoder reads is typed narrowly:
-any other value (a refusal, a finish reason, a content list, a usage object, `index: true`...)
+any other value (a refusal, a content list, a finish reason that is not a string, `index: true`...)
 fails the typed decode and the chunk takes the dict path (`ChatStreamDecoder.on_chunk`), so the
 events are the same either way (tests/providers/test_chat_text_chunk.py). What msgspec accepts
 and orjson refuses: a number beyond a double's range in a field the gateway never reads (orjson
@@ -24,16 +26,19 @@ class TextDelta(msgspec.Struct):
     annotations: None = None
 
 
+NO_USAGE = msgspec.Raw()  # the field absent (`null` is Raw(b"null"))
+
+
 class TextChoice(msgspec.Struct):
     index: int = 0
     delta: TextDelta | None = None
-    finish_reason: None = None
-    usage: None = None  # Kimi's usage inside the choice
+    finish_reason: str | None = None
+    usage: msgspec.Raw = NO_USAGE  # Kimi's usage inside the choice
 
 
 class TextChunk(msgspec.Struct):
     choices: list[TextChoice] | None = None
-    usage: None = None
+    usage: msgspec.Raw = NO_USAGE
     error: None = None
 
 
