@@ -126,46 +126,98 @@ _handler: _LineHandler | None = None  # and the handler it installed for the acc
 
 _second = -1
 _second_text = ""
+_milli = -1  # the millisecond `_milli_text` was written for
+_milli_text = ""
 
 
 def _timestamp() -> str:
     """The time now as `datetime.now(UTC).isoformat(timespec="milliseconds")` writes it, the
-    date and time of day formatted once per second."""
-    global _second, _second_text
-    second, ns = divmod(time.time_ns(), 1_000_000_000)
+    date and time of day formatted once per second, the whole text once per millisecond (the
+    requests accounted for together mostly share one)."""
+    global _second, _second_text, _milli, _milli_text
+    milli = time.time_ns() // 1_000_000
+    if milli == _milli:
+        return _milli_text
+    second, rest = divmod(milli, 1000)
     if second != _second:
         _second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _second = second
-    return f"{_second_text}.{ns // 1_000_000:03d}+00:00"
+    _milli, _milli_text = milli, f"{_second_text}.{rest:03d}+00:00"
+    return _milli_text
+
+
+_SHAPES = 4096  # distinct shapes kept (`_shape`); then they are worked out anew
+_shapes: dict[tuple[Any, ...], tuple[str, str, str, bool]] = {}
+_USAGE = '{{"input":{},"output":{},"cache_read":{},"cache_write":{},"reasoning":{}}}'
+# the fields of a line between the session and the figures, in `_line`'s order
+_MIDDLE = ("model", "provider", "upstream_model", "status", "outcome", "attempts", "tried", "repairs")
+
+
+def _shape(record: RequestRecord) -> tuple[str, str, str, bool]:
+    """What a line holds that repeats from request to request (config names, status, outcomes,
+    the attempts tried, the repairs by kind, the key), as JSON text cut from the object `_line`
+    makes: the fields before the session's value (`"ingress":...,"session":"`), those after it up
+    to the duration's value, and the key's field; and whether the redactor found every string
+    of the line but the minted ids clean. Worked out once per distinct set of them (for the
+    redactor `configure_logging` installed)."""
+    attempts = [(a.provider, a.outcome) for a in record.attempts]
+    kinds = tuple([repair.kind for _, repair in record.repairs]) if record.repairs else ()
+    key = (record.ingress, record.model, record.provider, record.upstream_model, record.status)
+    key += (record.outcome, record.key, *attempts, kinds)  # (the kinds' tuple ends the attempts' pairs)
+    shape = _shapes.get(key)
+    if shape is None:
+        fields, strings = _line(record)
+        checker = _checker
+        clean = checker is not None and checker.clean_all(KEYS) and checker.clean_all(strings)
+        head = orjson.dumps({"ingress": fields["ingress"], "session": ""}).decode()[1:-2]
+        middle = orjson.dumps({name: fields[name] for name in _MIDDLE}).decode()[1:-1]
+        tail = orjson.dumps({"key": record.key}).decode()[:-1].replace("{", ",", 1) if record.key else ""
+        shape = (head, f'{middle},"duration_ms":', tail, clean)
+        if len(_shapes) >= _SHAPES:
+            _shapes.clear()
+        _shapes[key] = shape
+    return shape
 
 
 def log_access(record: RequestRecord) -> None:
     if not _access.isEnabledFor(logging.INFO):
         return
-    fields, strings = _line(record)
-    line = {"ts": _timestamp(), **fields}
-    text = orjson.dumps(line).decode()
-    checker = _checker
+    head, middle, tail, clean = _shape(record)
+    request_id, session, trace_id = _bounded(record.request_id), session_hash(record.session), record.trace_id
     # the values the gateway mints (the time; random ids and a hash, hex digits) carry nothing of
     # any secret, numbers are counts and durations, and every other string (config names,
     # outcomes) is found clean once: the redacting filter need not scan the whole line (about
     # 10 us of the ~20 a line cost)
-    checked = (
-        checker is not None
-        and checker.clean_all(KEYS)
-        and checker.clean_all(strings)
-        and _HEX.fullmatch(f"{fields['request_id']}{fields['session']}{record.trace_id}") is not None
-    )
-    handler = _handler
-    if checked and handler is not None and handler.sole_output(_access):
-        handler.write_line(text)  # what the record below would write, without making it
-        return
+    checked = clean and _HEX.fullmatch(f"{request_id}{session}{trace_id}") is not None
+    if checked:
+        # the text orjson makes of `_line`'s object with "ts" first: strings that need no escape
+        # (hex digits, the time) written in, the numbers as orjson writes them, in one array
+        usage = record.usage
+        figures: tuple[Any, ...] = (_ms(record.duration), _ms(record.ttft), record.cost_usd)
+        figures += (record.ignored_tokens,)
+        if usage is not None:
+            figures += (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens)
+            figures += (usage.cache_write_tokens, usage.reasoning_tokens)
+        written = orjson.dumps(figures).decode()[1:-1].split(",")
+        duration, ttft, cost, ignored = written[:4]
+        used = "null" if usage is None else _USAGE.format(*written[4:])
+        traced = f',"trace_id":"{trace_id}"' if trace_id else ""
+        text = (
+            f'{{"ts":"{_timestamp()}","request_id":"{request_id}",{head}{session}",{middle}{duration},'
+            f'"ttft_ms":{ttft},"usage":{used},"cost_usd":{cost},"ignored_tokens":{ignored}{tail}{traced}}}'
+        )
+        handler = _handler
+        if handler is not None and handler.sole_output(_access):
+            handler.write_line(text)  # what the record below would write, without making it
+            return
+    else:
+        text = orjson.dumps({"ts": _timestamp(), **_line(record)[0]}).decode()
     # `Logger.info` without its caller lookup (a walk of the stack, ~6 us a line, for a file and
     # line number no access-log format prints): the same record through the same filters and
     # handlers
     entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, text, None, None)
     if checked:
-        entry.__dict__[CHECKED_BY] = checker
+        entry.__dict__[CHECKED_BY] = _checker
     _access.handle(entry)
 
 
@@ -256,6 +308,7 @@ def configure_logging(level: str, redactor: Redactor, stream: IO[str] | None = N
     global _checker, _handler
     redacting = RedactingFilter(redactor)
     _checker = redactor
+    _shapes.clear()  # (their verdicts were the previous redactor's)
     # no format here names a record's thread or process: every record (an access line per
     # request) skips looking them up
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,15 +86,89 @@ class RequestRecord:
     trace_id: str = ""  # the request's OpenTelemetry trace, when tracing is on
 
 
+class PlainValue:
+    """prometheus-client's value of a single process (`values.MutexValue`: a float and an
+    exemplar behind a lock) without the lock, for the series only the event loop's thread
+    updates (`Metrics.record`, the in-flight gauge): a scrape reads the float whole under the
+    GIL. The lock was most of a counter's update, and a request makes about eleven."""
+
+    __slots__ = ("_value", "_exemplar")
+
+    def __init__(self, value: float = 0.0, exemplar: Any = None) -> None:
+        self._value = value
+        self._exemplar = exemplar
+
+    def inc(self, amount: float) -> None:
+        self._value += amount
+
+    def set(self, value: float, timestamp: float | None = None) -> None:
+        self._value = value
+
+    def set_exemplar(self, exemplar: Any) -> None:
+        self._exemplar = exemplar
+
+    def get(self) -> float:
+        return self._value
+
+    def get_exemplar(self) -> Any:
+        return self._exemplar
+
+
+def _plain(value: Any) -> Any:
+    """`value` as a PlainValue when it is a single process's locked one; a multi-process value
+    (`--workers`: a slot in a file the other workers read) is kept."""
+    if type(value) is values.MutexValue:
+        return PlainValue(value.get(), value.get_exemplar())
+    return value
+
+
+def unlocked(child: Any) -> Any:
+    """A labelled counter, gauge or histogram child whose values are PlainValues from now on (the
+    same figures, rendered by the same child). Only for series the loop's thread alone updates."""
+    for name in ("_value", "_sum"):
+        if hasattr(child, name):
+            setattr(child, name, _plain(getattr(child, name)))
+    if hasattr(child, "_buckets"):
+        child._buckets = [_plain(bucket) for bucket in child._buckets]
+    return child
+
+
+def _counted(amount: float) -> float:
+    """A counter's increment as `Counter.inc` takes it: an upstream's malformed figure (a
+    negative count) fails the update as it did there."""
+    if amount < 0:
+        raise ValueError("Counters can only be incremented by non-negative amounts.")
+    return amount
+
+
+class _Observer:
+    """`Histogram.observe` of one labelled child, made on its values directly: its bucket found
+    by bisection rather than a walk of the bounds, and its values PlainValues (`unlocked`)."""
+
+    __slots__ = ("_sum", "_buckets", "_bounds", "_last")
+
+    def __init__(self, child: Any) -> None:
+        unlocked(child)
+        self._sum, self._buckets = child._sum, child._buckets
+        self._bounds = tuple(child._upper_bounds)
+        self._last = len(self._bounds)
+
+    def observe(self, amount: float) -> None:
+        self._sum.inc(amount)
+        i = bisect_left(self._bounds, amount)
+        if i < self._last and amount <= self._bounds[i]:  # (never for NaN, as observe)
+            self._buckets[i].inc(1)
+
+
 @dataclass(slots=True)
 class _Bound:
-    """The labelled children of one (ingress, model, provider, outcome): what every request
-    updates, looked up once per label set (`Metrics._bound`); the others once first updated (a
-    series appears in /metrics when it first counts something, as through `labels`)."""
+    """The values of the labelled children of one (ingress, model, provider, outcome): what
+    every request updates, looked up once per label set (`Metrics._bound`); the others once first
+    updated (a series appears in /metrics when it first counts something, as through `labels`)."""
 
     requests: Any
-    duration: Any
-    ttft: Any = None
+    duration: _Observer
+    ttft: _Observer | None = None
     tokens: list[Any] = field(default_factory=lambda: [None] * len(TOKEN_TYPES))  # by TOKEN_TYPES
     cost: Any = None
     cost_unknown: Any = None
@@ -180,6 +255,9 @@ class Metrics:
         self.inflight = Gauge(
             "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
         )
+        # its value, as `inc`/`dec` change it (without their checks of the metric's labels):
+        # run_exchange adds 1 and -1 on the loop's thread, a plain float in a single process
+        self.requests_in_flight = unlocked(self.inflight)._value
         # with several workers (each has its own circuit breakers): 1 while any live worker sends
         # the target traffic, as the dashboard's max() across replicas reads it
         self.target_available = Gauge(
@@ -277,45 +355,48 @@ class Metrics:
             self.refresh_targets()
 
     def _child(self, metric: Any, *labels: str) -> Any:
-        """`metric.labels(*labels)`, resolved once per label set: label values are config names
-        and outcomes (bounded by `bind`), and a lookup through prometheus-client's `labels` costs
-        about 1.5 us, several per request."""
+        """The value of `metric.labels(*labels)` (`unlocked`), resolved once per label set: label
+        values are config names and outcomes (bounded by `bind`), and a lookup through
+        prometheus-client's `labels` costs about 1.5 us, several per request."""
         key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
+        value = self._children.get(key)
+        if value is None:
+            value = self._children[key] = unlocked(metric.labels(*labels))._value
+        return value
 
     def _bound(self, ingress: str, model: str, provider: str, outcome: str) -> _Bound:
-        """The children a request of this label set updates, resolved together once."""
+        """The values a request of this label set updates, resolved together once."""
         key = (ingress, model, provider, outcome)
         bound = self._bound_sets.get(key)
         if bound is None:
             bound = self._bound_sets[key] = _Bound(
-                self.requests.labels(ingress, model, provider, outcome),
-                self.duration.labels(ingress, model, provider),
+                unlocked(self.requests.labels(ingress, model, provider, outcome))._value,
+                _Observer(self.duration.labels(ingress, model, provider)),
             )
         return bound
 
     def record(self, rec: RequestRecord) -> None:
+        """The request's figures, added to its series' values directly (as each metric's `inc`
+        and `observe` would add them, in the same order, failing as they would on a negative
+        count): the same series appear when they first count, with the same figures."""
         model, provider = self._model(rec.model), self._provider(rec.provider)
-        child = self._child
+        child = self._child  # (a value: see _child)
         bound = self._bound(rec.ingress, model, provider, rec.outcome)
-        bound.requests.inc()
+        bound.requests.inc(1)
         bound.duration.observe(rec.duration)
         if rec.ttft is not None:
             if bound.ttft is None:
-                bound.ttft = self.ttft.labels(model, provider)
+                bound.ttft = _Observer(self.ttft.labels(model, provider))
             bound.ttft.observe(rec.ttft)
         previous = ""
         previous_outcome = "ok"
         for attempt in rec.attempts:
             current = self._provider(attempt.provider)
-            child(self.upstream_attempts, current, attempt.outcome).inc()
+            child(self.upstream_attempts, current, attempt.outcome).inc(1)
             # a failover is a move to another provider after a failure; another attempt on the
             # same provider (a retry, rejection recovery) is not one
             if previous and previous_outcome != "ok" and current != previous:
-                self.failovers.labels(model, previous, current, previous_outcome).inc()
+                child(self.failovers, model, previous, current, previous_outcome).inc(1)
             previous, previous_outcome = current, attempt.outcome
         if rec.repairs:  # by kind: a long transcript's turn can count hundreds of one kind
             kinds: dict[tuple[str, str], int] = {}
@@ -338,26 +419,27 @@ class Metrics:
                 if value:
                     counter = tokens[i]
                     if counter is None:
-                        counter = tokens[i] = self.tokens.labels(provider, model, TOKEN_TYPES[i])
-                    counter.inc(value)
+                        series = self.tokens.labels(provider, model, TOKEN_TYPES[i])
+                        counter = tokens[i] = unlocked(series)._value
+                    counter.inc(_counted(value))
             if rec.cost_usd is None:
                 if bound.cost_unknown is None:
-                    bound.cost_unknown = self.cost_unknown.labels(provider, model)
-                bound.cost_unknown.inc()
+                    bound.cost_unknown = unlocked(self.cost_unknown.labels(provider, model))._value
+                bound.cost_unknown.inc(1)
             elif rec.cost_usd:
                 if bound.cost is None:
-                    bound.cost = self.cost.labels(provider, model)
-                bound.cost.inc(rec.cost_usd)
+                    bound.cost = unlocked(self.cost.labels(provider, model))._value
+                bound.cost.inc(_counted(rec.cost_usd))
         if rec.key and (self._keys is None or rec.key in self._keys):
-            child(self.key_requests, rec.key, rec.key_refusal or rec.outcome).inc()
+            child(self.key_requests, rec.key, rec.key_refusal or rec.outcome).inc(1)
             if u is not None:
-                self.key_tokens.labels(rec.key).inc(u.input_tokens + u.output_tokens)
+                child(self.key_tokens, rec.key).inc(_counted(u.input_tokens + u.output_tokens))
             if rec.cost_usd:
-                self.key_cost.labels(rec.key).inc(rec.cost_usd)
+                child(self.key_cost, rec.key).inc(_counted(rec.cost_usd))
         if rec.ignored_tokens:
-            child(self.ignored_tokens, rec.ingress).inc(rec.ignored_tokens)
+            child(self.ignored_tokens, rec.ingress).inc(_counted(rec.ignored_tokens))
         if rec.affinity_break is not None:
-            child(self.affinity_breaks, model, rec.affinity_break).inc()
+            child(self.affinity_breaks, model, rec.affinity_break).inc(1)
 
     def render(self) -> bytes:
         if self.multiprocess_dir is None:

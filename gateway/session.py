@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 
 from gateway.transcript.model import Request, Role
 
@@ -14,13 +15,48 @@ def valid_session_id(value: str) -> bool:
     return _VALID.fullmatch(value) is not None
 
 
+# Keys derived lately, by the texts they were derived from: every turn of a conversation derives
+# its key again from the same opening, often the very same string objects (the decode memo's),
+# whose hashes Python keeps; an agent's system prompt (Claude Code's: ~20 KB) is not hashed with
+# SHA-256 again. Bounded by the text it keeps alive; emptied whole when full.
+_HELD_CHARS = 2 << 20  # (~100 agent conversations with a 20 KB system prompt)
+_HELD_KEYS = 4096
+_derived: dict[tuple[str, str, str], str] = {}
+_held = 0
+_holding = threading.Lock()  # (a long request's session is derived in a worker thread)
+
+
 def derive_session_key(request: Request, tenant: str = "") -> str:
     """Deterministic from the system prompt that opens the conversation (system messages later
     on, such as per-turn reminders, do not count) and the first user message, so every turn of
     one conversation maps to the same key without any client cooperation. `tenant`: two clients
     with different credentials never share a derived session."""
-    first_user = next((m for m in request.messages if m.role is Role.USER), None)
-    user = first_user.text() if first_user is not None else ""
+    user = ""
+    for message in request.messages:
+        if message.role is Role.USER:
+            user = message.text()
+            break
+    opening = (tenant, request.system_text(), user)
+    key = _derived.get(opening)
+    if key is None:
+        key = _derive(*opening)
+        _hold(opening, key)
+    return key
+
+
+def _derive(tenant: str, system: str, user: str) -> str:
     # one digest of the joined text: the same bytes as hashing the parts in turn
-    text = f"{tenant}\x00{request.system_text()}\x00{user}"
+    text = f"{tenant}\x00{system}\x00{user}"
     return "sess_" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _hold(opening: tuple[str, str, str], key: str) -> None:
+    global _held
+    size = len(opening[0]) + len(opening[1]) + len(opening[2])
+    with _holding:
+        if _held + size > _HELD_CHARS or len(_derived) >= _HELD_KEYS:
+            _derived.clear()
+            _held = 0
+        if size <= _HELD_CHARS:
+            _derived[opening] = key
+            _held += size
