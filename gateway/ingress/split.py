@@ -28,7 +28,7 @@ from gateway.ingress.errors import check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE
-from gateway.ingress.typed_items import TypedItems, typed_body
+from gateway.ingress.typed_items import TypedItems, each_once, typed_body
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
 # refuses, so a body checked against one is parsed whole
@@ -62,7 +62,9 @@ def parse_split(
         try:
             fields = FIELDS.decode(raw)
             listed = fields.get(field)
-            if listed is None:
+            # msgspec keeps a repeated key's last value unchecked, where orjson may refuse the
+            # earlier one (not UTF-8, a number past a double): such a body is parsed whole
+            if listed is None or not each_once(raw, fields):
                 return None
             slices = ITEMS.decode(listed)
         except UNREADABLE:  # the whole parse says what is wrong

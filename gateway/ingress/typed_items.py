@@ -55,7 +55,7 @@ def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dic
     except UNREADABLE:
         return None
     listed = fields.get(field)
-    if listed is None or not _each_once(raw, fields):
+    if listed is None or not each_once(raw, fields):
         return None
     body: dict[str, Any] = {}
     try:
@@ -68,7 +68,7 @@ def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dic
     return body
 
 
-def _each_once(raw: bytes, fields: dict[str, msgspec.Raw]) -> bool:
+def each_once(raw: bytes, fields: dict[str, msgspec.Raw]) -> bool:
     """Whether the object `raw` (read by msgspec as `fields`) names each key once, without
     escapes: its members walked in order, each value the bytes kept for its key."""
     position = _SPACE.match(raw).end()  # type: ignore[union-attr]

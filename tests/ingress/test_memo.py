@@ -668,6 +668,28 @@ def test_any_messages_bytes_a_client_sends_decode_as_when_parsed_whole(messages,
     _check_bytes(MESSAGES, {"model": "m", "max_tokens": 64, "messages": messages}, edits)
 
 
+@pytest.mark.parametrize(
+    "earlier", [b'"\xff"', b"1e400", b"123456789012345678901234567890", b'"m"', b"[1,]"]
+)
+def test_a_seen_body_naming_a_key_twice_is_judged_as_when_parsed_whole(earlier):
+    # msgspec, which reads a seen body's fields, keeps a repeated key's last value without
+    # checking the earlier one; orjson refuses some of those (bytes that are not UTF-8, numbers
+    # past a double) and the client must get what the whole parse says either way
+    memo = DecodeMemo(1 << 20)
+    history = [{"role": "user", "content": "Task."}, {"role": "assistant", "content": "On it."}]
+    raw = orjson.dumps({"model": "m", "messages": history, "tools": TOOLS})
+    for _ in range(2):  # the opening seen: the next body is read in parts
+        _decode(CHAT, raw, memo)
+    twice = b'{"model": ' + earlier + b", " + raw[1:]
+    cold, warm = _decode(CHAT, twice, None), _decode(CHAT, twice, memo)
+    if earlier in (b'"\xff"', b"1e400", b"[1,]"):
+        assert cold[:2] == ("error", 400)
+    if isinstance(cold, tuple):
+        assert warm == cold
+    else:
+        assert warm.request == cold.request and _outbound(warm) == _outbound(cold)
+
+
 def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(monkeypatch):
     # admission on evidence of reuse: a request whose opening was never seen costs what it costs
     # without the memo (one whole parse, nothing kept); the same opening seen again (its next turn)
