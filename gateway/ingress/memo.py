@@ -210,10 +210,11 @@ class DecodeMemo(Chains):
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items
-        size = self._held_size(raw, body_values, count)
+        size, sight_narrow = self._held_size(raw, body_values, count)
         if size <= self._items_max:
             sight = _FirstSight(raw, field, parts, size)
             sight.values = body_values
+            sight.narrow = sight_narrow
             items._record = sight.records
             self._on_probation(first_key(opening), sight)
         return items

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.ingress.budget import item_parts, knowns, value_bound
 from gateway.ingress.memo_items import Items, _FirstSight
-from gateway.ingress.memo_size import body_turn_size
+from gateway.ingress.memo_size import body_turn_size, narrow, narrow_around
 from gateway.ingress.slices import list_span, went_on
 
 if TYPE_CHECKING:
@@ -74,7 +74,9 @@ class Chains:
         )
         self.hits += len(records)
         self.misses += len(new)
-        self._hold(opening, body, field, items, values, [*held, *knowns(parts)], (span[0], end))
+        # the held items' bytes are the held body's: known narrow with it (no scan of them again)
+        known = span if sight.narrow else None
+        self._hold(opening, body, field, items, values, [*held, *knowns(parts)], (span[0], end), known)
         return fields, [*held, *new], items
 
     def hold(
@@ -101,30 +103,38 @@ class Chains:
         values: int | None,
         knowns: list[Any] | None,
         span: tuple[int, int] | None,
+        known: tuple[int, int] | None = None,
     ) -> None:
         """The body `body` holding its list in `field` (`span`: where, when known) held under
         `opening`, with what `items` found or decode (on probation, in place of what was held
         there), and its count `values` (the next turn's body is counted from it:
-        `DecodeMemo.held_bound`)."""
-        size = self._held_size(body, values, len(items.found))
+        `DecodeMemo.held_bound`). `known`: where `body` holds bytes known narrow (`narrow`)."""
+        size, is_narrow = self._held_size(body, values, len(items.found), known)
         if size <= self._items_max:
             held = _FirstSight(body, field, items._parts, size)
             held.values = values
+            held.narrow = is_narrow
             held.span = span
             held.records = [*items.found]
             held.knowns = knowns
             items._record = held.records
             self._on_probation(first_key(opening), held)
 
-    def _held_size(self: DecodeMemo, raw: bytes, values: int | None, count: int) -> int:
+    def _held_size(
+        self: DecodeMemo, raw: bytes, values: int | None, count: int, known: tuple[int, int] | None = None
+    ) -> tuple[int, bool | None]:
         """At least what `raw` held and what its `count` items decode to hold, and what their turn
         holds once read in parts: without a scan for \\u escapes (every string taken as wide)
-        unless that bound leaves it out of the budget. `values`: at least the JSON values `raw`
-        holds, when counted already."""
+        unless that bound leaves it out of the budget; and `narrow(raw)` when scanned (else None).
+        `values`: at least the JSON values `raw` holds, when counted already. `known`: a run of
+        `raw` known narrow, not scanned again (a long agent body is mostly the last turn's)."""
         if values is None:
             values = value_bound(raw, 0, len(raw))
-        size = body_turn_size(raw, values, count, 0, scan=False)
-        return size if size <= self._items_max else body_turn_size(raw, values, count, 0)
+        size = body_turn_size(raw, values, count, 0, narrow_text=False)
+        if size <= self._items_max:
+            return size, None
+        is_narrow = narrow(raw) if known is None else narrow_around(raw, *known)
+        return body_turn_size(raw, values, count, 0, narrow_text=is_narrow), is_narrow
 
 
 def first_key(opening: tuple[str, int]) -> tuple[str, bytes, bytes]:

@@ -106,7 +106,7 @@ class _FirstSight:
     a request opening the same way follows (`DecodeMemo._recall`). `size` counts the body and
     what it decoded to as a turn of all its items would be."""
 
-    __slots__ = ("body", "field", "parts", "records", "size", "span", "knowns", "values")
+    __slots__ = ("body", "field", "parts", "records", "size", "span", "knowns", "values", "narrow")
     entries = ()  # none is found by its bytes yet
 
     def __init__(self, body: bytes, field: str, parts: list[int], size: int) -> None:
@@ -122,3 +122,6 @@ class _FirstSight:
         # the body's `value_bound` (None: not counted whole): the next turn's body opens with most
         # of it and is counted from it (`DecodeMemo.held_bound`)
         self.values: int | None = None
+        # `narrow(body)` (gateway/ingress/memo_size.py) when scanned (None: not): the next turn's
+        # body shares its list's bytes and scans only the rest
+        self.narrow: bool | None = None

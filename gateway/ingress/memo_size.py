@@ -76,13 +76,31 @@ def entry_size(raw: bytes) -> int:
     return int((sys.getsizeof(raw) + bound_size(raw) + _OVERHEAD) * RSS_FACTOR)
 
 
-def body_turn_size(body: bytes, values: int, items: int, extra: int, *, scan: bool = True) -> int:
+def narrow(body: bytes) -> bool:
+    """Whether every string `body` holds decodes one character a byte, one byte each: ASCII
+    without \\u escapes."""
+    return body.isascii() and _ESCAPE.search(body) is None
+
+
+def narrow_around(body: bytes, start: int, end: int) -> bool:
+    """`narrow(body)`, when `body[start:end]` is known narrow (the bytes a held narrow body shares
+    with it): only what lies around them is read (a \\u escape is two bytes, so the byte each side
+    of that run is read with what lies outside it)."""
+    head, tail = body[: start + 1], body[max(end - 1, 0) :]
+    return head.isascii() and tail.isascii() and _ESCAPE.search(head) is None and _ESCAPE.search(tail) is None
+
+
+def body_turn_size(
+    body: bytes, values: int, items: int, extra: int, *, narrow_text: bool | None = None
+) -> int:
     """At least `turn_size` of `items` items taken from `body` plus `extra` bytes of opening,
     from the body's own bound of its JSON values (`values`: counted before it was parsed).
-    Without `scan`, every string is taken as wide (a scan for \\u escapes costs a tenth of a
-    request that never repeats)."""
-    narrow = scan and body.isascii() and _ESCAPE.search(body) is None
-    chars = len(body) if narrow else 4 * len(body)
+    `narrow_text`: `narrow(body)` when known (None: scanned here); False takes every string as
+    wide, which is always a bound (a scan for \\u escapes costs a tenth of a request that never
+    repeats)."""
+    if narrow_text is None:
+        narrow_text = narrow(body)
+    chars = len(body) if narrow_text else 4 * len(body)
     per_item = sys.getsizeof(b"") + _PER_ITEM + _OVERHEAD
     return int((len(body) + extra + chars + _PER_VALUE * values + items * per_item) * RSS_FACTOR)
 
