@@ -73,6 +73,7 @@ def main() -> None:
     tools = workloads.tools()
     tune_garbage_collector()  # as `gateway serve` does once serving
     took: list[float] = []
+    found = total = 0  # over the measured turns: items the memo found (held), of all
     for session in range(ARGS.sessions + 2):
         seed = f"chained{ARGS.messages}x{session}x{time.monotonic_ns() % 10**9}"
         messages = workloads.agent_messages(ARGS.messages, seed)
@@ -82,15 +83,18 @@ def main() -> None:
             raw = workloads.agent_body("m", messages, tools)
             values = value_bound(raw, 0, len(raw))  # counted before, as the exchange does
             gc.collect()
+            hits, misses = memo.hits, memo.misses
             started = time.process_time()
             body, items = parse_transcript(raw, "messages", memo, "chat\0", SERVER, values)
             elapsed = time.process_time() - started
             CODEC.decode(body, {}, SEALER, items)
             if session >= 2 and turn >= 2:
                 took.append(elapsed * 1000)
+                found += memo.hits - hits
+                total += memo.hits - hits + memo.misses - misses
     print(
         f"{ARGS.messages} messages, a turn going on: parse ms per turn, median "
-        f"{statistics.median(took):.2f} (min {min(took):.2f}, n={len(took)})"
+        f"{statistics.median(took):.2f} (min {min(took):.2f}, n={len(took)}); items found {found} of {total}"
     )
 
 
