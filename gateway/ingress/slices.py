@@ -158,6 +158,10 @@ def went_on(
         return None
     doc = raw[:at] + b"[0" + raw[end:]
     try:
+        # msgspec leaves a field's bytes unchecked (a key not UTF-8 in an object after the list),
+        # which the whole parse refuses: what is new is checked here (the held bytes were parsed;
+        # UnicodeDecodeError is a ValueError)
+        doc.decode()
         fields = FIELDS.decode(doc)
         if field_at(doc, fields, field) != at:
             return None
