@@ -46,6 +46,8 @@ from gateway.serve import tune_garbage_collector  # noqa: E402
 from gateway.transcript.seal import Sealer  # noqa: E402
 
 SEALER = Sealer(b"b" * 32)
+# bench/cold_turn.py's settings, repeated: with `--tree` the `bench` package imported is that tree's, which
+# may lack a module shared from here
 SERVER = config_from_dict(
     {
         "server": {"host": "127.0.0.1", "port": 8000},
