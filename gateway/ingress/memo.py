@@ -197,16 +197,22 @@ class DecodeMemo(Chains):
         field: str,
         opening: tuple[str, int] | None,
         body_values: int | None = None,
+        typed: bool = False,
     ) -> Items[Any]:
         """The items of a request (`values`, parsed whole from `raw`) whose opening was not seen
         (`admit`): decoded and depth-checked as without the memo. A long transcript remembered
         under `opening`: the body and what its items decode to wait on probation for the next
         request that opens so (its bytes are not read again unless one does). `body_values`: at
-        least the JSON values `raw` holds, when counted already."""
+        least the JSON values `raw` holds, when counted already. `typed`: every item is a dialect's
+        Struct (gateway/ingress/typed_items.py): one part each, as `item_parts` counts a non-dict,
+        and nested within the bound `typed_body` checked, so the list needs no walk."""
         count = len(values)
-        parts = [item_parts(v) for v in values]
+        if typed:
+            parts = [1] * count
+        else:
+            parts = [item_parts(v) for v in values]
+            check_depth(values, max_depth, start=2)  # every item new: one walk of the list (item: 3)
         items: Items[Any] = Items(self, [None] * count, [None] * count, parts)
-        check_depth(values, max_depth, start=2)  # every item new: one walk of the list (item: 3)
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items

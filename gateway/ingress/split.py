@@ -151,7 +151,7 @@ def parse_transcript(
     body = None if seen or pieces or typed is None else typed_body(raw, field, typed, limit)
     if body is not None:
         check_parts(body, limits, values)
-        items = memo.first_sight(body[field], limit, raw, field, opening, values)
+        items = memo.first_sight(body[field], limit, raw, field, opening, values, typed=True)
         items.parsed_from(raw)
         return body, items
     body = parse_json_pieces(raw, limit, field) if pieces else parse_json_body(raw, limit, field)

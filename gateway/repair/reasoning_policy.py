@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.repair.report import Repair
-from gateway.repair.retire import retire_reasoning, void_text_signatures
+from gateway.repair.retire import DROPPED, retire_reasoning, void_text_signatures
 from gateway.transcript.model import (
     NATIVE_ID,
     Block,
@@ -86,6 +86,8 @@ def apply_reasoning_policy(
             return meta
         return target.continuity(data) if data else None
 
+    replay = caps.reasoning_replay
+    drops = target.reasoning_policy != "as_text"  # retire_reasoning's choice, made once
     for message in messages[done:] if done else messages:
         if message.role is not Role.ASSISTANT:
             out.append(message)
@@ -96,7 +98,7 @@ def apply_reasoning_policy(
         for block in message.blocks:
             t = type(block)
             if t is Reasoning:
-                if caps.reasoning_replay and owned_reasoning(block):
+                if replay and owned_reasoning(block):
                     key = _token_key(block)
                     if key is None or key not in kept_tokens:
                         if key is not None:
@@ -108,6 +110,9 @@ def apply_reasoning_policy(
                     repairs.append(Repair("reasoning_dropped", "token replayed twice"))
                     continue
                 changed = True
+                if drops:
+                    repairs.append(DROPPED)
+                    continue
                 text = retire_reasoning(block, target, repairs)
                 if text is not None:
                     blocks.append(text)

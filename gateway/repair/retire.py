@@ -12,15 +12,19 @@ from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Reasoning, Text
 from gateway.transcript.target import Target
 
+# a Repair is frozen: the detail-less ones are shared (a cold agent turn retires hundreds)
+DROPPED = Repair("reasoning_dropped")
+AS_TEXT = Repair("reasoning_as_text")
+
 
 def retire_reasoning(
     block: Reasoning, target: Target, repairs: list[Repair], detail: str = ""
 ) -> Text | None:
     """The block's replacement under the target's policy (None: dropped), counted in `repairs`."""
     if target.reasoning_policy == "as_text" and block.text:
-        repairs.append(Repair("reasoning_as_text", detail))
+        repairs.append(Repair("reasoning_as_text", detail) if detail else AS_TEXT)
         return Text(block.text)
-    repairs.append(Repair("reasoning_dropped", detail))
+    repairs.append(Repair("reasoning_dropped", detail) if detail else DROPPED)
     return None
 
 

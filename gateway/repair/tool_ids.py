@@ -104,6 +104,9 @@ def project_tool_ids(
         used.add(pid)
         return pid
 
+    plain = rule.style != "kimi"
+    max_len = rule.max_len
+    fullmatch = pattern.fullmatch
     for message in messages[done:] if done else messages:
         if message.role is Role.USER:
             out.append(message)
@@ -113,8 +116,16 @@ def project_tool_ids(
             t = type(block)
             if t is ToolCall:
                 meta = block.meta
-                native = meta.data.get(NATIVE_ID) if meta is not None and target.owns(meta) else None
-                pid = assign(block.id, block.name, native if isinstance(native, str) else None)
+                cid = block.id
+                pid = forward.get(cid)
+                if pid is None:
+                    if meta is None and plain and len(cid) <= max_len and cid not in used and fullmatch(cid):
+                        # assign()'s outcome for a fitting id without a native one, inline: most calls
+                        pid = forward[cid] = cid
+                        used.add(cid)
+                    else:
+                        native = meta.data.get(NATIVE_ID) if meta is not None and target.owns(meta) else None
+                        pid = assign(cid, block.name, native if isinstance(native, str) else None)
                 if pid == block.id:
                     continue
                 new: Block = replace(block, id=pid)

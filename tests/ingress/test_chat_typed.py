@@ -10,11 +10,11 @@ from typing import Any
 
 import msgspec
 import orjson
-from hypothesis import event, given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
-from gateway.ingress.budget import value_bound
+from gateway.ingress.budget import item_parts, value_bound
 from gateway.ingress.chat.codec import CODEC
 from gateway.ingress.chat.typed import TYPED, Assistant, Tool, User
 from gateway.ingress.errors import ClientError
@@ -210,3 +210,16 @@ def test_a_message_at_the_edge_of_the_plain_shapes_decodes_the_same(
     raw = _dumps({"model": "m", "messages": [other, message]}, 0)
     event("read typed" if typed_body(raw, "messages", TYPED, 64) is not None else "parsed whole")
     assert _outcome(raw, 64, typed=True) == _outcome(raw, 64, typed=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_body())
+def test_items_read_typed_count_their_parts_as_the_list_walk_would(raw: bytes) -> None:
+    # first sight takes a typed item as one part, without walking the list: what item_parts gives
+    limits = ServerConfig()
+    assume(typed_body(raw, "messages", TYPED, limits.max_json_depth) is not None)
+    memo = DecodeMemo(8 << 20, min_bytes=0)
+    bound = value_bound(raw, 0, len(raw))
+    body, items = parse_transcript(raw, "messages", memo, "s", limits, bound, typed=CODEC.typed_items)
+    assert items is not None and all(type(v) in TYPED.kinds for v in body["messages"])
+    assert items._parts == [item_parts(v) for v in body["messages"]]

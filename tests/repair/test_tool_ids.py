@@ -111,3 +111,86 @@ def test_kimi_ids_of_names_outside_its_id_alphabet_still_match_the_format():
 def test_ids_already_in_the_target_format_come_back_as_the_same_object():
     messages = convo([(["call_abc"], ["f"])])
     assert project_tool_ids(messages, TARGET, OPENAI)[0] is messages
+
+
+def _reference(messages, target, rule):
+    """The projection one id at a time, as the pass had it before its inline path for fitting ids
+    without a native id: the pass must give the same messages, map and count."""
+    from dataclasses import replace
+
+    from gateway.repair.tool_ids import _derive, _kimi_id
+
+    forward, used, state = {}, set(), {"index": 0, "changed": 0}
+
+    def fits(candidate):
+        return (
+            len(candidate) <= rule.max_len and re.fullmatch(rule.pattern, candidate) and candidate not in used
+        )
+
+    def assign(canonical, name, native):
+        if canonical in forward:
+            return forward[canonical]
+        if rule.style == "kimi":
+            pid = _kimi_id(name or "tool", state["index"], rule.max_len)
+            state["index"] += 1
+            state["changed"] += pid != canonical and pid != native
+        elif native and fits(native):
+            pid = native
+        else:
+            salt = 0
+            pid = canonical
+            while not fits(pid):
+                pid = _derive(canonical, rule, salt)
+                salt += 1
+            state["changed"] += pid != canonical
+        forward[canonical] = pid
+        used.add(pid)
+        return pid
+
+    out = []
+    for message in messages:
+        blocks = []
+        for block in message.blocks:
+            if type(block) is ToolCall:
+                meta = block.meta
+                native = meta.data.get(NATIVE_ID) if target.owns(meta) else None
+                block = replace(
+                    block, id=assign(block.id, block.name, native if isinstance(native, str) else None)
+                )
+            elif type(block) is ToolResult:
+                block = replace(
+                    block, call_id=forward.get(block.call_id) or assign(block.call_id, None, None)
+                )
+            blocks.append(block)
+        out.append(Message(message.role, tuple(blocks)))
+    return tuple(out), {p: c for c, p in forward.items()}, state["changed"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.sampled_from(["call_a", "call_b", "abcdefghi", "x" * 70, "a b", "functions.f:0", "q"]),
+                min_size=1,
+                max_size=3,
+            ),
+            st.sampled_from([None, "own", "foreign"]),
+            st.sampled_from(["call_a", "zzzzzzzzz", "bad id", 7]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_the_projection_matches_the_one_id_at_a_time_fold_for_every_rule(steps):
+    for rule in (OPENAI, MISTRAL, KIMI, ANTHROPIC):
+        messages = [Message(Role.USER, (Text("hi"),))]
+        for ids, issuer, native in steps:
+            meta = None
+            if issuer is not None:
+                issued = TARGET if issuer == "own" else Target("o", "openai_chat", "m", "http://x")
+                meta = issued.continuity({NATIVE_ID: native})
+            messages.append(Message(Role.ASSISTANT, tuple(ToolCall(i, "f", "{}", meta) for i in ids)))
+            messages.append(Message(Role.TOOL, tuple(ToolResult(i, "ok") for i in ids)))
+        messages = tuple(messages)
+        got, back, changed = project_tool_ids(messages, TARGET, rule)
+        assert (got, back, changed) == _reference(messages, TARGET, rule)

@@ -138,6 +138,10 @@ HELD = HeldWire(budget=16 << 20)
 class ChatEncoder:
     def __init__(self, dialect: ChatDialect) -> None:
         self.dialect = dialect
+        # the dialect's reasoning choices, read once (an assistant message asks them every time)
+        self._chunked = dialect.reasoning_replay is ReasoningReplay.THINKING_CHUNKS
+        self._field = dialect.reasoning_replay is ReasoningReplay.FIELD
+        self._tool_turns_need_field = dialect.capabilities.reasoning_content_on_tool_turns
 
     def encode(self, request: Request, target: Target, api_key: str) -> HttpRequest:
         d = self.dialect
@@ -243,18 +247,14 @@ class ChatEncoder:
             raise EncodeError(f"unknown role {role!r}")
 
     def _assistant(self, message: Message, target: Target) -> dict[str, Any]:
-        replay = self.dialect.reasoning_replay
+        chunked = self._chunked
         texts: list[str] = []
         reasoning: list[str] = []
         chunks: list[dict[str, Any]] = []  # THINKING_CHUNKS: the content array in block order
         calls: list[dict[str, Any]] = []
         for block in message.blocks:
             t = type(block)
-            if t is Text:
-                texts.append(block.text)
-                if block.text:
-                    chunks.append({"type": "text", "text": block.text})
-            elif t is ToolCall:
+            if t is ToolCall:  # first: an agent's assistant turns are mostly calls
                 if block.custom:
                     raise EncodeError("custom (freeform) tool calls must reach chat APIs as function calls")
                 calls.append(
@@ -264,27 +264,31 @@ class ChatEncoder:
                         "function": {"name": block.name, "arguments": block.arguments or "{}"},
                     }
                 )
+            elif t is Text:
+                texts.append(block.text)
+                if chunked and block.text:
+                    chunks.append({"type": "text", "text": block.text})
             elif t is Reasoning:
                 if not target.owns(block.meta):
                     raise EncodeError(
                         "reasoning from another issuer reached the encoder (repair must drop it)"
                     )
                 reasoning.append(block.text)
-                chunks.append({"type": "thinking", "thinking": [{"type": "text", "text": block.text}]})
+                if chunked:
+                    chunks.append({"type": "thinking", "thinking": [{"type": "text", "text": block.text}]})
             elif t is Image or t is ToolResult:
                 raise EncodeError(f"an assistant message cannot hold a {t.__name__} block")
             else:
                 raise EncodeError(f"unsupported block {t.__name__}")
         out: dict[str, Any] = {"role": "assistant"}
-        text = "".join(texts)
-        if replay is ReasoningReplay.THINKING_CHUNKS and reasoning:
+        if chunked and reasoning:
             out["content"] = chunks
         else:
             # NONE: OpenAI chat has no reasoning input; its capabilities say it replays nothing
+            text = "".join(texts) if texts else ""
             out["content"] = text if text or not calls else None
         # thinking-mode APIs reject a tool-call turn without reasoning_content, even an empty one
-        tool_turn_needs_it = bool(calls) and self.dialect.capabilities.reasoning_content_on_tool_turns
-        if replay is ReasoningReplay.FIELD and (reasoning or tool_turn_needs_it):
+        if self._field and (reasoning or (calls and self._tool_turns_need_field)):
             out["reasoning_content"] = "".join(reasoning)
         if calls:
             out["tool_calls"] = calls
