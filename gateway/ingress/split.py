@@ -27,8 +27,8 @@ from gateway.ingress.budget import parsed_in_pieces
 from gateway.ingress.errors import check_depth, parse_json_body
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
-from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE
-from gateway.ingress.typed_items import TypedItems, each_once, typed_body
+from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE, field_at
+from gateway.ingress.typed_items import TypedItems, typed_body
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
 # refuses, so a body checked against one is parsed whole
@@ -64,7 +64,7 @@ def parse_split(
             listed = fields.get(field)
             # msgspec keeps a repeated key's last value unchecked, where orjson may refuse the
             # earlier one (not UTF-8, a number past a double): such a body is parsed whole
-            if listed is None or not each_once(raw, fields):
+            if listed is None or field_at(raw, fields, field) is None:
                 return None
             slices = ITEMS.decode(listed)
         except UNREADABLE:  # the whole parse says what is wrong

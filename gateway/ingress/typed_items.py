@@ -6,19 +6,18 @@ walks and the dialect's decode checks field by field before it builds the canoni
 the plain shapes an agent sends turn after turn, msgspec checks the same in C while it parses
 (`TypedItems.decoder`: its Structs accept exactly those shapes), and its objects are smaller and
 nested no deeper than the Structs (`TypedItems.depth`), so the depth walk has nothing to do. Any
-other body (an item of another shape, a value the Structs refuse, a key written with escapes) is
+other body (an item of another shape, a value the Structs refuse, a key named twice) is
 parsed whole by orjson as before, so every error a client sees is the one the whole parse gives.
 
 The other top-level fields are parsed by orjson from the raw texts msgspec found for them, as
 `parse_split` does. msgspec keeps a duplicate key's last value without checking the earlier one
 as orjson would (UTF-8, numbers too large for a double): the body's members are walked in its
-bytes, each compared with the value kept for its key, and a body naming a key twice is parsed
-whole.
+bytes (`slices.field_at`), each compared with the value kept for its key, and a body naming a key
+twice is parsed whole.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +25,7 @@ import msgspec
 import orjson
 
 from gateway.ingress.errors import check_depth
-from gateway.ingress.slices import FIELDS, UNREADABLE
-
-# JSON's whitespace, and a member's key (without escapes) through its colon
-_SPACE = re.compile(rb"[ \t\n\r]*")
-_KEY = re.compile(rb'[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
+from gateway.ingress.slices import FIELDS, UNREADABLE, field_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +47,11 @@ def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dic
         return None
     try:
         fields = FIELDS.decode(raw)
+        listed = fields.get(field)
+        # each key once, as the whole parse checks every value (slices.field_at walks the members)
+        if listed is None or field_at(raw, fields, field) is None:
+            return None
     except UNREADABLE:
-        return None
-    listed = fields.get(field)
-    if listed is None or not each_once(raw, fields):
         return None
     body: dict[str, Any] = {}
     try:
@@ -66,31 +62,3 @@ def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dic
         return None
     check_depth(body, max_depth, field)
     return body
-
-
-def each_once(raw: bytes, fields: dict[str, msgspec.Raw]) -> bool:
-    """Whether the object `raw` (read by msgspec as `fields`) names each key once, without
-    escapes: its members walked in order, each value the bytes kept for its key."""
-    position = _SPACE.match(raw).end()  # type: ignore[union-attr]
-    if raw[position : position + 1] != b"{":
-        return False
-    position += 1
-    members = 0
-    while True:
-        key = _KEY.match(raw, position)
-        if key is None:
-            return False
-        try:
-            value = fields.get(key.group(1).decode())
-        except UnicodeDecodeError:
-            return False
-        if value is None or not raw.startswith(memoryview(value), key.end()):
-            return False
-        members += 1
-        position = _SPACE.match(raw, key.end() + len(value)).end()  # type: ignore[union-attr]
-        follows = raw[position : position + 1]
-        position += 1
-        if follows == b"}":
-            return members == len(fields)
-        if follows != b",":
-            return False

@@ -197,8 +197,9 @@ def test_an_agents_plain_messages_are_read_typed_and_other_bodies_are_not() -> N
         assert typed_body(orjson.dumps({"model": "m", "messages": [other]}), "messages", TYPED, 64) is None
     twice = b'{"model": "\xff", "model": "m", "messages": ' + orjson.dumps(messages) + b"}"
     assert typed_body(twice, "messages", TYPED, 64) is None
+    # a key written with escapes is the key it stands for (as the whole parse reads it)
     escaped = b'{"mod\\u0065l": "m", "messages": ' + orjson.dumps(messages) + b"}"
-    assert typed_body(escaped, "messages", TYPED, 64) is None
+    assert typed_body(escaped, "messages", TYPED, 64) == body
     assert isinstance(TYPED.decoder, msgspec.json.Decoder)
 
 
