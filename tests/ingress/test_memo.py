@@ -668,9 +668,7 @@ def test_any_messages_bytes_a_client_sends_decode_as_when_parsed_whole(messages,
     _check_bytes(MESSAGES, {"model": "m", "max_tokens": 64, "messages": messages}, edits)
 
 
-@pytest.mark.parametrize(
-    "earlier", [b'"\xff"', b"1e400", b"123456789012345678901234567890", b'"m"', b"[1,]"]
-)
+@pytest.mark.parametrize("earlier", [b'"\xff"', b"1e400", b"123456789012345678901234567890", b'"m"', b"[1,]"])
 def test_a_seen_body_naming_a_key_twice_is_judged_as_when_parsed_whole(earlier):
     # msgspec, which reads a seen body's fields, keeps a repeated key's last value without
     # checking the earlier one; orjson refuses some of those (bytes that are not UTF-8, numbers
