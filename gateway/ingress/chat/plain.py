@@ -80,17 +80,29 @@ def plain_message(raw: dict[str, Any], where: str, sealer: Sealer) -> tuple[Mess
         return Message(_USER, (Text(content),)), 0
     if role != "assistant":
         return Message(_SYSTEM, (Text(content),) if content else ()), 0
+    calls = [
+        (call["id"], call["function"]["name"], call["function"].get("arguments", ""))
+        for call in raw.get("tool_calls") or ()
+    ]
+    return assistant_message(content, raw.get("refusal"), raw.get("reasoning_content"), calls, where, sealer)
+
+
+def assistant_message(
+    content: str | None,
+    refusal: str | None,
+    reasoning_content: str | None,
+    calls: list[tuple[str, str, str]],
+    where: str,
+    sealer: Sealer,
+) -> tuple[Message, int]:
+    """A plain assistant message from its fields, read from a dict (`plain_message`) or a Struct
+    (typed.py `typed_message`): its calls as (id, name, arguments)."""
     text = content or ""
-    refusal = raw.get("refusal")
     if not text and refusal:
         text = refusal
-    calls: list[ToolCall] = []
     seen: set[str] = set()
-    for j, call in enumerate(raw.get("tool_calls") or ()):
-        function = call["function"]
-        args = function.get("arguments", "")
-        calls.append(tool_call(call["id"], function["name"], args, None, seen, where, j))
-    return assistant_end(text, content, calls, raw.get("reasoning_content"), None, [], sealer, where)
+    decoded = [tool_call(i, name, args, None, seen, where, j) for j, (i, name, args) in enumerate(calls)]
+    return assistant_end(text, content, decoded, reasoning_content, None, [], sealer, where)
 
 
 def tool_call(

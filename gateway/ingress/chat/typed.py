@@ -16,9 +16,9 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
-from gateway.ingress.chat.plain import assistant_end, tool_call
+from gateway.ingress.chat.plain import assistant_message
 from gateway.ingress.typed_items import TypedItems
-from gateway.transcript.model import Message, Role, Text, ToolCall, ToolResult
+from gateway.transcript.model import Message, Role, Text, ToolResult
 from gateway.transcript.seal import Sealer
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
@@ -80,13 +80,5 @@ def typed_message(msg: PlainMessage, where: str, sealer: Sealer) -> tuple[Messag
         content = msg.content  # type: ignore[union-attr]
         return Message(_SYSTEM, (Text(content),) if content else ()), 0
     assert isinstance(msg, Assistant)
-    content = msg.content
-    text = content or ""
-    if not text and msg.refusal:
-        text = msg.refusal
-    calls: list[ToolCall] = []
-    seen: set[str] = set()
-    for j, call in enumerate(msg.tool_calls or ()):
-        function = call.function
-        calls.append(tool_call(call.id, function.name, function.arguments, None, seen, where, j))
-    return assistant_end(text, content, calls, msg.reasoning_content, None, [], sealer, where)
+    calls = [(call.id, call.function.name, call.function.arguments) for call in msg.tool_calls or ()]
+    return assistant_message(msg.content, msg.refusal, msg.reasoning_content, calls, where, sealer)
