@@ -7,12 +7,12 @@ before this).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -27,7 +27,7 @@ from gateway.ingress.textual import ServerToolsAsText
 from gateway.routing.engine import Answer
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.events import ErrorCategory, Finish, StreamError, UpstreamError, UsageUpdate
-from gateway.transcript.model import AssistantTurn, Request
+from gateway.transcript.model import AssistantTurn, Request, replace
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
 
 if TYPE_CHECKING:
@@ -136,7 +136,9 @@ async def answer_stream(
             exchange.outcome = "stream_error"
             # the provider's message may quote what it was sent: never echo a secret
             exchange.error = state.redactor.text(error.message)
-            await response.write(relay.held + encoder.error(replace(error, message=exchange.error)))
+            await response.write(
+                relay.held + encoder.error(dataclasses.replace(error, message=exchange.error))
+            )
             return response
         assert turn is not None
         exchange.turn = turn

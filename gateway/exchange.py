@@ -50,7 +50,7 @@ from gateway.transcript.events import (
     UpstreamError,
     is_first_content,
 )
-from gateway.transcript.model import AssistantTurn, Request, Usage, request_with
+from gateway.transcript.model import AssistantTurn, Request, Usage, replace
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
@@ -454,7 +454,7 @@ async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> R
         messages = expand(messages, inbound.references, found, continued)
     if exchange.kept is not None:
         messages = exchange.kept.messages + messages
-    return request_with(request, messages=messages)
+    return replace(request, messages=messages)
 
 
 async def _restore(exchange: Exchange, request: Request) -> Request:

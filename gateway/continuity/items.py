@@ -16,13 +16,12 @@ continued history holds that item in its place already.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
 
 from gateway.continuity.codec import KeptItem, decode_item
 from gateway.continuity.keys import item_key
 from gateway.ingress.base import ItemRef
 from gateway.ingress.errors import ClientError, echo
-from gateway.transcript.model import Block, Message
+from gateway.transcript.model import Block, Message, replace
 
 # longer than any id the gateway or a provider issues: such a reference is not looked up
 MAX_ITEM_ID = 256

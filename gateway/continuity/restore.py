@@ -17,7 +17,7 @@ from cachetools import LRUCache
 from gateway.continuity.codec import decode_turn
 from gateway.continuity.keys import lookup_key, normalize_text
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, request_with
+from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, replace
 from gateway.transcript.resume import Resumable
 
 # Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
@@ -157,4 +157,4 @@ def restore(
     _RESTORED.hold(request.messages, context, (found[: position + 1], out, tuple(repairs), changed))
     if not changed:
         return request, repairs
-    return request_with(request, messages=out), repairs
+    return replace(request, messages=out), repairs

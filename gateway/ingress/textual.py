@@ -6,11 +6,19 @@ the blocks themselves (the wrapper sits between the relay and the dialect's enco
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
 
 from gateway.ingress.base import StreamEncoder
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event, UpstreamError
-from gateway.transcript.model import AssistantTurn, Block, Continuity, ServerToolCall, ServerToolResult, Text
+from gateway.transcript.model import (
+    AssistantTurn,
+    Block,
+    Continuity,
+    ServerToolCall,
+    ServerToolResult,
+    Text,
+    replace,
+)
 from gateway.transcript.render import call_text, citations_text, result_text
 
 # after a rendered server-tool block: dialects that join an answer's text blocks into one
@@ -69,7 +77,7 @@ class ServerToolsAsText:
             if event.citations and not all(self._is_native(c.meta) for c in event.citations):
                 return self._join(
                     BlockDelta(event.index, "\n\n" + citations_text(event.citations)),
-                    replace(event, citations=()),
+                    dataclasses.replace(event, citations=()),
                 )
         return self._inner.event(event)
 

@@ -4,7 +4,6 @@ no store write. The target is the one the routing would try first now for that m
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from gateway.exchange import plan_for, restore_recorded
@@ -14,6 +13,7 @@ from gateway.inspector.views import sent_view, transcript_diff
 from gateway.repair import prepare
 from gateway.state import GatewayState
 from gateway.transcript.events import UpstreamError
+from gateway.transcript.model import replace
 
 
 async def preview(state: GatewayState, capture: Capture, model: str) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from gateway.repair.server_tools import render_server_tools
 from gateway.repair.thinking import switch_thinking
 from gateway.repair.tool_ids import project_tool_ids
 from gateway.repair.tool_pairing import pair_tool_results, unique_call_ids
-from gateway.transcript.model import Message, Request, Role, ToolKind, request_with
+from gateway.transcript.model import Message, Request, Role, ToolKind, replace
 from gateway.transcript.reasoning import Decision, decision_of
 from gateway.transcript.target import Capabilities, Target
 
@@ -169,7 +169,7 @@ def prepare(
     ):
         repaired = request  # every pass hands back its input when it changed nothing
     else:
-        repaired = request_with(
+        repaired = replace(
             request,
             messages=messages,
             decision=decision,

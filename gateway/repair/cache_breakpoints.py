@@ -9,7 +9,6 @@ removed is counted (`cache_breakpoint_dropped`); the content itself is untouched
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from gateway.repair.report import Repair
@@ -24,6 +23,7 @@ from gateway.transcript.model import (
     ToolCall,
     ToolResult,
     ToolSpec,
+    replace,
 )
 from gateway.transcript.target import Capabilities
 

@@ -9,10 +9,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Message, Reasoning, Role, ToolCall
+from gateway.transcript.model import Block, Message, Reasoning, Role, ToolCall, replace
 from gateway.transcript.target import Capabilities, Target
 
 

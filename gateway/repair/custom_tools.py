@@ -10,12 +10,10 @@ custom call with the raw text again. Counted `custom_tool_as_function`, once per
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import orjson
 
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Message, ToolCall, ToolKind, ToolSpec
+from gateway.transcript.model import Block, Message, ToolCall, ToolKind, ToolSpec, replace
 from gateway.transcript.target import Capabilities
 
 INPUT_FIELD = "input"

@@ -11,9 +11,7 @@ that does not.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from gateway.transcript.model import Block, Message, Role, Text
+from gateway.transcript.model import Block, Message, Role, Text, replace
 from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities
 

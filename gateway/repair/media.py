@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import replace
 
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Document, Image, Message, Role, Text, ToolResult
+from gateway.transcript.model import Block, Document, Image, Message, Role, Text, ToolResult, replace
 from gateway.transcript.target import Capabilities, MediaPlacement, MediaRule, Target
 
 MOVED_NOTE = "(the output of this tool continues in the next message)"

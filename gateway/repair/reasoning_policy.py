@@ -14,8 +14,6 @@ repair is idempotent too: an empty reasoning stub of the target's (DeepSeek/Kimi
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.repair.report import Repair
 from gateway.repair.retire import DROPPED, retire_reasoning, void_text_signatures
 from gateway.transcript.model import (
@@ -32,6 +30,7 @@ from gateway.transcript.model import (
     Text,
     ToolCall,
     ToolResult,
+    replace,
 )
 from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Capabilities, Target

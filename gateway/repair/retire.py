@@ -6,10 +6,8 @@ its readable text as a plain Text block in the same place. Either way it is coun
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Reasoning, Text
+from gateway.transcript.model import Block, Reasoning, Text, replace
 from gateway.transcript.target import Target
 
 # a Repair is frozen: the detail-less ones are shared (a cold agent turn retires hundreds)

@@ -11,8 +11,6 @@ Pure and idempotent: rendered blocks are Text without citations.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.repair.report import Repair
 from gateway.transcript.model import (
     Block,
@@ -21,6 +19,7 @@ from gateway.transcript.model import (
     ServerToolCall,
     ServerToolResult,
     Text,
+    replace,
 )
 from gateway.transcript.render import call_text, citations_text, result_text
 from gateway.transcript.target import Capabilities, Target

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import replace
 
-from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult
+from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult, replace
 from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Target, ToolIdRule
 

@@ -18,10 +18,8 @@ unique"): a later call reusing an id is renamed deterministically, with the resu
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.repair.report import Repair
-from gateway.transcript.model import Block, Message, Role, ToolCall, ToolResult
+from gateway.transcript.model import Block, Message, Role, ToolCall, ToolResult, replace
 from gateway.transcript.resume import Resumable
 
 SYNTHETIC_RESULT_TEXT = "The tool call was cancelled before it produced a result."

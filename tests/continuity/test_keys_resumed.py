@@ -12,7 +12,7 @@ from gateway.continuity import restore
 from gateway.continuity.restore import message_keys
 from gateway.providers import KINDS
 from gateway.transcript import resume
-from gateway.transcript.model import Message, Request, Role, Text, request_with
+from gateway.transcript.model import Message, Request, Role, Text, replace
 from tests.property.transcripts import requests, target_for
 
 
@@ -30,8 +30,8 @@ def test_resumed_keys_are_the_keys_from_the_start(data, kind, cut, tenant):
     want = message_keys(request, "s1", tenant)
     message_keys(request, "s2", tenant)
     message_keys(request, "s1", "other")
-    message_keys(request_with(request, messages=messages[:cut] + messages[cut:][::-1]), "s1", tenant)
-    message_keys(request_with(request, messages=messages[:cut]), "s1", tenant)
+    message_keys(replace(request, messages=messages[:cut] + messages[cut:][::-1]), "s1", tenant)
+    message_keys(replace(request, messages=messages[:cut]), "s1", tenant)
     assert message_keys(request, "s1", tenant) == want
     assert message_keys(request, "s1", tenant) == want
 

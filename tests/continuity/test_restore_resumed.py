@@ -14,7 +14,7 @@ from gateway.continuity.codec import encode_turn
 from gateway.continuity.restore import message_keys, restore
 from gateway.providers import KINDS
 from gateway.transcript import resume
-from gateway.transcript.model import Continuity, Message, Reasoning, Request, Role, Text, request_with
+from gateway.transcript.model import Continuity, Message, Reasoning, Request, Role, Text, replace
 from tests.property.transcripts import requests, target_for
 
 SIG = Continuity("claude", "claude", "anthropic", "sonnet", {"signature": "s1"})
@@ -55,12 +55,12 @@ def test_a_resumed_restore_is_the_restore_from_the_start(data, kind, cut):
     records = _records(data.draw, request, "s1")
     want = _from_start(request, records, "s1")
     restore(request, records, "s2")
-    restore(request_with(request, messages=messages[:cut] + messages[cut:][::-1]), records, "s1")
-    restore(request_with(request, messages=messages[:cut]), records, "s1")
+    restore(replace(request, messages=messages[:cut] + messages[cut:][::-1]), records, "s1")
+    restore(replace(request, messages=messages[:cut]), records, "s1")
     assert restore(request, records, "s1") == want
     # the store's records changed meanwhile (expired, written, rewritten): read again
     changed = _records(data.draw, request, "s1")
-    restore(request_with(request, messages=messages[:cut]), records, "s1")
+    restore(replace(request, messages=messages[:cut]), records, "s1")
     assert restore(request, changed, "s1") == _from_start(request, changed, "s1")
 
 

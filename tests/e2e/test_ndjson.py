@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -17,7 +16,7 @@ from gateway.continuity.restore import message_keys
 from gateway.demo import TOOLS
 from gateway.ingress.chat.codec import CODEC
 from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec
-from gateway.transcript.model import Block, ToolCall
+from gateway.transcript.model import Block, ToolCall, replace
 from tests.e2e.ndjson_client import Running, chat_history, first_seen, fold, ndjson_gateway, post_ndjson
 from tests.e2e.scenarios import KIND, NAMES, SIGNING
 from tests.routing.sim_stack import eventually

@@ -6,7 +6,6 @@ repair did not change something differently between the two turns."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -17,7 +16,16 @@ from hypothesis import strategies as st
 from gateway.providers import get_adapter
 from gateway.repair import prepare
 from gateway.simulators.registry import VALIDATORS
-from gateway.transcript.model import CacheControl, Message, Request, ResponseFormat, Role, Text, ToolSpec
+from gateway.transcript.model import (
+    CacheControl,
+    Message,
+    Request,
+    ResponseFormat,
+    Role,
+    Text,
+    ToolSpec,
+    replace,
+)
 from gateway.transcript.target import Target
 from tests.property.transcripts import KINDS, MODELS, MORE_MODELS, state_for, target_for, valid_requests
 

@@ -4,8 +4,6 @@ its input, and lets no continuity out that the target did not issue."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -15,7 +13,7 @@ from gateway.providers import get_adapter
 from gateway.repair import prepare
 from gateway.repair.tool_ids import project_tool_ids
 from gateway.simulators.registry import VALIDATORS
-from gateway.transcript.model import Reasoning, Request
+from gateway.transcript.model import Reasoning, Request, replace
 from gateway.transcript.target import Target
 from tests.property.transcripts import (
     KINDS,

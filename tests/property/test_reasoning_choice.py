@@ -4,7 +4,6 @@ choice is never silently turned around, and the client sees reasoning only when 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 from gateway.providers import get_adapter
 from gateway.repair import prepare
 from gateway.simulators.registry import VALIDATORS
-from gateway.transcript.model import Message, Request, Role, Text
+from gateway.transcript.model import Message, Request, Role, Text, replace
 from gateway.transcript.reasoning import Decision, client_choice, setting_problem
 from gateway.transcript.target import Target
 from tests.property.transcripts import KINDS, state_for

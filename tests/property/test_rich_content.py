@@ -6,7 +6,6 @@ a counted repair); repair stays idempotent and lets no other issuer's data out."
 from __future__ import annotations
 
 import base64
-from dataclasses import replace
 
 import orjson
 import pytest
@@ -30,6 +29,7 @@ from gateway.transcript.model import (
     ServerToolResult,
     Text,
     ToolResult,
+    replace,
 )
 from gateway.transcript.target import Target
 from gateway.wire import anthropic_server, openai_server

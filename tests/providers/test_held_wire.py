@@ -14,7 +14,7 @@ from gateway.providers.base import EncodeError
 from gateway.providers.openai_compat import adapter as chat
 from gateway.providers.openai_compat.adapter import ChatAdapter
 from gateway.repair import prepare
-from gateway.transcript.model import Message, Request, Role, Text, ToolCall, ToolResult, request_with
+from gateway.transcript.model import Message, Request, Role, Text, ToolCall, ToolResult, replace
 from tests.property.test_rich_content import rich_requests
 from tests.property.transcripts import requests, target_for
 
@@ -52,9 +52,9 @@ def _check(request: Request, kind: str, other: str, cut: int, monkeypatch: pytes
     # what earlier turns may have left: the same messages for another dialect, a turn that went
     # on differently after `cut`, the turn's own first part
     _send(request, other)
-    went_on = request_with(request, messages=messages[:cut] + messages[cut:][::-1] + messages[:1])
+    went_on = replace(request, messages=messages[:cut] + messages[cut:][::-1] + messages[:1])
     assert _send(went_on, kind) == _cold(went_on, kind, monkeypatch)
-    shorter = request_with(request, messages=messages[:cut])
+    shorter = replace(request, messages=messages[:cut])
     if shorter.messages:
         assert _send(shorter, kind) == _cold(shorter, kind, monkeypatch)
     assert _send(request, kind) == want

@@ -3,8 +3,6 @@ the answer back (an Anthropic forced tool's input as text, refusals as refusal b
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import orjson
 import pytest
 
@@ -24,6 +22,7 @@ from gateway.transcript.model import (
     ToolChoice,
     ToolChoiceMode,
     ToolSpec,
+    replace,
 )
 from gateway.transcript.target import OutputMode, Target
 

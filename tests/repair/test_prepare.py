@@ -4,7 +4,6 @@ strict simulator, strict mode, idempotence and the provider id map."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 
 import orjson
 import pytest
@@ -14,7 +13,7 @@ from gateway.repair import prepare
 from gateway.repair.tool_pairing import synthetic_result
 from gateway.simulators import anthropic_rules, gemini, responses_rules
 from gateway.simulators.registry import VALIDATORS
-from gateway.transcript.model import Message, Reasoning, Request, Role, ToolCall, ToolResult
+from gateway.transcript.model import Message, Reasoning, Request, Role, ToolCall, ToolResult, replace
 from tests.property.transcripts import KINDS, TOOLS, Builder, state_for, target_for
 from tests.repair.helpers import assistant, call, result, tool, user
 

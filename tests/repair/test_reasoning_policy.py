@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
 
 from gateway.repair.reasoning_policy import apply_reasoning_policy
-from gateway.transcript.model import NATIVE_ID, Continuity, Message, Reasoning, Role, Text, ToolCall
+from gateway.transcript.model import NATIVE_ID, Continuity, Message, Reasoning, Role, Text, ToolCall, replace
 from gateway.transcript.target import Capabilities, Target, ToolIdRule
 
 CAPS = Capabilities(ToolIdRule(".*", 64, "prefixed", "call_"), reasoning_replay=True)
@@ -25,7 +25,9 @@ def test_own_reasoning_is_kept_and_foreign_reasoning_dropped_and_counted():
 
 def test_as_text_policy_keeps_foreign_reasoning_readable():
     messages = (Message(Role.ASSISTANT, (Reasoning("gem thoughts", GEMINI), Text("b"))),)
-    out, repairs = apply_reasoning_policy(messages, replace(CLAUDE, reasoning_policy="as_text"), CAPS)
+    out, repairs = apply_reasoning_policy(
+        messages, dataclasses.replace(CLAUDE, reasoning_policy="as_text"), CAPS
+    )
     assert out == (Message(Role.ASSISTANT, (Text("gem thoughts"), Text("b"))),)
     assert [r.kind for r in repairs] == ["reasoning_as_text"]
 
@@ -41,7 +43,7 @@ def test_foreign_meta_on_calls_and_text_is_removed_and_empty_signature_parts_van
 
 def test_a_provider_without_reasoning_replay_gets_none_and_valid_input_is_returned_as_is():
     messages = (Message(Role.ASSISTANT, (Reasoning("mine", OWN), Text("a"))),)
-    out, _ = apply_reasoning_policy(messages, CLAUDE, replace(CAPS, reasoning_replay=False))
+    out, _ = apply_reasoning_policy(messages, CLAUDE, dataclasses.replace(CAPS, reasoning_replay=False))
     assert out == (Message(Role.ASSISTANT, (Text("a"),)),)
     plain = (Message(Role.ASSISTANT, (Text("a"),)),)
     assert apply_reasoning_policy(plain, CLAUDE, CAPS)[0] is plain
@@ -50,7 +52,7 @@ def test_a_provider_without_reasoning_replay_gets_none_and_valid_input_is_return
 def test_the_same_token_twice_is_kept_once_and_never_rendered_as_text():
     first = Message(Role.ASSISTANT, (Reasoning("mine", OWN), Text("a")))
     messages = (first, first)
-    target = replace(CLAUDE, reasoning_policy="as_text")
+    target = dataclasses.replace(CLAUDE, reasoning_policy="as_text")
     out, repairs = apply_reasoning_policy(messages, target, CAPS)
     assert out == (first, Message(Role.ASSISTANT, (Text("a"),)))
     assert [(r.kind, r.detail) for r in repairs] == [("reasoning_dropped", "token replayed twice")]
@@ -60,7 +62,9 @@ def test_reasoning_as_text_voids_a_text_signature_of_the_same_message():
     gem = Target("gem", "gemini", "g3", "http://x")
     seal = Text("", gem.continuity({"thought_signature": "t"}))
     messages = (Message(Role.ASSISTANT, (Reasoning("foreign", OWN), Text("answer"), seal)),)
-    out, repairs = apply_reasoning_policy(messages, replace(gem, reasoning_policy="as_text"), CAPS)
+    out, repairs = apply_reasoning_policy(
+        messages, dataclasses.replace(gem, reasoning_policy="as_text"), CAPS
+    )
     assert out == (Message(Role.ASSISTANT, (Text("foreign"), Text("answer"), Text(""))),)
     assert sorted(r.kind for r in repairs) == ["reasoning_as_text", "reasoning_dropped"]
 
@@ -68,7 +72,7 @@ def test_reasoning_as_text_voids_a_text_signature_of_the_same_message():
 def test_strict_mode_replays_no_token_but_keeps_what_carries_none():
     stub = Reasoning("", CLAUDE.continuity({}))
     placeholder = {"thought_signature": "PLACEHOLDER"}
-    caps = replace(
+    caps = dataclasses.replace(
         CAPS, thought_signature_key="thought_signature", thought_signature_placeholder="PLACEHOLDER"
     )
     signed = ToolCall(

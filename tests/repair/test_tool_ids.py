@@ -116,9 +116,8 @@ def test_ids_already_in_the_target_format_come_back_as_the_same_object():
 def _reference(messages, target, rule):
     """The projection one id at a time, as the pass had it before its inline path for fitting ids
     without a native id: the pass must give the same messages, map and count."""
-    from dataclasses import replace
-
     from gateway.repair.tool_ids import _derive, _kimi_id
+    from gateway.transcript.model import replace
 
     forward, used, state = {}, set(), {"index": 0, "changed": 0}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from itertools import islice
 from typing import Any, NoReturn
 
@@ -31,6 +30,7 @@ from gateway.transcript.model import (
     ToolChoiceMode,
     ToolResult,
     ToolSpec,
+    replace,
 )
 from gateway.transcript.resume import Resumable
 from gateway.transcript.seal import Sealer

@@ -20,10 +20,9 @@ survives the round trip. So:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-from gateway.transcript.model import ANY_ISSUER, Block, Continuity, Reasoning, Text, ToolCall
+from gateway.transcript.model import ANY_ISSUER, Block, Continuity, Reasoning, Text, ToolCall, replace
 from gateway.transcript.seal import Sealer
 
 RESPONSES_KIND = "openai_responses"  # reasoning of this kind keeps its own id and token
