@@ -23,11 +23,12 @@ Encoders only render the result in their family's parameters; nothing downstream
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from msgspec import Struct
+
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event
-from gateway.transcript.model import Reasoning
+from gateway.transcript.model import Reasoning, replace
 from gateway.transcript.target import EFFORTS, OFF, OutputMode, ThinkingModel, ThinkingRule, output_mode
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from gateway.transcript.target import Capabilities, Target
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningChoice:
+# part of the Request it is decided for: a value of the transcript (gateway/transcript/model.py)
+class ReasoningChoice(Struct, frozen=True, gc=False):
     """What one request asks a model to do about reasoning. Fitted to a model, at most one of
     effort / budget / adaptive is set; `default` sends no reasoning parameter at all."""
 
@@ -62,8 +63,7 @@ OFF_CHOICE = ReasoningChoice(False)
 MODEL_DEFAULT = ReasoningChoice(False, default=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Struct, frozen=True, gc=False):
     """Everything decided about one request for one target, carried to the encoder, the decoder
     and the exchange."""
 
