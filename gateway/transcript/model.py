@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from msgspec import Struct, field
 from msgspec.structs import force_setattr
@@ -25,8 +25,7 @@ from msgspec.structs import force_setattr
 # the class's `__post_init__` as any construction does
 from msgspec.structs import replace as replace
 
-if TYPE_CHECKING:
-    from gateway.transcript.reasoning import Decision
+from gateway.transcript.decision import Decision
 
 NATIVE_ID = "native_id"
 # scope/model of a token a client echoed in a provider's raw format (LiteLLM's thinking_blocks,

@@ -25,65 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from msgspec import Struct
-
+from gateway.transcript.decision import MODEL_DEFAULT, OFF_CHOICE, Decision, ReasoningChoice
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event
-from gateway.transcript.model import Reasoning, replace
-from gateway.transcript.target import EFFORTS, OFF, OutputMode, ThinkingModel, ThinkingRule, output_mode
+from gateway.transcript.model import Reasoning
+from gateway.transcript.target import EFFORTS, OFF, ThinkingModel, ThinkingRule, output_mode
 
 if TYPE_CHECKING:
     from gateway.transcript.model import Block, Request
     from gateway.transcript.target import Capabilities, Target
-
-
-# part of the Request it is decided for: a value of the transcript (gateway/transcript/model.py)
-class ReasoningChoice(Struct, frozen=True, gc=False):
-    """What one request asks a model to do about reasoning. Fitted to a model, at most one of
-    effort / budget / adaptive is set; `default` sends no reasoning parameter at all."""
-
-    on: bool
-    effort: str | None = None
-    budget: int | None = None
-    adaptive: bool = False
-    default: bool = False
-
-    def label(self) -> str:
-        if self.default:
-            return "default"
-        if not self.on:
-            return "off"
-        if self.budget is not None:
-            return f"budget={self.budget}"
-        if self.effort is not None:
-            return f"effort={self.effort}"
-        return "adaptive" if self.adaptive else "on"
-
-
-OFF_CHOICE = ReasoningChoice(False)
-MODEL_DEFAULT = ReasoningChoice(False, default=True)
-
-
-class Decision(Struct, frozen=True, gc=False):
-    """Everything decided about one request for one target, carried to the encoder, the decoder
-    and the exchange."""
-
-    reasoning: ReasoningChoice
-    shown: bool  # the client's answer carries the model's reasoning
-    output: OutputMode | None  # how structured output travels (None: none asked, or a forced call)
-    requested: str | None = None  # the client's explicit choice, labelled (None: it said nothing)
-    by: str | None = None  # "target" | "model" | "repair": who changed the client's choice
-
-    def header(self) -> str | None:
-        """`X-Gateway-Reasoning`, when what was sent is not what the client asked for."""
-        if self.by is None:
-            return None
-        return f"sent={self.reasoning.label()}; requested={self.requested}; by={self.by}"
-
-    def thinking_off(self, by: str) -> Decision:
-        """Reasoning turned off after the decision (Anthropic's tool-loop switch, counted as a
-        repair); the client is told when it had asked for reasoning."""
-        told = by if self.requested not in (None, "off") else self.by
-        return replace(self, reasoning=OFF_CHOICE, by=told)
 
 
 def client_choice(request: Request) -> ReasoningChoice | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gateway.transcript.decision import OutputMode
 from gateway.transcript.model import Continuity, Request, ToolChoiceMode
 
 
@@ -21,14 +22,6 @@ class ToolIdRule:
     max_len: int
     style: str  # "prefixed" (prefix + digest), "alnum9" (Mistral), "kimi" (functions.name:idx)
     prefix: str = ""
-
-
-class OutputMode(str, enum.Enum):
-    """How one request's structured output (Request.response_format) reaches a provider."""
-
-    SCHEMA = "schema"  # the API's own JSON-schema output (constrained decoding)
-    JSON_OBJECT = "json_object"  # the API's JSON mode; a schema, if any, goes in the instructions
-    FORCED_TOOL = "forced_tool"  # one tool whose input is the answer, and tool_choice forcing it
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import inspect
 import pickle
 from typing import Any
 
@@ -77,6 +78,18 @@ def test_copies_are_equal_and_frozen_values_untracked(request: Request) -> None:
         with pytest.raises(AttributeError):
             setattr(value, value.__struct_fields__[0], None)
     assert replace(request, model="other") != request
+
+
+def test_every_value_type_has_a_signature_and_resolvable_fields() -> None:
+    """What reflection reads (hypothesis' `builds`, msgspec's typed decode): every annotation
+    resolves."""
+    from gateway.transcript import decision, model
+
+    for module in (model, decision):
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, msgspec.Struct) and value is not msgspec.Struct:
+                assert list(inspect.signature(value).parameters) == list(value.__struct_fields__)
+                assert msgspec.structs.fields(value)
 
 
 def test_equality_is_by_type_and_fields() -> None:
