@@ -33,6 +33,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--profile", choices=("cold", "warm", "after"))
     parser.add_argument("--top", type=int, default=45)
+    parser.add_argument("--dump", type=Path, help="also write the profile's stats to this file")
     parser.add_argument("--tree", type=Path, default=ROOT)
     return parser.parse_args()
 
@@ -144,6 +145,8 @@ async def main() -> None:
         )
     if profile is not None:
         stats = pstats.Stats(profile)
+        if ARGS.dump:
+            stats.dump_stats(ARGS.dump)
         stats.sort_stats("cumulative").print_stats(ARGS.top)
         stats.sort_stats("tottime").print_stats(25)
 
