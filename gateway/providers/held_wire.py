@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from gateway.transcript.model import Message
-from gateway.transcript.resume import ByOpening
+from gateway.transcript.resume import ByOpening, shares_lead
 
 _dumps = orjson.dumps
 
@@ -78,7 +78,11 @@ class HeldWire:
             and held.lead == lead
         ):
             before = held.messages
-            kept = next(compress(count(), map(is_not, before, messages)), min(len(before), len(messages)))
+            kept = (
+                len(before)
+                if shares_lead(before, messages)
+                else next(compress(count(), map(is_not, before, messages)), min(len(before), len(messages)))
+            )
             if kept * 2 < len(before):
                 kept = 0  # most of the held list is gone: finding the cut costs more than it saves
         if kept:
