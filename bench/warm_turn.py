@@ -42,7 +42,11 @@ sys.path.insert(0, str(ARGS.tree))
 sys.path.insert(1, str(ROOT))
 
 from bench import workloads  # noqa: E402
+
+_argv, sys.argv = sys.argv, sys.argv[:1]  # bench/cold_turn.py reads its own arguments when imported
 from bench.cold_turn import ADAPTER, SEALER, SERVER, TARGET, TYPED  # noqa: E402
+
+sys.argv = _argv
 from gateway.continuity import restore as restore_module  # noqa: E402
 from gateway.ingress.admission import check_size, values_within_budget  # noqa: E402
 from gateway.ingress.chat.codec import CODEC  # noqa: E402
