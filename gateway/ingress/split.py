@@ -24,7 +24,8 @@ import orjson
 from gateway.config import ServerConfig
 from gateway.ingress.admission import check_parts
 from gateway.ingress.budget import parsed_in_pieces
-from gateway.ingress.errors import check_depth, parse_json_body
+from gateway.ingress.errors import parse_json_body
+from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE, field_at
@@ -81,7 +82,7 @@ def parse_split(
         return None
     items_values, items = found
     body[field] = items_values
-    check_depth(body, max_depth, field)
+    check_fields_depth(body, fields, max_depth, field)
     check_parts(body)
     items.check_depth(items_values, max_depth)
     if chained is None:

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.ingress.errors import check_depth
+from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.slices import FIELDS, UNREADABLE, field_at, last_item_end
 
 
@@ -70,6 +70,6 @@ def typed_read(
         body[field] = typed.decoder.decode(listed)
     except (orjson.JSONDecodeError, *UNREADABLE):
         return None
-    check_depth(body, max_depth, field)
+    check_fields_depth(body, fields, max_depth, field)
     # the list decoded as one, so its text opens with `[` as `list_span` checks
     return body, (at, at + last_item_end(listed))
