@@ -64,9 +64,19 @@ def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
     return list(keyed(request, session, tenant)[1])
 
 
+# a conversation's assistant turns so far: its next turn counts only the new messages'
+_ASSISTANTS_SO_FAR = Resumable()
+
+
 def answer_position(request: Request) -> int:
     """The position the answer to `request` takes among the conversation's assistant turns."""
-    return sum(1 for m in request.messages if m.role is _ASSISTANT)
+    messages = request.messages
+    done, held = _ASSISTANTS_SO_FAR.find(messages, None)
+    position = sum(1 for m in (messages[done:] if done else messages) if m.role is _ASSISTANT)
+    if held is not None:
+        position += held
+    _ASSISTANTS_SO_FAR.hold(messages, None, position)
+    return position
 
 
 def _arguments(raw: str) -> str:

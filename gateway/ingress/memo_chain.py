@@ -73,6 +73,7 @@ class Chains:
         items: Items[Any] = Items(
             self, [None] * count, [*records, *([None] * len(new))], [*sight.parts, *parts], body
         )
+        items.new_from = len(records)  # every held item has its value
         self.hits += len(records)
         self.misses += len(new)
         # the held items' bytes are the held body's: known narrow with it (no scan of them again)
