@@ -33,6 +33,10 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--profile", choices=("cold", "warm", "after"))
     parser.add_argument("--top", type=int, default=45)
+    parser.add_argument("--dump", type=Path, help="also write the profile's stats to this file")
+    parser.add_argument(
+        "--cpu", action="store_true", help="profile CPU time (process_time: others' load does not count)"
+    )
     parser.add_argument("--tree", type=Path, default=ROOT)
     return parser.parse_args()
 
@@ -114,7 +118,9 @@ async def main() -> None:
     tune_garbage_collector()  # as `gateway serve` does once serving
     direct, gateway = f"http://127.0.0.1:{stub_port}{PATH}", f"http://127.0.0.1:{gw_port}{PATH}"
     tools = workloads.tools()
-    profile = cProfile.Profile() if ARGS.profile else None
+    profile = None
+    if ARGS.profile:
+        profile = cProfile.Profile(time.process_time) if ARGS.cpu else cProfile.Profile()
     costs: dict[str, list[float]] = {"cold": [], "warm": [], "after": []}
     try:
         async with aiohttp.ClientSession() as http:
@@ -144,6 +150,8 @@ async def main() -> None:
         )
     if profile is not None:
         stats = pstats.Stats(profile)
+        if ARGS.dump:
+            stats.dump_stats(ARGS.dump)
         stats.sort_stats("cumulative").print_stats(ARGS.top)
         stats.sort_stats("tottime").print_stats(25)
 

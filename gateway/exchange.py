@@ -28,7 +28,7 @@ from gateway.access_log import lines_held, session_hash
 from gateway.answering import answer_stream, answer_whole
 from gateway.continuity import chain
 from gateway.continuity.items import expand
-from gateway.continuity.restore import message_keys, restore
+from gateway.continuity.restore import keyed, restore
 from gateway.ingress.admission import check_size, parse_counted, values_within_budget
 from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint
 from gateway.ingress.budget import offloads
@@ -468,10 +468,10 @@ async def restore_recorded(
 ) -> tuple[Request, tuple[Repair, ...]]:
     """Recorded turns (with their continuity tokens) back in place of the client's copies. Reads
     only: the inspector's preview runs it too."""
-    keys = message_keys(request, session, tenant)
-    wanted = list(dict.fromkeys(k for k in keys if k is not None))
-    if not wanted:
+    keys, distinct = keyed(request, session, tenant)
+    if not distinct:
         return request, ()
+    wanted = list(distinct)
     records: dict[str, bytes | None] = dict(state.recorder.pending(wanted))
     missing = [k for k in wanted if k not in records] if records else wanted
     if missing:

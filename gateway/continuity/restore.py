@@ -24,35 +24,59 @@ from gateway.transcript.resume import Resumable
 _ASSISTANT = Role.ASSISTANT
 
 
-# a conversation's keys so far (a message's key depends on it and the assistant turns before it):
-# its next turn computes only the new messages' (gateway/transcript/resume.py)
+# a conversation's keys so far (a message's key depends on it and the assistant turns before it)
+# and the distinct ones among them: its next turn computes only the new messages'
+# (gateway/transcript/resume.py)
 _KEYS_SO_FAR = Resumable()
 
 
-def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:
-    """The lookup key of every assistant message, in order (None: nothing to look up)."""
+def keyed(request: Request, session: str, tenant: str = "") -> tuple[tuple[str | None, ...], dict[str, None]]:
+    """`message_keys`, and the distinct keys among them in order (a dict as an ordered set: the
+    caller must not change it, it is held for the next turn)."""
     messages = request.messages
     context = (session, tenant)
     done, held = _KEYS_SO_FAR.find(messages, context)
-    keys: list[str | None] = [] if held is None else list(held)
+    keys: list[str | None] = [] if held is None else list(held[0])
+    distinct: dict[str, None] = {} if held is None else held[1]
+    added: dict[str, None] = {}
     position = len(keys)
     for message in messages[done:] if done else messages:
         if message.role is _ASSISTANT:
-            keys.append(lookup_key(message.blocks, session, position, tenant))
+            key = lookup_key(message.blocks, session, position, tenant)
+            keys.append(key)
             position += 1
-    found = tuple(keys)
+            if key is not None and key not in distinct:
+                added[key] = None
+    if added:
+        distinct = {**distinct, **added} if distinct else added  # a held dict never changes
+    found = (tuple(keys), distinct)
     _KEYS_SO_FAR.hold(messages, context, found)
     return found
 
 
+def message_keys(request: Request, session: str, tenant: str = "") -> tuple[str | None, ...]:
+    """The lookup key of every assistant message, in order (None: nothing to look up)."""
+    return keyed(request, session, tenant)[0]
+
+
 def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
-    """The distinct keys to fetch, in order (linear: a set of seen keys, not a list scan)."""
-    return list(dict.fromkeys(k for k in message_keys(request, session, tenant) if k is not None))
+    """The distinct keys to fetch, in order."""
+    return list(keyed(request, session, tenant)[1])
+
+
+# a conversation's assistant turns so far: its next turn counts only the new messages'
+_ASSISTANTS_SO_FAR = Resumable()
 
 
 def answer_position(request: Request) -> int:
     """The position the answer to `request` takes among the conversation's assistant turns."""
-    return sum(1 for m in request.messages if m.role is _ASSISTANT)
+    messages = request.messages
+    done, held = _ASSISTANTS_SO_FAR.find(messages, None)
+    position = sum(1 for m in (messages[done:] if done else messages) if m.role is _ASSISTANT)
+    if held is not None:
+        position += held
+    _ASSISTANTS_SO_FAR.hold(messages, None, position)
+    return position
 
 
 def _arguments(raw: str) -> str:

@@ -14,7 +14,8 @@ from gateway.ingress.budget import JsonValues, parsed_in_pieces, raw_parts, valu
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.offload import Offload
-from gateway.transcript.model import Request
+from gateway.transcript.model import Message, Request
+from gateway.transcript.resume import Resumable
 
 # a body's value count is made in steps, the event loop running between them: bytes per step of
 # the bound, strings and structural bytes per step of the exact count (each a few ms)
@@ -126,7 +127,7 @@ def check_size(request: Request, limits: ServerConfig) -> int:
             param="tools",
             code="too_many_tools",
         )
-    blocks = sum(len(m.blocks) for m in request.messages) + len(request.system)
+    blocks = message_blocks(request.messages) + len(request.system)
     if blocks > limits.max_blocks:
         raise ClientError(
             400,
@@ -135,4 +136,19 @@ def check_size(request: Request, limits: ServerConfig) -> int:
             param="messages",
             code="too_many_blocks",
         )
+    return blocks
+
+
+# a conversation's blocks so far: its next turn counts only the new messages'
+# (gateway/transcript/resume.py)
+_BLOCKS_SO_FAR = Resumable()
+
+
+def message_blocks(messages: tuple[Message, ...]) -> int:
+    """The blocks the messages hold."""
+    done, held = _BLOCKS_SO_FAR.find(messages, None)
+    blocks = sum(len(m.blocks) for m in (messages[done:] if done else messages))
+    if held is not None:
+        blocks += held
+    _BLOCKS_SO_FAR.hold(messages, None, blocks)
     return blocks

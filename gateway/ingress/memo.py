@@ -197,17 +197,19 @@ class DecodeMemo(Chains):
         field: str,
         opening: tuple[str, int] | None,
         body_values: int | None = None,
-        typed: bool = False,
+        span: tuple[int, int] | None = None,
     ) -> Items[Any]:
         """The items of a request (`values`, parsed whole from `raw`) whose opening was not seen
         (`admit`): decoded and depth-checked as without the memo. A long transcript remembered
         under `opening`: the body and what its items decode to wait on probation for the next
         request that opens so (its bytes are not read again unless one does). `body_values`: at
-        least the JSON values `raw` holds, when counted already. `typed`: every item is a dialect's
-        Struct (gateway/ingress/typed_items.py): one part each, as `item_parts` counts a non-dict,
-        and nested within the bound `typed_body` checked, so the list needs no walk."""
+        least the JSON values `raw` holds, when counted already. `span`: given when every item is a
+        dialect's Struct (gateway/ingress/typed_items.py `typed_read`), where the list is in `raw`
+        (`list_span`: the next turn need not read `raw` again to find it); such items count one
+        part each, as `item_parts` counts a non-dict, and nest within the bound `typed_read`
+        checked, so the list needs no walk."""
         count = len(values)
-        if typed:
+        if span is not None:
             parts = [1] * count
         else:
             parts = [item_parts(v) for v in values]
@@ -221,6 +223,7 @@ class DecodeMemo(Chains):
             sight = _FirstSight(raw, field, parts, size)
             sight.values = body_values
             sight.narrow = sight_narrow
+            sight.span = span
             items._record = sight.records
             self._on_probation(first_key(opening), sight)
         return items

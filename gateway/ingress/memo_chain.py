@@ -9,8 +9,9 @@ for the turn after.
 What is held: the body of a long first sight (`first_sight`), of a long turn read item by item
 (`hold`) or of a turn that went on (`chain`); one per opening, on probation (a `_FirstSight`
 under `first_key`), found by the next request's `admit` that opens the same way. Where its list
-is (`list_span`) is known for a turn read in parts, and found on the next turn for a first sight
-(parsed whole). Anything else (an edited or dropped item, a held item whose decode raised or was
+is (`list_span`) is known for a turn read in parts and for a first sight read typed (`typed_read`
+finds it with the fields it reads anyway), and found on the next turn for a first sight parsed
+whole. Anything else (an edited or dropped item, a held item whose decode raised or was
 never asked for, a body whose list moved) reads the request item by item as before
 (`DecodeMemo.split`), the held list too.
 """
@@ -55,7 +56,7 @@ class Chains:
         if sight.field != field or any(map(is_, records, repeat(None))):  # an item with no value
             return None
         span = sight.span
-        if span is None:  # a first sight, parsed whole: where its list is, found once
+        if span is None:  # a first sight parsed whole: where its list is, found once
             span = sight.span = list_span(sight.body, field)
             if span is None:
                 return None
@@ -72,6 +73,7 @@ class Chains:
         items: Items[Any] = Items(
             self, [None] * count, [*records, *([None] * len(new))], [*sight.parts, *parts], body
         )
+        items.new_from = len(records)  # every held item has its value
         self.hits += len(records)
         self.misses += len(new)
         # the held items' bytes are the held body's: known narrow with it (no scan of them again)

@@ -5,6 +5,7 @@ item's decoded value, or what decoding a new one keeps; and what the memo keeps 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import orjson
@@ -21,7 +22,7 @@ T = TypeVar("T")
 class Items(Generic[T]):
     """One request's transcript items, as `DecodeMemo.items` found them."""
 
-    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "_record", "found")
+    __slots__ = ("_memo", "_keys", "_parts", "_body", "_turn", "_record", "found", "new_from")
 
     def __init__(
         self,
@@ -40,6 +41,7 @@ class Items(Generic[T]):
         self._turn = turn  # where new items go on probation (None: kept at once, or nowhere)
         self._record: list[T | None] | None = None  # a held list's decoded items, by index
         self.found = found  # per item: its decoded value, or None when it is new
+        self.new_from = 0  # no item before this index is new (a held list's: memo_chain.py)
 
     def decode(self, index: int, decode: Callable[..., T], *args: Any) -> T:
         """Item `index` decoded: as found, or by `decode(*args)` and then kept (a decode that
@@ -68,7 +70,8 @@ class Items(Generic[T]):
     def check_depth(self, values: list[Any], max_depth: int) -> None:
         """Depth-check the new items of `values` (the body's list), each at its place (the body 1,
         the list 2, an item 3)."""
-        for value, decoded in zip(values, self.found, strict=True):
+        start = self.new_from
+        for value, decoded in zip(islice(values, start, None), islice(self.found, start, None), strict=True):
             if decoded is None:
                 check_depth(value, max_depth, start=3)
 

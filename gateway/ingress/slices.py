@@ -10,6 +10,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from gateway.ingress.budget import known_prefix
+
 FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 # what reading a body in parts raises for one it cannot read: not an object with a list there, not
@@ -151,7 +153,10 @@ def went_on(
     fields (`FIELDS`: the list in `field` as `doc` has it), its items after the held ones
     (parsed) and where its list's last item ends. None: `raw` does not go on so, or is not JSON
     orjson and msgspec read alike."""
-    if len(raw) <= end or not raw.startswith(memoryview(held)[at:end], at):
+    if len(raw) <= end:
+        return None
+    shared = known_prefix(raw, held)  # counting its values compared them already
+    if (shared is None or shared < end) and not raw.startswith(memoryview(held)[at:end], at):
         return None
     after = _SPACES.match(raw, end).end()
     if raw[after : after + 1] not in (b",", b"]"):

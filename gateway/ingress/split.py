@@ -24,11 +24,12 @@ import orjson
 from gateway.config import ServerConfig
 from gateway.ingress.admission import check_parts
 from gateway.ingress.budget import parsed_in_pieces
-from gateway.ingress.errors import check_depth, parse_json_body
+from gateway.ingress.errors import parse_json_body
+from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE, field_at
-from gateway.ingress.typed_items import TypedItems, typed_body
+from gateway.ingress.typed_items import TypedItems, typed_read
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
 # refuses, so a body checked against one is parsed whole
@@ -81,7 +82,7 @@ def parse_split(
         return None
     items_values, items = found
     body[field] = items_values
-    check_depth(body, max_depth, field)
+    check_fields_depth(body, fields, max_depth, field)
     check_parts(body)
     items.check_depth(items_values, max_depth)
     if chained is None:
@@ -148,10 +149,11 @@ def parse_transcript(
             return split
     # at first sight the items are decoded as they are parsed; a seen body's are looked up by
     # their JSON text (`DecodeMemo.items`), so it is parsed by orjson
-    body = None if seen or pieces or typed is None else typed_body(raw, field, typed, limit)
-    if body is not None:
+    read = None if seen or pieces or typed is None else typed_read(raw, field, typed, limit)
+    if read is not None:
+        body, span = read
         check_parts(body, limits, values)
-        items = memo.first_sight(body[field], limit, raw, field, opening, values, typed=True)
+        items = memo.first_sight(body[field], limit, raw, field, opening, values, span=span)
         items.parsed_from(raw)
         return body, items
     body = parse_json_pieces(raw, limit, field) if pieces else parse_json_body(raw, limit, field)

@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.ingress.errors import check_depth
-from gateway.ingress.slices import FIELDS, UNREADABLE, field_at
+from gateway.ingress.field_depth import check_fields_depth
+from gateway.ingress.slices import FIELDS, UNREADABLE, field_at, last_item_end
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +43,23 @@ class TypedItems:
 def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dict[str, Any] | None:
     """The body `raw` with its list in `field` read by `typed`, the other fields by orjson, and
     depth-checked as `parse_json_body(raw, max_depth, field)` does; None: parse it whole."""
+    read = typed_read(raw, field, typed, max_depth)
+    return None if read is None else read[0]
+
+
+def typed_read(
+    raw: bytes, field: str, typed: TypedItems, max_depth: int
+) -> tuple[dict[str, Any], tuple[int, int]] | None:
+    """`typed_body`, and where its list is in `raw` (`slices.list_span`, from the fields it read
+    anyway: the next turn goes on from it without reading the body again)."""
     if max_depth < typed.depth:
         return None
     try:
         fields = FIELDS.decode(raw)
         listed = fields.get(field)
         # each key once, as the whole parse checks every value (slices.field_at walks the members)
-        if listed is None or field_at(raw, fields, field) is None:
+        at = None if listed is None else field_at(raw, fields, field)
+        if at is None:
             return None
     except UNREADABLE:
         return None
@@ -60,5 +70,6 @@ def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dic
         body[field] = typed.decoder.decode(listed)
     except (orjson.JSONDecodeError, *UNREADABLE):
         return None
-    check_depth(body, max_depth, field)
-    return body
+    check_fields_depth(body, fields, max_depth, field)
+    # the list decoded as one, so its text opens with `[` as `list_span` checks
+    return body, (at, at + last_item_end(listed))

@@ -8,10 +8,8 @@ import base64
 import binascii
 from typing import Any
 
-import orjson
-
 from gateway.providers.base import EncodeError, parse_arguments
-from gateway.providers.held_wire import HeldWire
+from gateway.providers.held_wire import HeldWire, Rendered
 from gateway.transcript.model import (
     CacheControl,
     Document,
@@ -161,10 +159,11 @@ def _block(block: object, assistant: bool, target: Target) -> dict[str, Any] | N
 HELD = HeldWire(budget=16 << 20)
 
 
-def messages_wire(request: Request, target: Target) -> orjson.Fragment:
+def messages_wire(request: Request, target: Target) -> Rendered:
     """One wire message per canonical message: repair (merge_user_turns, merge_assistant_runs)
     already made the roles alternate, with a turn's tool results before the user's own content.
-    The JSON array, rendered (gateway/providers/held_wire.py)."""
+    The JSON array, rendered (gateway/providers/held_wire.py): joined into the body that holds it
+    (`Rendered.dumps`), or alone (`Rendered.text`)."""
 
     def encode(messages: tuple[Message, ...], n: int, out: list[dict[str, Any]]) -> None:
         message = messages[n]
@@ -180,4 +179,4 @@ def messages_wire(request: Request, target: Target) -> orjson.Fragment:
             raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
         out.append({"role": role, "content": content})
 
-    return orjson.Fragment(HELD.render(request.messages, target, [], encode))
+    return HELD.rendered(request.messages, target, [], encode)

@@ -9,7 +9,10 @@ text rendered for the previous turn's leading messages are this turn's too: the 
 text up to the end of the first message that differs, then the rendering of the rest. orjson writes
 no whitespace, so the JSON of a list is `[` + the items' JSON joined by `,` + `]`, and a body that
 embeds the text as an `orjson.Fragment` is byte for byte the body that embeds the items
-(tests/providers/test_held_wire.py compares both for every family that uses it).
+(tests/providers/test_held_wire.py compares both for every family that uses it). The text is
+not joined on its own when a body is written around it (`Rendered.dumps`): the body is written with
+a NUL in the list's place and the pieces (the held text's bytes, the new items') are copied once,
+into it; the body is held (a ~1 MB transcript is copied once a turn, not twice).
 
 Keyed by the first message object (a conversation's opening, held alive by the entry, so its `id`
 names no other object meanwhile); a hit also needs the same context and lead items. Only long
@@ -29,7 +32,7 @@ from typing import Any
 import orjson
 
 from gateway.transcript.model import Message
-from gateway.transcript.resume import ByOpening
+from gateway.transcript.resume import ByOpening, shares_lead
 
 _dumps = orjson.dumps
 
@@ -40,16 +43,78 @@ Encode = Callable[[tuple[Message, ...], int, list[Any]], None]
 MIN_MESSAGES = 16
 
 
+# stands for the message list in a body orjson writes around it (`Rendered.dumps`): orjson writes
+# no NUL byte of its own (a control character in a string is escaped), so the one NUL in its text
+# is where the list goes
+PLACE = orjson.Fragment(b"\0")
+
+
 @dataclass(slots=True)
 class _Held:
     context: object
     lead: list[Any]
     messages: tuple[Message, ...]
-    text: bytes  # orjson's JSON of the lead items, then every message's
+    # the JSON text of the lead items, then every message's: `wire[start:end]` (`wire`: that text,
+    # or the whole body it was sent in, which it keeps alive)
+    wire: bytes
+    start: int
+    end: int
+
+    def text(self) -> memoryview:
+        return memoryview(self.wire)[self.start : self.end]
 
 
 def _text_held(held: _Held) -> int:
-    return len(held.text)
+    return len(held.wire)
+
+
+class Rendered:
+    """A message list rendered (`HeldWire.rendered`): the pieces its JSON text is joined from, not
+    yet joined, so that the body holding it copies them once (`dumps`)."""
+
+    __slots__ = ("_pieces", "_wire", "_messages", "_context", "_lead")
+
+    def __init__(
+        self,
+        pieces: tuple[Any, ...],
+        wire: HeldWire | None,
+        messages: tuple[Message, ...],
+        context: object,
+        lead: list[Any],
+    ) -> None:
+        self._pieces = pieces
+        self._wire = wire  # where the text is held once made (None: not held)
+        self._messages = messages
+        self._context = context
+        self._lead = lead
+
+    def text(self) -> bytes:
+        """The list's JSON text."""
+        pieces = self._pieces
+        text = pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces)
+        self._hold(text, 0, len(text))
+        return text
+
+    def dumps(self, body: dict[str, Any]) -> bytes:
+        """`orjson.dumps(body)`, `body` holding `PLACE` where the list goes: the body with the
+        list's text in that place, the list's pieces copied once, into the body."""
+        out = orjson.dumps(body)
+        at = out.find(b"\0")
+        if at < 0 or out.find(b"\0", at + 1) >= 0:  # a NUL of a fragment's own: not its place
+            for name, value in body.items():
+                if value is PLACE:
+                    body[name] = orjson.Fragment(self.text())
+            return orjson.dumps(body)
+        view = memoryview(out)
+        pieces = self._pieces
+        wire = b"".join((view[:at], *pieces, view[at + 1 :]))
+        self._hold(wire, at, len(wire) - (len(out) - at - 1))
+        return wire
+
+    def _hold(self, wire: bytes, start: int, end: int) -> None:
+        if self._wire is not None:
+            held = _Held(self._context, self._lead, self._messages, wire, start, end)
+            self._wire._held.put(self._messages[0], held)
 
 
 class HeldWire:
@@ -67,8 +132,18 @@ class HeldWire:
         appends for each message. `encode`'s items must depend only on `messages[position]` and
         `context` (a check against the message before may raise: it is made for every message
         not held; errors propagate, and nothing is held then)."""
+        return self.rendered(messages, context, lead, encode).text()
+
+    def rendered(
+        self,
+        messages: tuple[Message, ...],
+        context: object,
+        lead: list[Any],
+        encode: Encode,
+    ) -> Rendered:
+        """`render`, its text not yet joined: held once joined (`Rendered.text`, `Rendered.dumps`)."""
         if len(messages) < MIN_MESSAGES:
-            return _dumps(_items(messages, 0, list(lead), encode))
+            return Rendered((_dumps(_items(messages, 0, list(lead), encode)),), None, messages, context, lead)
         held = self._held.get(messages[0])
         kept = 0
         if (
@@ -78,16 +153,19 @@ class HeldWire:
             and held.lead == lead
         ):
             before = held.messages
-            kept = next(compress(count(), map(is_not, before, messages)), min(len(before), len(messages)))
+            kept = (
+                len(before)
+                if shares_lead(before, messages)
+                else next(compress(count(), map(is_not, before, messages)), min(len(before), len(messages)))
+            )
             if kept * 2 < len(before):
                 kept = 0  # most of the held list is gone: finding the cut costs more than it saves
         if kept:
             assert held is not None
-            text = _join(held, kept, _items(messages, kept, [], encode), encode)
+            pieces = _join(held, kept, _items(messages, kept, [], encode), encode)
         else:
-            text = _dumps(_items(messages, 0, list(lead), encode))
-        self._held.put(messages[0], _Held(context, lead, messages, text))
-        return text
+            pieces = (_dumps(_items(messages, 0, list(lead), encode)),)
+        return Rendered(pieces, self, messages, context, lead)
 
     def clear(self) -> None:
         self._held.clear()
@@ -104,19 +182,19 @@ def _items(
     return out
 
 
-def _join(held: _Held, kept: int, new: list[Any], encode: Encode) -> bytes:
-    """The held text up to the end of its first `kept` messages' items, then the `new` items.
-    Where those end is found from the length of the rest: the held text is `[` P `,` R `]`, where
-    R is the JSON of the items of the held messages from `kept` on, rendered again (the same
-    items: they depend only on the messages and the context)."""
-    text = held.text
+def _join(held: _Held, kept: int, new: list[Any], encode: Encode) -> tuple[Any, ...]:
+    """The pieces of the held text up to the end of its first `kept` messages' items, then the
+    `new` items. Where those end is found from the length of the rest: the held text is `[` P `,`
+    R `]`, where R is the JSON of the items of the held messages from `kept` on, rendered again
+    (the same items: they depend only on the messages and the context)."""
+    text = held.text()
     if kept == len(held.messages):
         end = len(text) - 1
     else:
         rest = _dumps(_items(held.messages, kept, [], encode))
         end = len(text) - 1 if rest == b"[]" else len(text) - len(rest)
     if end <= 1:  # no item before the cut
-        return _dumps(new)
+        return (_dumps(new),)
     if not new:
-        return b"".join((memoryview(text)[:end], b"]"))
-    return b"".join((memoryview(text)[:end], b",", memoryview(_dumps(new))[1:]))
+        return (text[:end], b"]")
+    return (text[:end], b",", memoryview(_dumps(new))[1:])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from itertools import islice
 
 from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult, replace
 from gateway.transcript.resume import Resumable
@@ -64,9 +65,11 @@ def project_tool_ids(
         used: set[str] = set()
         changed = call_index = 0
         rewritten = False
+        backward: dict[str, str] = {}  # provider -> canonical, as far as held
     else:
-        so_far, held_forward, held_used, call_index, changed, rewritten = held
+        so_far, held_forward, held_used, call_index, changed, rewritten, backward = held
         out, forward, used = list(so_far), dict(held_forward), set(held_used)
+    known = len(forward)
 
     def fits(candidate: str) -> bool:
         return (
@@ -143,5 +146,9 @@ def project_tool_ids(
             message = Message(message.role, tuple(blocks))
         out.append(message)
     projected = tuple(out) if rewritten else messages
-    _SO_FAR.hold(messages, context, (projected, forward, used, call_index, changed, rewritten))
-    return projected, {p: c for c, p in forward.items()}, changed
+    if len(forward) > known:  # the reverse of `forward`, extended by what this turn added to it
+        backward = dict(backward)  # a held (and handed out) map never changes
+        for c, p in islice(forward.items(), known, None):
+            backward[p] = c
+    _SO_FAR.hold(messages, context, (projected, forward, used, call_index, changed, rewritten, backward))
+    return projected, backward, changed

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.continuity import restore
-from gateway.continuity.restore import message_keys
+from gateway.continuity.restore import answer_position, keyed, message_keys
 from gateway.providers import KINDS
 from gateway.transcript import resume
-from gateway.transcript.model import Message, Request, Role, Text, replace
+from gateway.transcript.model import Message, Request, Role, Text, ToolCall, replace
 from tests.property.transcripts import requests, target_for
 
 
@@ -34,6 +34,13 @@ def test_resumed_keys_are_the_keys_from_the_start(data, kind, cut, tenant):
     message_keys(replace(request, messages=messages[:cut]), "s1", tenant)
     assert message_keys(request, "s1", tenant) == want
     assert message_keys(request, "s1", tenant) == want
+    # the answer's position among the assistant turns, resumed as the keys are
+    for variant in (messages[:cut] + messages[cut:][::-1], messages[:cut], messages):
+        assert answer_position(replace(request, messages=variant)) == sum(
+            1 for m in variant if m.role is Role.ASSISTANT
+        )
+    # the distinct keys the store is asked for, in order, as counted from the start
+    assert list(keyed(request, "s1", tenant)[1]) == list(dict.fromkeys(k for k in want if k is not None))
 
 
 def test_text_turns_after_the_held_ones_count_their_position_on():
@@ -48,3 +55,20 @@ def test_text_turns_after_the_held_ones_count_their_position_on():
     restore._KEYS_SO_FAR.clear()
     assert resumed == message_keys(Request("m", tuple(turns)), "s")
     assert len(set(resumed)) == 3
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["call_a", "call_b", "call_c", None]), max_size=8), st.integers(0, 8))
+def test_distinct_keys_resumed_are_those_from_the_start_when_calls_repeat(calls, cut):
+    # a call id re-used by a later turn (or text turns) must not be asked for twice
+    turns = [Message(Role.USER, (Text("q"),))]
+    for n, call in enumerate(calls):
+        block = ToolCall(call, "f", "{}") if call else Text(f"t{n % 2}")
+        turns += [Message(Role.ASSISTANT, (block,)), Message(Role.USER, (Text(f"u{n}"),))]
+    messages = tuple(turns)
+    restore._KEYS_SO_FAR.clear()
+    want = list(keyed(Request("m", messages), "s")[1])
+    restore._KEYS_SO_FAR.clear()
+    keyed(Request("m", messages[: 1 + 2 * cut]), "s")
+    assert list(keyed(Request("m", messages), "s")[1]) == want
+    assert len(want) == len(set(want))

@@ -19,8 +19,9 @@ from gateway.ingress.chat.codec import CODEC
 from gateway.ingress.chat.typed import TYPED, Assistant, Tool, User
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.slices import list_span
 from gateway.ingress.split import parse_transcript
-from gateway.ingress.typed_items import typed_body
+from gateway.ingress.typed_items import typed_body, typed_read
 from gateway.transcript.seal import Sealer
 
 from .test_chat_plain import _message
@@ -224,3 +225,14 @@ def test_items_read_typed_count_their_parts_as_the_list_walk_would(raw: bytes) -
     body, items = parse_transcript(raw, "messages", memo, "s", limits, bound, typed=CODEC.typed_items)
     assert items is not None and all(type(v) in TYPED.kinds for v in body["messages"])
     assert items._parts == [item_parts(v) for v in body["messages"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_body())
+def test_a_body_read_typed_knows_where_its_list_is_as_list_span_finds_it(raw: bytes) -> None:
+    # the next turn goes on from the span the first sight kept (gateway/ingress/memo_chain.py)
+    read = typed_read(raw, "messages", TYPED, 64)
+    assert (read is None) == (typed_body(raw, "messages", TYPED, 64) is None)
+    event("read typed" if read is not None else "parsed whole")
+    if read is not None:
+        assert read[1] == list_span(raw, "messages")

@@ -199,3 +199,25 @@ def test_a_first_sights_items_are_walked_at_their_depth():
         except ClientError as exc:
             first = str(exc)
         assert first == whole and (whole is None) == (nested == LIMITS.max_json_depth - 3)
+
+
+def test_a_turn_going_on_from_a_held_list_walks_its_new_items_at_their_depth():
+    """A turn read as the held list and more (gateway/ingress/memo_chain.py) depth-checks only
+    its new items, each where it stands, refusing exactly what the whole parse refuses."""
+    messages = agent_messages(LONG + 3, "deep")
+    refused = []
+    for nested in (LIMITS.max_json_depth - 4, LIMITS.max_json_depth - 3, LIMITS.max_json_depth - 2):
+        memo = DecodeMemo(8 << 20)
+        for raw in (_raw(messages, False), _raw([*messages, {"role": "user", "content": "go"}], False)):
+            _decode(CHAT, raw, memo)  # a first sight, then a turn read in parts: held
+        deep: Any = "leaf"
+        for _ in range(nested):
+            deep = [deep]
+        item = {"role": "user", "content": "x", "extra": deep}
+        raw = _raw([*messages, {"role": "user", "content": "go"}, item], False)
+        hits = memo.hits
+        warm, cold = _decode(CHAT, raw, memo), _decode(CHAT, raw, None)
+        refused.append(isinstance(cold, tuple))
+        assert warm == cold if isinstance(cold, tuple) else warm.request == cold.request
+        assert memo.hits >= hits + len(messages)  # the held list stood for its items
+    assert refused == [False, False, True]  # the item at the limit taken, one level more refused

@@ -5,6 +5,7 @@ sends with nothing held, and refuses exactly what it refuses."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -111,3 +112,39 @@ def test_a_long_agent_session_renders_only_its_new_messages(kind, monkeypatch):
             assert encoded == (newest if kind != "anthropic" else [b for m in newest for b in m.blocks])
         messages.append(Message(Role.ASSISTANT, (Text(f"more {turn}"),)))
         messages.append(Message(Role.USER, (Text(f"go on {turn}"),)))
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=4), _json, max_size=4),
+    st.dictionaries(st.text(max_size=4), _json, max_size=4),
+    st.lists(_json, max_size=4),
+    st.booleans(),
+)
+def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, items, nul):
+    """`Rendered.dumps`: the body written around the list (its one NUL the list's place) is the
+    body orjson writes with the list's text as a fragment; a fragment holding a NUL of its own
+    (never orjson's text) leaves it to orjson."""
+    wire = held_wire.HeldWire(1 << 20)
+    messages = (Message(Role.USER, (Text("a"),)),)
+
+    def encode(listed, position, out):
+        out.extend(items)
+
+    body = {**before, "messages": held_wire.PLACE, **{f"{k}_": v for k, v in after.items()}}
+    if nul:  # before the list's place: the first NUL in the text is not it
+        body = {"raw": orjson.Fragment(b'"\0"'), **body}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+        text = wire.rendered(messages, None, [], encode).text()
+        want = orjson.dumps({**body, "messages": orjson.Fragment(text)})
+        assert wire.rendered(messages, None, [], encode).dumps(dict(body)) == want
+        # held (the body's bytes), what the next turn goes on from
+        assert wire.rendered(messages, None, [], encode).text() == text

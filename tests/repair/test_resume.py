@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.ingress import admission
 from gateway.providers import KINDS, get_adapter
 from gateway.repair import empty_text, reasoning_policy, role_order, tool_ids, tool_pairing
 from gateway.repair.empty_text import drop_empty_text
@@ -113,7 +114,9 @@ def _check_walks(messages, cut: int) -> None:
         (tool_pairing._IDS_SO_FAR, tool_pairing._reuses_a_call_id),
         (tool_pairing._PAIRED_SO_FAR, tool_pairing.already_paired),
         (role_order._PAIRS_SO_FAR, role_order._role_pairs),
+        (admission._BLOCKS_SO_FAR, admission.message_blocks),  # check_size's count
     )
+    assert admission.message_blocks(messages) == sum(len(m.blocks) for m in messages)
     for held, walk in checks:
         held.clear()
         want = walk(messages)

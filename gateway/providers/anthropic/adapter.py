@@ -25,6 +25,7 @@ from gateway.providers.base import (
     overflow_code,
     retry_after_header,
 )
+from gateway.providers.held_wire import PLACE, Rendered
 from gateway.providers.structured import output_schema, output_tool_description, output_tool_name
 from gateway.transcript.events import ErrorCategory, Event, UpstreamError
 from gateway.transcript.model import (
@@ -240,8 +241,9 @@ def _structured_output(request: Request, target: Target, body: dict[str, Any]) -
     body["tool_choice"] = forced
 
 
-def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str]]:
-    """The request body (without `stream`) and the beta flags it needs."""
+def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str], Rendered]:
+    """The request body (without `stream`; its messages standing as `PLACE`, which
+    `Rendered.dumps` fills), the beta flags it needs and the rendered messages."""
     budget = thinking_budget(request, target)
     max_tokens = request.max_tokens
     if budget is not None:
@@ -258,7 +260,8 @@ def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str
     body: dict[str, Any] = {"model": target.model, "max_tokens": max_tokens}
     if request.system:
         body["system"] = _system(request)
-    body["messages"] = messages_wire(request, target)
+    rendered = messages_wire(request, target)  # here: its errors before the other fields'
+    body["messages"] = PLACE
     tools = [_tool(t) for t in request.tools]
     tools.extend(hosted_tool_specs(request, KIND))
     if tools:
@@ -286,7 +289,7 @@ def _payload(request: Request, target: Target) -> tuple[dict[str, Any], list[str
     if request.stop:
         body["stop_sequences"] = list(request.stop)
     _client_options(body, options, budget is not None, betas)
-    return body, betas
+    return body, betas, rendered
 
 
 def _client_options(
@@ -320,10 +323,10 @@ def _headers(api_key: str, betas: list[str]) -> dict[str, str]:
 
 
 def encode_request(request: Request, target: Target, api_key: str) -> HttpRequest:
-    body, betas = _payload(request, target)
+    body, betas, rendered = _payload(request, target)
     body["stream"] = request.stream
     url = join_url(target.base_url, "/v1/messages")
-    return HttpRequest(url, _headers(api_key, betas), orjson.dumps(body))
+    return HttpRequest(url, _headers(api_key, betas), rendered.dumps(body))
 
 
 # what a count_tokens request takes of a Messages request
@@ -332,7 +335,8 @@ _COUNTED = ("model", "system", "messages", "tools", "tool_choice", "thinking", "
 
 def encode_count(request: Request, target: Target, api_key: str) -> HttpRequest:
     """`POST /v1/messages/count_tokens`: the request as it would be sent, without max_tokens."""
-    body, betas = _payload(request, target)
+    body, betas, rendered = _payload(request, target)
+    body["messages"] = orjson.Fragment(rendered.text())
     counted = {k: body[k] for k in _COUNTED if k in body}
     url = join_url(target.base_url, "/v1/messages/count_tokens")
     return HttpRequest(url, _headers(api_key, betas), orjson.dumps(counted))

@@ -22,7 +22,7 @@ from gateway.providers.base import (
     loads_or_none,
     tool_call_names,
 )
-from gateway.providers.held_wire import HeldWire
+from gateway.providers.held_wire import PLACE, HeldWire, Rendered
 from gateway.providers.openai_compat.decode import ChatStreamDecoder, classify_payload
 from gateway.providers.structured import schema_instructions
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
@@ -166,12 +166,15 @@ class ChatEncoder:
                 raise EncodeError(f"messages[{position}]: {exc}") from None
 
         body: dict[str, Any] = {"model": target.model}
+        rendered: Rendered | None = None
         if d.tool_message_name:  # a tool message's `name` is its call's, from elsewhere
             for position in range(len(request.messages)):
                 encode(request.messages, position, messages)
             body["messages"] = messages
         else:
-            body["messages"] = orjson.Fragment(HELD.render(request.messages, (d, target), messages, encode))
+            # rendered here (its errors first, as before), joined into the body once it is written
+            rendered = HELD.rendered(request.messages, (d, target), messages, encode)
+            body["messages"] = PLACE
         if request.tools:
             body["tools"] = [
                 {
@@ -213,7 +216,8 @@ class ChatEncoder:
             if d.stream_usage_option:
                 body["stream_options"] = {"include_usage": True}
             headers["Accept"] = "text/event-stream"
-        return HttpRequest(join_url(target.base_url, "/chat/completions"), headers, orjson.dumps(body))
+        wire = orjson.dumps(body) if rendered is None else rendered.dumps(body)
+        return HttpRequest(join_url(target.base_url, "/chat/completions"), headers, wire)
 
     def _message(
         self, message: Message, target: Target, names: dict[str, str], out: list[dict[str, Any]]
