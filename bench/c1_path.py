@@ -4,7 +4,7 @@ a one-connection keep-alive load generator in child processes. Marks at fixed po
 request take this thread's CPU time (`time.thread_time_ns`: a step the kernel paused for other
 processes is not counted); each step's figure is the median over the requests of a round.
 
-    python bench/c1_path.py [--floor] [--requests 3000] [--rounds 3]
+    PYTHONPATH=$PWD python bench/c1_path.py [--floor] [--requests 3000] [--rounds 3] [--warm 1000]
 
 The three segments the floor has too: `request in -> upstream out` (the client's request
 bytes handed to the server protocol until the upstream request's write), `answer in -> client
@@ -245,7 +245,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> None:
             raise SystemExit(f"load generator: {line!r}")
 
     try:
-        await batch(1000)  # warm: connections, caches
+        await batch(args.warm)  # warm: connections, caches
         for round_ in range(args.rounds):
             _marks.clear()
             started = time.process_time()
@@ -275,6 +275,7 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help="the floor (bench/relay.py), not the gateway")
     parser.add_argument("--requests", type=int, default=3000, help="per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm", type=int, default=1000, help="requests before the first round")
     args = parser.parse_args()
     instrument(args.floor)
     try:
