@@ -204,8 +204,12 @@ def segments(marks: list[Mark]) -> dict[str, list[int]]:
 async def measure(args: argparse.Namespace, tmp: Path) -> None:
     stub_port, port = served.free_port(), served.free_port()
     env = {**os.environ, KEY_ENV: "sk-bench-0123456789abcdefghijklmnop"}
+    # pinned as bench/run.py pins (this process on a CPU of its own, the stub and the load on the
+    # other): unpinned, the load generator often runs on this CPU, woken by the answer's write,
+    # and its next request is in before the answered one's bookkeeping ran
+    plan = rig.Pinning.plan(not args.no_pin)
     stub_args = rig.python("bench/stub.py", "--port", str(stub_port))
-    stub = rig.Child("stub", stub_args, env, None, tmp / "stub.log")
+    stub = rig.Child("stub", stub_args, env, plan.rig, tmp / "stub.log")
     stub.wait_ready("stub listening")
     runner: Any = None
     if args.floor:
@@ -235,7 +239,11 @@ async def measure(args: argparse.Namespace, tmp: Path) -> None:
         *("-c", served.LOAD, str(port), "1", body, KEY),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
+        preexec_fn=None if plan.rig is None else lambda: os.sched_setaffinity(0, plan.rig),
     )
+    if plan.gateway is not None:
+        os.sched_setaffinity(0, plan.gateway)
+    print(f"this process {rig.describe_cpus(plan.gateway)}, stub and load {rig.describe_cpus(plan.rig)}")
     assert load.stdin is not None and load.stdout is not None
 
     async def batch(count: int) -> None:
@@ -275,6 +283,7 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help="the floor (bench/relay.py), not the gateway")
     parser.add_argument("--requests", type=int, default=3000, help="per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-pin", action="store_true", help="leave every process unpinned")
     parser.add_argument("--warm", type=int, default=1000, help="requests before the first round")
     args = parser.parse_args()
     instrument(args.floor)
