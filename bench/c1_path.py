@@ -197,7 +197,8 @@ def segments(marks: list[Mark]) -> dict[str, list[int]]:
             found["request in -> upstream out"].append(cpu - last.pop("in"))
         elif label == "out" and "ans" in last:
             found["answer in -> client out"].append(cpu - last.pop("ans"))
-        last[label] = cpu
+        if label != "ans" or "ans" not in last:  # from the answer's first bytes (aiohttp's
+            last[label] = cpu  # client may hand them over in more than one call)
     return found
 
 
