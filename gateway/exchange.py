@@ -111,8 +111,12 @@ class Exchange:
         if self.ttft is None and is_first_content(event):
             self.ttft = time.monotonic() - self.started
 
-    def record(self) -> RequestRecord:
+    def record(self, ended: float | None = None) -> RequestRecord:
+        """`ended`: the request's end on the monotonic clock (default: now), for a record built
+        after the answer went out."""
         answer, trace = self.answer, self.trace
+        if ended is None:
+            ended = time.monotonic()
         if answer is None:
             attempts, provider, upstream, affinity, repairs = self.attempts, NO_PROVIDER, "", None, []
         else:
@@ -123,7 +127,7 @@ class Exchange:
         # much, on every request; tests/exchange/test_record.py checks each field by its name)
         return RequestRecord(
             *(self.dialect.ingress, self.request_id, self.session, self.model, provider, self.outcome),
-            *(self.status, time.monotonic() - self.started, self.ttft, upstream),
+            *(self.status, ended - self.started, self.ttft, upstream),
             [AttemptOutcome(a.provider, a.outcome) for a in attempts],
             *(repairs, self.usage, self.ignored_tokens, affinity, None, self.key, self.key_refusal),
             trace.trace_id if trace is not None else "",
@@ -162,27 +166,28 @@ async def run_exchange(
         raise
     finally:
         state.metrics.requests_in_flight.inc(-1)
-        # the record as the request ends (its duration), accounted for once the answer is on its
-        # way: a whole answer is written to the client when this returns (in the same step of the
-        # loop, unless the client is slow to read), so the metrics, the access-log line, the
-        # inspector's capture and the trace are off its latency; the callback runs before any
-        # later event of the loop (the client's next request, a /metrics scrape)
+        # the request's end (its duration), accounted for once the answer is on its way: a whole
+        # answer is written to the client when this returns (in the same step of the loop, unless
+        # the client is slow to read), so the record, the metrics, the access-log line, the
+        # inspector's capture and the trace are off its latency (nothing changes the exchange
+        # after this); the callback runs before any later event of the loop (the client's next
+        # request, a /metrics scrape)
         pending = state.accounting
         if not pending:
             asyncio.get_running_loop().call_soon(_account_pending, pending)
-        pending.append((exchange, exchange.record(), http.headers))
+        pending.append((exchange, time.monotonic(), http.headers))
 
 
-def _account_pending(pending: list[tuple[Exchange, RequestRecord, Mapping[str, str]]]) -> None:
+def _account_pending(pending: list[tuple[Exchange, float, Mapping[str, str]]]) -> None:
     """The requests that ended since the last call, accounted for in one callback, in the order
     they ended: the bookkeeping's code and data stay warm from one to the next, and their
     access-log lines reach the file in one write (`lines_held`)."""
     batch = pending[:]
     pending.clear()
     with lines_held():
-        for exchange, record, headers in batch:
+        for exchange, ended, headers in batch:
             try:
-                _account(exchange, record, headers)
+                _account(exchange, exchange.record(ended), headers)
             except Exception as exc:  # as a callback of its own: reported, the others go on
                 asyncio.get_running_loop().call_exception_handler(
                     {"message": "accounting for a finished request failed", "exception": exc}

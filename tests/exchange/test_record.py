@@ -67,3 +67,11 @@ def test_without_an_answer_the_attempts_made_and_no_provider():
     assert record.attempts == [AttemptOutcome("gemini", "rate_limit")]
     assert record.repairs == [] and record.trace_id == ""
     assert (record.model, record.outcome, record.status, record.key) == ("claude", "stream_error", 207, "ci")
+
+
+def test_a_record_built_later_has_the_duration_up_to_its_end():
+    exchange = learned()
+    exchange.trace = None
+    ended = exchange.started + 0.125
+    time.sleep(0.01)
+    assert abs(exchange.record(ended).duration - 0.125) < 1e-9  # not the time of the call

@@ -480,3 +480,20 @@ def test_a_long_requests_validation_error_is_the_one_its_whole_validation_report
         whole.value.param,
         whole.value.code,
     )
+
+
+@pytest.mark.parametrize("tools", ["absent", None, [], {}, "tool", 1])
+def test_tools_absent_null_or_not_a_list_decode_as_the_validator_judges_them(tools):
+    from gateway.ingress.chat import wire
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    if tools != "absent":
+        body["tools"] = tools
+    try:
+        expected = wire.TOOLS.validate_python(body.get("tools")) or ()
+    except Exception:
+        with pytest.raises(ClientError) as refused:
+            decode(body)
+        assert refused.value.param == "tools"
+    else:
+        assert expected == () and decode(body).tools == ()

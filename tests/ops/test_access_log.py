@@ -233,6 +233,7 @@ async def test_requests_ending_in_one_step_are_accounted_together_in_order(monke
     accounted: list[str] = []
 
     def account(exchange, record, headers):
+        assert record == ("record", 1.5) or type(record).__name__ == "RequestRecord"
         accounted.append(exchange.request_id)
         if exchange.request_id == "b":
             raise RuntimeError("broken metrics")
@@ -247,7 +248,10 @@ async def test_requests_ending_in_one_step_are_accounted_together_in_order(monke
             pending = state.accounting
             assert pending == []
             for request_id in "abc":
-                pending.append((SimpleNamespace(request_id=request_id), None, {}))
+                # (the exchange, its end on the monotonic clock, its headers): the record is built
+                # in the callback, off the answer's latency
+                exchange = SimpleNamespace(request_id=request_id, record=lambda ended: ("record", ended))
+                pending.append((exchange, 1.5, {}))
             gateway.exchange._account_pending(pending)
             assert accounted == ["a", "b", "c"] and pending == []
             assert [str(c["exception"]) for c in reported] == ["broken metrics"]

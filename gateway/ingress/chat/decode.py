@@ -72,7 +72,10 @@ def decode_request(
     try:
         wire = w.ChatRequestHead.model_validate(body)
         raw_tools = body.get("tools")
-        tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tool_specs(raw_tools)
+        if type(raw_tools) is list:
+            tools = _TOOL_LISTS.decoded(raw_tools)
+        else:  # none declared (absent or null: what the validator makes of them) or not a list
+            tools = () if raw_tools is None else _tool_specs(raw_tools)
         # only new messages are validated: a found one passed when it was first seen, one read
         # into its Struct (gateway/ingress/chat/typed.py) when it was parsed
         new = zip(islice(raw_messages, start, None), islice(found_all, start, None), strict=True)
