@@ -6,6 +6,11 @@ consecutive tool outputs one tool message; system/developer messages before the 
 are the opening instructions, later ones stay in place (Role.SYSTEM). An `item_reference` to an
 item this request does not hold names an output item of an earlier kept answer: it is an
 assistant-side item whose blocks the exchange puts in its place (`ItemRef`).
+
+The reading is a left-to-right fold over the items (what an item makes depends on the open turn,
+the ids seen, the tools added so far): an agent's next turn re-sends the same items in front, and
+the decode memo hands back the same witnesses for them, so the fold resumes from its state after
+them and reads only the new items, at their own places (gateway/ingress/resumed.py).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import orjson
 
 from gateway.ingress.base import ItemRef
 from gateway.ingress.errors import invalid
+from gateway.ingress.memo_items import Items as Found
 from gateway.ingress.responses.fields import array, obj, optional_text, path_of, text
 from gateway.ingress.responses.tokens import (
     CARRIER_KIND,
@@ -29,6 +35,7 @@ from gateway.ingress.responses.tokens import (
     sealed,
 )
 from gateway.ingress.responses.tools import Tools
+from gateway.ingress.resumed import ResumedReads
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -95,6 +102,36 @@ class _Reader:
         self.referenced = False  # the open assistant turn names items of a kept answer
         self.results: list[ToolResult] | None = None
         self.seen: dict[str, tuple[dict[str, Any], str]] = {}  # item id -> (item, path)
+
+    def state(self, members: list[Any], hosted: list[Any]) -> tuple[Any, ...]:
+        """What `resume` goes on from (never changed once held): the reading so far, before the
+        open turn is flushed, and what the items added to the tools (`members`, `hosted`)."""
+        out = self.out
+        return (
+            tuple(out.system),
+            tuple(out.messages),
+            out.compaction_trigger,
+            out.ignored_tokens,
+            tuple(out.references),
+            None if self.assistant is None else tuple(self.assistant),
+            self.referenced,
+            None if self.results is None else tuple(self.results),
+            dict(self.seen),
+            tuple(members),
+            tuple(hosted),
+        )
+
+    def resume(self, held: tuple[Any, ...]) -> None:
+        """Go on from `state`'s `held` (copied: a held state is never changed)."""
+        out = self.out
+        out.system, out.messages = [*held[0]], [*held[1]]
+        out.compaction_trigger, out.ignored_tokens, out.references = held[2], held[3], [*held[4]]
+        self.assistant = None if held[5] is None else [*held[5]]
+        self.referenced = held[6]
+        self.results = None if held[7] is None else [*held[7]]
+        self.seen = dict(held[8])
+        self.tools._members.extend(held[9])
+        self.tools.hosted.extend(held[10])
 
     # -- grouping ----------------------------------------------------------------------------
 
@@ -288,15 +325,29 @@ class _Reader:
         self._message(Role.USER, (Text(COMPACTION_PREFIX + summary),))
 
 
-def read_items(raw: Any, sealer: Sealer, tools: Tools) -> Items:
+def read_items(
+    raw: Any, sealer: Sealer, tools: Tools, found: Found[Any] | None = None, body: Any = None
+) -> Items:
+    """`found`: what the decode memo found of the `input` list of `body` (within an exchange)."""
     reader = _Reader(sealer, tools)
     if isinstance(raw, str):
         reader.out.messages.append(Message(Role.USER, (Text(raw),)))
         return reader.out
-    for n, item in enumerate(array(raw, "input")):
-        reader.item(item, path_of("input", n))
+    reading = _READ.begin(array(raw, "input"), found, body, "input", sealer)
+    members, hosted = len(tools._members), len(tools.hosted)
+    if reading.state is not None:
+        reader.resume(reading.state)
+    listed, record = reading.values, reading.record
+    for n in range(reading.start, len(listed)):
+        record(n)
+        reader.item(listed[n], path_of("input", n))
+    _READ.end(reading, sealer, lambda: reader.state(tools._members[members:], tools.hosted[hosted:]))
     reader._flush()
     return reader.out
+
+
+# the reader's state after a conversation's items, per conversation (resumed: see above)
+_READ = ResumedReads()
 
 
 # -- content parts ---------------------------------------------------------------------------------
