@@ -136,7 +136,10 @@ def _responses_base(count: int, seed: str) -> list[dict[str, Any]]:
     items.append({"role": "user", "content": f"Task {seed}."})
     for step in range((count - 2) // 3):
         call = f"call_{seed}_{step}"
-        items.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": f"step {step}"}]})
+        reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": f"step {step}"}]}
+        if step == 0:  # an echoed token that does not verify: counted, on every turn after too
+            reasoning["encrypted_content"] = "gw1.bm90LWEtdmFsaWQtYmxvYg"
+        items.append(reasoning)
         items.append({"type": "function_call", "call_id": call, "name": "tool_0", "arguments": '{"q": 1}'})
         items.append({"type": "function_call_output", "call_id": call, "output": f"result {step} of {seed}"})
     return items
@@ -146,7 +149,10 @@ def _gemini_base(count: int, seed: str) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": f"Task {seed}."}]}]
     for step in range((count - 1) // 2):
         call = {"name": "tool_0", "args": {"step": step}, "id": f"tool_0__call_{seed}_{step}"}
-        contents.append({"role": "model", "parts": [{"functionCall": call}]})
+        part: dict[str, Any] = {"functionCall": call}
+        if step == 0:  # an echoed token that does not verify: counted, on every turn after too
+            part["thoughtSignature"] = base64.b64encode(b"gw1.forged").decode()
+        contents.append({"role": "model", "parts": [part]})
         response = {
             "name": "tool_0",
             "id": f"tool_0__call_{seed}_{step}",
