@@ -102,6 +102,9 @@ class _Reader:
         self.referenced = False  # the open assistant turn names items of a kept answer
         self.results: list[ToolResult] | None = None
         self.seen: dict[str, tuple[dict[str, Any], str]] = {}  # item id -> (item, path)
+        # the open turn's message as `settle` made it: the same object on every later turn until
+        # the turn goes on (the repair passes resume past the messages they saw: identity)
+        self.made: Message | None = None
 
     def state(self, members: list[Any], hosted: list[Any]) -> tuple[Any, ...]:
         """What `resume` goes on from (never changed once held): the reading so far, before the
@@ -119,6 +122,7 @@ class _Reader:
             dict(self.seen),
             tuple(members),
             tuple(hosted),
+            self.made,
         )
 
     def resume(self, held: tuple[Any, ...]) -> None:
@@ -132,24 +136,37 @@ class _Reader:
         self.seen = dict(held[8])
         self.tools._members.extend(held[9])
         self.tools.hosted.extend(held[10])
+        self.made = held[11]
+
+    def settle(self) -> None:
+        """The open turn's message made now (`made`), as `_flush` would make it."""
+        if self.made is not None:
+            return
+        if self.assistant is not None and (self.assistant or self.referenced):
+            self.made = Message(Role.ASSISTANT, tuple(self.assistant))
+        elif self.results is not None:
+            self.made = Message(Role.TOOL, tuple(self.results))
 
     # -- grouping ----------------------------------------------------------------------------
 
     def _flush(self) -> None:
+        made, self.made = self.made, None
         if self.assistant is not None:
             if self.assistant or self.referenced:  # the referenced blocks fill it later
-                self.out.messages.append(Message(Role.ASSISTANT, tuple(self.assistant)))
+                self.out.messages.append(made or Message(Role.ASSISTANT, tuple(self.assistant)))
             self.assistant = None
             self.referenced = False
         if self.results is not None:
-            self.out.messages.append(Message(Role.TOOL, tuple(self.results)))
+            self.out.messages.append(made or Message(Role.TOOL, tuple(self.results)))
             self.results = None
 
     def _assistant_blocks(self) -> list[Block]:
+        """The open assistant turn's blocks, to add to (its message is made again)."""
         if self.results is not None:
             self._flush()
         if self.assistant is None:
             self.assistant = []
+        self.made = None
         return self.assistant
 
     def _message(self, role: Role, blocks: tuple[Block, ...]) -> None:
@@ -303,6 +320,7 @@ class _Reader:
             self._flush()
         if self.results is None:
             self.results = []
+        self.made = None
         self.results.append(result)
 
     def _reference(self, item: dict[str, Any], path: str) -> None:
@@ -341,6 +359,7 @@ def read_items(
     for n in range(reading.start, len(listed)):
         record(n)
         reader.item(listed[n], path_of("input", n))
+    reader.settle()
     _READ.end(reading, sealer, lambda: reader.state(tools._members[members:], tools.hosted[hosted:]))
     reader._flush()
     return reader.out
