@@ -48,8 +48,8 @@ class GeminiCodec:
     stream: bool  # streamGenerateContent
 
     ingress = INGRESS
-    # the memo keeps each content's parsed value; the reading resumes after the contents the
-    # conversation's last turn read (gateway/ingress/gemini/decode.py)
+    # the memo keeps a witness per content; the reading resumes after the contents the
+    # conversation's last turn read (gateway/ingress/resumed.py)
     transcript_field = "contents"
     typed_items = None
 

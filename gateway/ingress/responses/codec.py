@@ -56,9 +56,8 @@ class ResponsesCodec:
         self.compact = compact  # the /v1/responses/compact endpoint
 
     # a reasoning item, a message and a call that follows it make one assistant turn together, so
-    # an item alone is not a unit to decode: the memo keeps each item's parsed value, and the
-    # reading of the items resumes after those the conversation's last turn read
-    # (gateway/ingress/responses/items.py)
+    # an item alone is not a unit to decode: the memo keeps a witness per item, and the reading of
+    # the items resumes after those the conversation's last turn read (gateway/ingress/resumed.py)
     transcript_field = "input"
     typed_items = None
 

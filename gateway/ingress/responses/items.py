@@ -153,11 +153,13 @@ class _Reader:
         made, self.made = self.made, None
         if self.assistant is not None:
             if self.assistant or self.referenced:  # the referenced blocks fill it later
-                self.out.messages.append(made or Message(Role.ASSISTANT, tuple(self.assistant)))
+                self.out.messages.append(
+                    made if made is not None else Message(Role.ASSISTANT, tuple(self.assistant))
+                )
             self.assistant = None
             self.referenced = False
         if self.results is not None:
-            self.out.messages.append(made or Message(Role.TOOL, tuple(self.results)))
+            self.out.messages.append(made if made is not None else Message(Role.TOOL, tuple(self.results)))
             self.results = None
 
     def _assistant_blocks(self) -> list[Block]:
