@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import operator
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -232,19 +233,16 @@ def test_resumed_reads_send_the_same_bytes_to_every_provider(data, dialect):
 
 
 def _spy(monkeypatch: Any, module: Any) -> list[int]:
+    """How many items each reading of `module` resumed past (its held fold states, watched)."""
     resumed: list[int] = []
-    real = module._READ._held
+    held = module._READ._held
 
-    class Spy:
-        def find(self, *args: Any) -> Any:
-            found = real.find(*args)
-            resumed.append(found[0])
-            return found
+    def find(*args: Any) -> Any:
+        found = held.find(*args)
+        resumed.append(found[0])
+        return found
 
-        def hold(self, *args: Any) -> None:
-            real.hold(*args)
-
-    monkeypatch.setattr(module._READ, "_held", Spy())
+    monkeypatch.setattr(module._READ, "_held", SimpleNamespace(find=find, hold=held.hold))
     return resumed
 
 
