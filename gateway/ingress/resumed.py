@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gateway.ingress.budget import Known
 from gateway.ingress.memo import fresh_items
 from gateway.ingress.memo_items import Items
 from gateway.transcript.resume import Resumable
@@ -37,18 +38,32 @@ def _witness() -> Witness:
 
 
 class Reading:
-    """One request's reading of its list: from `start` (0, or past the items a held state covers:
-    `state`), the items' values in `values`."""
+    """One request's reading of its list (`body[field]`): from `start` (0, or past the items a held
+    state covers: `state`), the items' values in `values` (those before `start` may stand
+    unparsed: `value`)."""
 
-    __slots__ = ("_found", "_read", "_kept", "start", "state", "values")
+    __slots__ = ("_found", "_read", "_kept", "_body", "_field", "start", "state", "values")
 
-    def __init__(self, found: Items[Any], kept: bool, values: list[Any], start: int, state: Any) -> None:
+    def __init__(
+        self, found: Items[Any], kept: bool, body: Any, field: str, values: list[Any], start: int, state: Any
+    ) -> None:
         self._found = found
         self._kept = kept
+        self._body = body
+        self._field = field
         self._read: list[Any] = [*found.found[:start]]
         self.start = start
         self.state = state
         self.values = values
+
+    def value(self, index: int) -> Any:
+        """Item `index` parsed (one the fold resumed past may stand unparsed: `Known`, read from
+        the body parsed again whole; a state held names an earlier item by its index)."""
+        value = self.values[index]
+        if type(value) is Known:
+            self.values = self._found.whole(self._body)[self._field]
+            value = self.values[index]
+        return value
 
     def record(self, index: int) -> None:
         """Item `index` is read now: its witness is found or made, and kept with the memo."""
@@ -79,7 +94,7 @@ class ResumedReads:
         if records.count(None) != len(records) - start:
             # a found item stands unparsed in `listed`: read from the body parsed again whole
             listed = found.whole(body)[field]
-        return Reading(found, kept, listed, start, state)
+        return Reading(found, kept, body, field, listed, start, state)
 
     def end(self, reading: Reading, context: object, state: Callable[[], Any]) -> None:
         """Hold `state()`, the fold's state after every item `reading` read (never changed

@@ -289,3 +289,22 @@ def test_an_agents_next_turns_read_only_their_new_items(monkeypatch):
             messages = warm.request.messages
             assert all(map(operator.is_, before, messages[: len(before)])), dialect
             before = messages
+
+
+def test_a_reference_to_an_item_resumed_past_reads_it_as_the_whole_body_has_it():
+    """The held state names an earlier item by its place: one the fold resumed past stands
+    unparsed in the list (the body went on from the held one), and is read from the body parsed
+    again whole."""
+    named = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "named", "annotations": []}],
+    }
+    items = [*_responses_base(LONG_TRANSCRIPT + 4, "reference"), named]
+    memo = DecodeMemo(8 << 20)
+    for more in ([], [{"role": "user", "content": "go on"}], [{"type": "item_reference", "id": "msg_1"}]):
+        items = [*items, *more]
+        warm = _decode(RESPONSES, _responses_body(items), memo)
+        _same(warm, _decode(RESPONSES, _responses_body(items), None))
+    assert warm.request.messages[-1] == warm.request.messages[-3]  # the named turn, read again

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,14 +95,16 @@ class Items:
 
 
 class _Reader:
-    def __init__(self, sealer: Sealer, tools: Tools) -> None:
+    def __init__(self, sealer: Sealer, tools: Tools, value: Callable[[int], Any]) -> None:
         self.sealer = sealer
         self.tools = tools
+        self.value = value  # the item at an index of the list, parsed (`Reading.value`)
         self.out = Items()
         self.assistant: list[Block] | None = None
         self.referenced = False  # the open assistant turn names items of a kept answer
         self.results: list[ToolResult] | None = None
-        self.seen: dict[str, tuple[dict[str, Any], str]] = {}  # item id -> (item, path)
+        # item id -> (its index, path): held with the reading's state without the item itself
+        self.seen: dict[str, tuple[int, str]] = {}
         # the open turn's message as `settle` made it: the same object on every later turn until
         # the turn goes on (the repair passes resume past the messages they saw: identity)
         self.made: Message | None = None
@@ -177,7 +180,8 @@ class _Reader:
 
     # -- items -------------------------------------------------------------------------------
 
-    def item(self, raw: Any, path: str) -> None:
+    def item(self, raw: Any, index: int) -> None:
+        path = path_of("input", index)
         item = obj(raw, path)
         kind = item.get("type")
         if kind is None and "role" in item:
@@ -186,7 +190,7 @@ class _Reader:
             raise invalid("is required", param=path_of(path, "type"), code="missing_required_parameter")
         item_id = item.get("id")
         if isinstance(item_id, str) and kind != "item_reference":
-            self.seen[item_id] = (item, path)
+            self.seen[item_id] = (index, path)
         if kind == "message":
             self._message_item(item, path)
         elif kind == "reasoning":
@@ -329,7 +333,7 @@ class _Reader:
         item_id = text(item, "id", path)
         found = self.seen.get(item_id)
         if found is not None:  # the item itself came earlier in this request
-            self.item(*found)
+            self.item(self.value(found[0]), found[0])
             return
         blocks = self._assistant_blocks()
         # the open turn becomes the next message: nothing else is appended while it is open
@@ -349,18 +353,19 @@ def read_items(
     raw: Any, sealer: Sealer, tools: Tools, found: Found[Any] | None = None, body: Any = None
 ) -> Items:
     """`found`: what the decode memo found of the `input` list of `body` (within an exchange)."""
-    reader = _Reader(sealer, tools)
-    if isinstance(raw, str):
-        reader.out.messages.append(Message(Role.USER, (Text(raw),)))
-        return reader.out
+    if isinstance(raw, str):  # one user message: no item to name
+        out = Items()
+        out.messages.append(Message(Role.USER, (Text(raw),)))
+        return out
     reading = _READ.begin(array(raw, "input"), found, body, "input", sealer)
+    reader = _Reader(sealer, tools, reading.value)
     members, hosted = len(tools._members), len(tools.hosted)
     if reading.state is not None:
         reader.resume(reading.state)
     listed, record = reading.values, reading.record
     for n in range(reading.start, len(listed)):
         record(n)
-        reader.item(listed[n], path_of("input", n))
+        reader.item(listed[n], n)
     reader.settle()
     _READ.end(reading, sealer, lambda: reader.state(tools._members[members:], tools.hosted[hosted:]))
     reader._flush()
