@@ -4,23 +4,28 @@ client share one event loop on loopback; the figure is the gateway's own CPU per
 process's CPU time over the turn, minus the same turn sent to the stub directly.
 
     python bench/turns.py [--messages 1000] [--sessions 10] [--profile cold|warm|after] [--tree PATH]
+                          [--dialect chat|responses|gemini]
 
 `warm` is the turn after a session's first (cold) one, as the sweep's; `after` the turn after that
 (a turn going on from one that went on: an agent loop's steady state).
 
 `--profile`: a cProfile of those turns (the gateway's functions, by cumulative time). `--tree`:
-another checkout's gateway package (the same rig measures main and a branch)."""
+another checkout's gateway package (the same rig measures main and a branch). `--dialect`: the
+client's dialect (bench/dialects.py: Codex's Responses, Gemini CLI's Gemini; the same transcript,
+the same Chat stub behind; direct is the Chat body of the same messages)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import cProfile
+import importlib.util
 import pstats
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +43,7 @@ def _args() -> argparse.Namespace:
         "--cpu", action="store_true", help="profile CPU time (process_time: others' load does not count)"
     )
     parser.add_argument("--tree", type=Path, default=ROOT)
+    parser.add_argument("--dialect", choices=("chat", "responses", "gemini"), default="chat")
     return parser.parse_args()
 
 
@@ -58,6 +64,7 @@ from gateway.serve import tune_garbage_collector  # noqa: E402
 
 MODEL = "stub-tool"
 KEY_ENV = "BENCH_TURNS_KEY"
+TOOLS = workloads.tools()
 
 
 async def _site(app: web.Application) -> tuple[web.AppRunner, int]:
@@ -68,26 +75,39 @@ async def _site(app: web.Application) -> tuple[web.AppRunner, int]:
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
+def _dialects() -> Any:
+    """bench/dialects.py of this checkout (`--tree` names where `bench` itself is imported from)."""
+    spec = importlib.util.spec_from_file_location("bench_dialects", ROOT / "bench" / "dialects.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DIALECTS
+
+
+DIALECT = _dialects()[ARGS.dialect]
+
+
 async def _turn(http: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, dict]:
     started = time.process_time()
     async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
         answer = await response.read()
         if response.status != 200:
             raise SystemExit(f"{url}: {response.status} {answer[:300]!r}")
-    return time.process_time() - started, orjson.loads(answer)["choices"][0]["message"]
+    return time.process_time() - started, orjson.loads(answer)
 
 
 async def _above_direct(
     http: aiohttp.ClientSession,
     direct: str,
     gateway: str,
-    body: bytes,
+    messages: list[dict],
     profile: cProfile.Profile | None,
     kind: str,
 ) -> tuple[float, dict]:
-    """The turn's CPU through the gateway minus sent direct, and the gateway's answer; profiled
-    when `profile` is given and `--profile` names this kind of turn."""
-    base, _ = await _turn(http, direct, body)
+    """The turn's CPU through the gateway minus sent direct, and the gateway's answer (as a Chat
+    message); profiled when `profile` is given and `--profile` names this kind of turn."""
+    base, _ = await _turn(http, direct, workloads.agent_body(MODEL, messages, TOOLS))
+    body = DIALECT.body(MODEL, messages, TOOLS)
     profiling = profile is not None and ARGS.profile == kind
     if profiling:
         profile.enable()
@@ -96,7 +116,7 @@ async def _above_direct(
     finally:
         if profiling:
             profile.disable()
-    return took - base, answer
+    return took - base, DIALECT.answer(answer)
 
 
 async def main() -> None:
@@ -116,8 +136,8 @@ async def main() -> None:
     )
     gw_runner, gw_port = await _site(create_app(config, {KEY_ENV: "k"}, Metrics()))
     tune_garbage_collector()  # as `gateway serve` does once serving
-    direct, gateway = f"http://127.0.0.1:{stub_port}{PATH}", f"http://127.0.0.1:{gw_port}{PATH}"
-    tools = workloads.tools()
+    direct = f"http://127.0.0.1:{stub_port}{PATH}"
+    gateway = f"http://127.0.0.1:{gw_port}{DIALECT.path(MODEL)}"
     profile = None
     if ARGS.profile:
         profile = cProfile.Profile(time.process_time) if ARGS.cpu else cProfile.Profile()
@@ -127,14 +147,12 @@ async def main() -> None:
             for n in range(ARGS.sessions + 2):  # the first two warm the interpreter
                 seed = f"turns{ARGS.messages}x{n}x{time.monotonic_ns() % 10**9}"
                 messages = workloads.agent_messages(ARGS.messages, seed)
-                first = workloads.agent_body(MODEL, messages, tools)
                 profiled = profile if n >= 2 else None
-                cold, answer = await _above_direct(http, direct, gateway, first, profiled, "cold")
+                cold, answer = await _above_direct(http, direct, gateway, messages, profiled, "cold")
                 messages = workloads.next_turn(messages, answer, seed)
-                turn = workloads.agent_body(MODEL, messages, tools)
-                warm, answer = await _above_direct(http, direct, gateway, turn, profiled, "warm")
+                warm, answer = await _above_direct(http, direct, gateway, messages, profiled, "warm")
                 # the turn after: an agent loop's steady state (a turn going on from one that went on)
-                turn = workloads.agent_body(MODEL, workloads.next_turn(messages, answer, seed), tools)
+                turn = workloads.next_turn(messages, answer, seed)
                 after, _ = await _above_direct(http, direct, gateway, turn, profiled, "after")
                 if n >= 2:
                     costs["cold"].append(cold * 1000)
@@ -145,7 +163,7 @@ async def main() -> None:
         await stub_runner.cleanup()
     for kind, values in costs.items():
         print(
-            f"{ARGS.messages} messages {kind}: gateway CPU above direct, median"
+            f"{ARGS.messages} messages {kind} ({ARGS.dialect}): gateway CPU above direct, median"
             f" {statistics.median(values):.2f} ms (min {min(values):.2f}, n={len(values)})"
         )
     if profile is not None:

@@ -5,7 +5,7 @@ projection run after it either way)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -134,3 +134,72 @@ async def test_messages_session_across_families_sends_the_same_bytes(gateway):
                 },
             ]
     assert gateway.state.memo.hits > 0
+
+
+Turn = Callable[[str, list[dict[str, Any]]], tuple[str, dict[str, Any]]]
+
+
+async def _across_families(
+    gateway: Gateway, items: list[dict[str, Any]], turn: Turn, went_on: Callable[[Any], list[dict[str, Any]]]
+) -> None:
+    """An agent session switching family every turn: `turn(model, items)` is the request's path
+    and body, `went_on(answer)` what the client adds to its list (sent through `_twice`)."""
+    async with aiohttp.ClientSession() as http:
+        for n in range(2 * len(FAMILIES)):
+            name, kind, _, _ = FAMILIES[n % len(FAMILIES)]
+            _script(gateway, kind, n)
+            path, body = turn(name, items)
+            _, answer = await _twice(gateway, http, path, body, kind)
+            items = [*items, *went_on(answer)]
+    assert gateway.state.memo.hits > 0
+
+
+async def test_responses_session_as_codex_sends_it_across_families_sends_the_same_bytes(gateway):
+    """Codex's turns (store false, encrypted reasoning included, each answer's output items sent
+    back as they came, then the call's output): read through the memo, resumed after the items
+    the last turn read (gateway/ingress/resumed.py)."""
+    tools = [
+        {"type": "function", "name": t["function"]["name"], "parameters": t["function"]["parameters"]}
+        for t in TOOLS
+    ]
+    include = ["reasoning.encrypted_content"]
+
+    def turn(model: str, items: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        body = {"model": model, "input": items, "tools": tools, "store": False, "include": include}
+        return "/v1/responses", body
+
+    def went_on(answer: Any) -> list[dict[str, Any]]:
+        call = next(item for item in answer["output"] if item["type"] == "function_call")
+        return [
+            *answer["output"],
+            {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"},
+        ]
+
+    opening = [
+        {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+        for role, text in (("developer", "Be a travel agent."), ("user", "Weather, city by city."))
+    ]
+    await _across_families(gateway, opening, turn, went_on)
+
+
+async def test_gemini_session_as_gemini_cli_sends_it_across_families_sends_the_same_bytes(gateway):
+    """Gemini CLI's turns (the contents, each answer's content sent back as it came, then the
+    call's response): read through the memo, resumed after the contents the last turn read."""
+    declarations = [{"name": t["function"]["name"], "parameters": t["function"]["parameters"]} for t in TOOLS]
+
+    def turn(model: str, contents: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        body = {
+            "contents": contents,
+            "systemInstruction": {"parts": [{"text": "Be a travel agent."}]},
+            "tools": [{"functionDeclarations": declarations}],
+        }
+        return f"/v1beta/models/{model}:generateContent", body
+
+    def went_on(answer: Any) -> list[dict[str, Any]]:
+        content = answer["candidates"][0]["content"]
+        call = next(p["functionCall"] for p in content["parts"] if "functionCall" in p)
+        response = {"name": call["name"], "id": call.get("id"), "response": {"output": "sunny"}}
+        return [content, {"role": "user", "parts": [{"functionResponse": response}]}]
+
+    opening = [{"role": "user", "parts": [{"text": "Weather, city by city."}]}]
+    await _across_families(gateway, opening, turn, went_on)

@@ -48,7 +48,9 @@ class GeminiCodec:
     stream: bool  # streamGenerateContent
 
     ingress = INGRESS
-    transcript_field = None
+    # the memo keeps a witness per content; the reading resumes after the contents the
+    # conversation's last turn read (gateway/ingress/resumed.py)
+    transcript_field = "contents"
     typed_items = None
 
     def decode(
@@ -62,7 +64,7 @@ class GeminiCodec:
         query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
         out = Decoded()
-        request = decode_request(body, model_of(params), self.stream, sealer, out)
+        request = decode_request(body, model_of(params), self.stream, sealer, out, items)
         context = Context(out.include_thoughts, query.get("alt") == "sse")
         return Inbound(request, None, out.ignored_tokens, context=context)
 

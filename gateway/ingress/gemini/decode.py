@@ -12,6 +12,11 @@ Thought signatures: the gateway's sealed token (another family's continuity) is 
 Gemini signature is echoed to Gemini targets only (issuer unknown); Gemini CLI's
 `skip_thought_signature_validator` on calls that had none is no signature at all (the store
 restores the real one where it kept it; Gemini targets get Google's placeholder from repair).
+
+The contents are read left to right (a response pairs with the calls seen so far): an agent's
+next turn re-sends the same contents in front, and the decode memo hands back the same witnesses
+for them, so the reading resumes from its state after them and reads only the new contents, at
+their own places (gateway/ingress/resumed.py).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import orjson
 
 from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini.schema import json_schema
+from gateway.ingress.memo_items import Items
+from gateway.ingress.resumed import ResumedReads
 from gateway.ingress.tool_lists import ToolLists
 from gateway.transcript.model import (
     ANY_ISSUER,
@@ -130,7 +137,10 @@ def _number(value: Any, path: str, kind: type = float) -> Any:
     return kind(value)
 
 
-def decode_request(body: Any, model: str, stream: bool, sealer: Sealer, out: Decoded) -> Request:
+def decode_request(
+    body: Any, model: str, stream: bool, sealer: Sealer, out: Decoded, items: Items[Any] | None = None
+) -> Request:
+    """`items`: what the decode memo found of `contents` (within an exchange)."""
     if type(body) is not dict:
         raise invalid("request body must be a JSON object")
     body = _dict(body, "")
@@ -140,7 +150,7 @@ def decode_request(body: Any, model: str, stream: bool, sealer: Sealer, out: Dec
     contents = _list(body.get("contents"), "contents")
     if not contents:
         raise invalid("contents is not specified", "contents")
-    messages = _Contents(sealer, out).decode(contents)
+    messages = _Contents(sealer, out).decode(contents, items, body)
     system = _system(body.get("systemInstruction"))
     raw_tools = body.get("tools")
     tools, hosted = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tools(raw_tools)
@@ -188,34 +198,60 @@ class _Contents:
         self.answered: set[str] = set()
         self.known: set[str] = set()  # every call id so far
 
-    def decode(self, contents: list[Any]) -> tuple[Message, ...]:
+    def decode(
+        self, contents: list[Any], items: Items[Any] | None = None, body: Any = None
+    ) -> tuple[Message, ...]:
+        """`items`: what the decode memo found of the `contents` of `body` (within an exchange)."""
+        reading = _READ.begin(contents, items, body, "contents", self.sealer)
         messages: list[Message] = []
-        for i, content in enumerate(contents):
-            path = f"contents[{i}]"
-            content = _dict(content, path, required=True)
-            role = content.get("role") or "user"
-            parts = _list(content.get("parts"), f"{path}.parts")
-            if role == "model":
-                self._turn_calls = []
-                blocks = [
-                    self._model_part(_dict(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]", i, j)
-                    for j, p in enumerate(parts)
-                ]
-                messages.append(Message(Role.ASSISTANT, tuple(_merge_text(blocks))))
-            elif role in ("user", "function"):
-                results: list[Block] = []
-                own: list[Block] = []
-                for j, p in enumerate(parts):
-                    block = self._user_part(_dict(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]")
-                    if block is not None:
-                        (results if type(block) is ToolResult else own).append(block)
-                if results:
-                    messages.append(Message(Role.TOOL, tuple(results)))
-                if own:
-                    messages.append(Message(Role.USER, tuple(own)))
-            else:
-                raise invalid(f"Please use a valid role: user, model (got {role!r})", f"{path}.role")
+        ignored = self.out.ignored_tokens
+        held = reading.state
+        if held is not None:
+            messages = [*held[0]]
+            self._turn_calls, self.answered, self.known = [*held[1]], set(held[2]), set(held[3])
+            self.out.ignored_tokens += held[4]
+        contents, record = reading.values, reading.record
+        for i in range(reading.start, len(contents)):
+            record(i)
+            self._content(contents[i], i, messages)
+        _READ.end(
+            reading,
+            self.sealer,
+            lambda: (
+                tuple(messages),
+                tuple(self._turn_calls),
+                frozenset(self.answered),
+                frozenset(self.known),
+                self.out.ignored_tokens - ignored,
+            ),
+        )
         return tuple(messages)
+
+    def _content(self, content: Any, i: int, messages: list[Message]) -> None:
+        path = f"contents[{i}]"
+        content = _dict(content, path, required=True)
+        role = content.get("role") or "user"
+        parts = _list(content.get("parts"), f"{path}.parts")
+        if role == "model":
+            self._turn_calls = []
+            blocks = [
+                self._model_part(_dict(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]", i, j)
+                for j, p in enumerate(parts)
+            ]
+            messages.append(Message(Role.ASSISTANT, tuple(_merge_text(blocks))))
+        elif role in ("user", "function"):
+            results: list[Block] = []
+            own: list[Block] = []
+            for j, p in enumerate(parts):
+                block = self._user_part(_dict(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]")
+                if block is not None:
+                    (results if type(block) is ToolResult else own).append(block)
+            if results:
+                messages.append(Message(Role.TOOL, tuple(results)))
+            if own:
+                messages.append(Message(Role.USER, tuple(own)))
+        else:
+            raise invalid(f"Please use a valid role: user, model (got {role!r})", f"{path}.role")
 
     # -- model turns ------------------------------------------------------------------------------
 
@@ -295,6 +331,10 @@ class _Contents:
                 self.out.ignored_tokens += 1
             return meta
         return Continuity("client", ANY_ISSUER, GEMINI, ANY_ISSUER, {SIGNATURE: token})
+
+
+# the reading's state after a conversation's contents, per conversation (resumed: see above)
+_READ = ResumedReads()
 
 
 _SEALED_B64 = base64.b64encode(Sealer.PREFIX.encode()).decode()[:4]

@@ -55,9 +55,10 @@ class ResponsesCodec:
     def __init__(self, compact: bool = False) -> None:
         self.compact = compact  # the /v1/responses/compact endpoint
 
-    # Responses items are decoded whole every time: a reasoning item, a message and a call that
-    # follows it make one assistant turn together, so an item alone is not a unit to keep
-    transcript_field = None
+    # a reasoning item, a message and a call that follows it make one assistant turn together, so
+    # an item alone is not a unit to decode: the memo keeps a witness per item, and the reading of
+    # the items resumes after those the conversation's last turn read (gateway/ingress/resumed.py)
+    transcript_field = "input"
     typed_items = None
 
     def decode(
@@ -70,7 +71,7 @@ class ResponsesCodec:
         params: Mapping[str, str] = NO_PARAMS,
         query: Mapping[str, str] = NO_PARAMS,
     ) -> Inbound:
-        decoded = decode_request(body, headers, sealer, compact=self.compact)
+        decoded = decode_request(body, headers, sealer, compact=self.compact, found=items)
         return Inbound(
             decoded.request,
             decoded.session,

@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.ingress.base import HistoryRef, ItemRef, SessionHint
 from gateway.ingress.errors import invalid
+from gateway.ingress.memo_items import Items as Found
 from gateway.ingress.responses.fields import (
     array,
     choice,
@@ -63,8 +64,15 @@ class Decoded:
 _TOOL_LISTS = ToolLists(listed)
 
 
-def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compact: bool = False) -> Decoded:
-    """`compact`: the body came to /v1/responses/compact (answered with a compaction item)."""
+def decode_request(
+    body: Any,
+    headers: Mapping[str, str],
+    sealer: Sealer,
+    compact: bool = False,
+    found: Found[Any] | None = None,
+) -> Decoded:
+    """`compact`: the body came to /v1/responses/compact (answered with a compaction item).
+    `found`: what the decode memo found of the `input` items (within an exchange)."""
     body = obj(body, "")
     for name, message in _REFUSED.items():
         if body.get(name) not in (None, False):
@@ -86,7 +94,8 @@ def decode_request(body: Any, headers: Mapping[str, str], sealer: Sealer, compac
     previous = optional_text(body, "previous_response_id", "")
     if body.get("input") is None and previous is None:
         raise invalid("is required", param="input", code="missing_required_parameter")
-    items = read_items(body.get("input") or [], sealer, tools)
+    raw_input = body.get("input")
+    items = read_items(raw_input or [], sealer, tools, found if type(raw_input) is list else None, body)
     if alone is not None and not tools.added():
         tools = alone  # finished when first seen; the items added nothing to it
     else:

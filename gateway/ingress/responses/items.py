@@ -6,12 +6,18 @@ consecutive tool outputs one tool message; system/developer messages before the 
 are the opening instructions, later ones stay in place (Role.SYSTEM). An `item_reference` to an
 item this request does not hold names an output item of an earlier kept answer: it is an
 assistant-side item whose blocks the exchange puts in its place (`ItemRef`).
+
+The reading is a left-to-right fold over the items (what an item makes depends on the open turn,
+the ids seen, the tools added so far): an agent's next turn re-sends the same items in front, and
+the decode memo hands back the same witnesses for them, so the fold resumes from its state after
+them and reads only the new items, at their own places (gateway/ingress/resumed.py).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +25,7 @@ import orjson
 
 from gateway.ingress.base import ItemRef
 from gateway.ingress.errors import invalid
+from gateway.ingress.memo_items import Items as Found
 from gateway.ingress.responses.fields import array, obj, optional_text, path_of, text
 from gateway.ingress.responses.tokens import (
     CARRIER_KIND,
@@ -29,6 +36,7 @@ from gateway.ingress.responses.tokens import (
     sealed,
 )
 from gateway.ingress.responses.tools import Tools
+from gateway.ingress.resumed import ResumedReads
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -87,32 +95,83 @@ class Items:
 
 
 class _Reader:
-    def __init__(self, sealer: Sealer, tools: Tools) -> None:
+    def __init__(self, sealer: Sealer, tools: Tools, value: Callable[[int], Any]) -> None:
         self.sealer = sealer
         self.tools = tools
+        self.value = value  # the item at an index of the list, parsed (`Reading.value`)
         self.out = Items()
         self.assistant: list[Block] | None = None
         self.referenced = False  # the open assistant turn names items of a kept answer
         self.results: list[ToolResult] | None = None
-        self.seen: dict[str, tuple[dict[str, Any], str]] = {}  # item id -> (item, path)
+        # item id -> (its index, path): held with the reading's state without the item itself
+        self.seen: dict[str, tuple[int, str]] = {}
+        # the open turn's message as `settle` made it: the same object on every later turn until
+        # the turn goes on (the repair passes resume past the messages they saw: identity)
+        self.made: Message | None = None
+
+    def state(self, members: list[Any], hosted: list[Any]) -> tuple[Any, ...]:
+        """What `resume` goes on from (never changed once held): the reading so far, before the
+        open turn is flushed, and what the items added to the tools (`members`, `hosted`)."""
+        out = self.out
+        return (
+            tuple(out.system),
+            tuple(out.messages),
+            out.compaction_trigger,
+            out.ignored_tokens,
+            tuple(out.references),
+            None if self.assistant is None else tuple(self.assistant),
+            self.referenced,
+            None if self.results is None else tuple(self.results),
+            dict(self.seen),
+            tuple(members),
+            tuple(hosted),
+            self.made,
+        )
+
+    def resume(self, held: tuple[Any, ...]) -> None:
+        """Go on from `state`'s `held` (copied: a held state is never changed)."""
+        out = self.out
+        out.system, out.messages = [*held[0]], [*held[1]]
+        out.compaction_trigger, out.ignored_tokens, out.references = held[2], held[3], [*held[4]]
+        self.assistant = None if held[5] is None else [*held[5]]
+        self.referenced = held[6]
+        self.results = None if held[7] is None else [*held[7]]
+        self.seen = dict(held[8])
+        self.tools._members.extend(held[9])
+        self.tools.hosted.extend(held[10])
+        self.made = held[11]
+
+    def settle(self) -> None:
+        """The open turn's message made now (`made`), as `_flush` would make it."""
+        if self.made is not None:
+            return
+        if self.assistant is not None and (self.assistant or self.referenced):
+            self.made = Message(Role.ASSISTANT, tuple(self.assistant))
+        elif self.results is not None:
+            self.made = Message(Role.TOOL, tuple(self.results))
 
     # -- grouping ----------------------------------------------------------------------------
 
     def _flush(self) -> None:
+        made, self.made = self.made, None
         if self.assistant is not None:
             if self.assistant or self.referenced:  # the referenced blocks fill it later
-                self.out.messages.append(Message(Role.ASSISTANT, tuple(self.assistant)))
+                self.out.messages.append(
+                    made if made is not None else Message(Role.ASSISTANT, tuple(self.assistant))
+                )
             self.assistant = None
             self.referenced = False
         if self.results is not None:
-            self.out.messages.append(Message(Role.TOOL, tuple(self.results)))
+            self.out.messages.append(made if made is not None else Message(Role.TOOL, tuple(self.results)))
             self.results = None
 
     def _assistant_blocks(self) -> list[Block]:
+        """The open assistant turn's blocks, to add to (its message is made again)."""
         if self.results is not None:
             self._flush()
         if self.assistant is None:
             self.assistant = []
+        self.made = None
         return self.assistant
 
     def _message(self, role: Role, blocks: tuple[Block, ...]) -> None:
@@ -121,7 +180,8 @@ class _Reader:
 
     # -- items -------------------------------------------------------------------------------
 
-    def item(self, raw: Any, path: str) -> None:
+    def item(self, raw: Any, index: int) -> None:
+        path = path_of("input", index)
         item = obj(raw, path)
         kind = item.get("type")
         if kind is None and "role" in item:
@@ -130,7 +190,7 @@ class _Reader:
             raise invalid("is required", param=path_of(path, "type"), code="missing_required_parameter")
         item_id = item.get("id")
         if isinstance(item_id, str) and kind != "item_reference":
-            self.seen[item_id] = (item, path)
+            self.seen[item_id] = (index, path)
         if kind == "message":
             self._message_item(item, path)
         elif kind == "reasoning":
@@ -266,13 +326,14 @@ class _Reader:
             self._flush()
         if self.results is None:
             self.results = []
+        self.made = None
         self.results.append(result)
 
     def _reference(self, item: dict[str, Any], path: str) -> None:
         item_id = text(item, "id", path)
         found = self.seen.get(item_id)
         if found is not None:  # the item itself came earlier in this request
-            self.item(*found)
+            self.item(self.value(found[0]), found[0])
             return
         blocks = self._assistant_blocks()
         # the open turn becomes the next message: nothing else is appended while it is open
@@ -288,15 +349,31 @@ class _Reader:
         self._message(Role.USER, (Text(COMPACTION_PREFIX + summary),))
 
 
-def read_items(raw: Any, sealer: Sealer, tools: Tools) -> Items:
-    reader = _Reader(sealer, tools)
-    if isinstance(raw, str):
-        reader.out.messages.append(Message(Role.USER, (Text(raw),)))
-        return reader.out
-    for n, item in enumerate(array(raw, "input")):
-        reader.item(item, path_of("input", n))
+def read_items(
+    raw: Any, sealer: Sealer, tools: Tools, found: Found[Any] | None = None, body: Any = None
+) -> Items:
+    """`found`: what the decode memo found of the `input` list of `body` (within an exchange)."""
+    if isinstance(raw, str):  # one user message: no item to name
+        out = Items()
+        out.messages.append(Message(Role.USER, (Text(raw),)))
+        return out
+    reading = _READ.begin(array(raw, "input"), found, body, "input", sealer)
+    reader = _Reader(sealer, tools, reading.value)
+    members, hosted = len(tools._members), len(tools.hosted)
+    if reading.state is not None:
+        reader.resume(reading.state)
+    listed, record = reading.values, reading.record
+    for n in range(reading.start, len(listed)):
+        record(n)
+        reader.item(listed[n], n)
+    reader.settle()
+    _READ.end(reading, sealer, lambda: reader.state(tools._members[members:], tools.hosted[hosted:]))
     reader._flush()
     return reader.out
+
+
+# the reader's state after a conversation's items, per conversation (resumed: see above)
+_READ = ResumedReads()
 
 
 # -- content parts ---------------------------------------------------------------------------------
