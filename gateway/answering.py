@@ -285,14 +285,20 @@ class Relay:
         if first and not stream.ready():
             await response.write(head)
             first = []
-        # the stream's batches read directly (not through `Answer.batches`, one async generator
-        # less per chunk); released as soon as it ended, as `batches` does
+        # the stream polled directly (not through `Answer.batches` nor `next_batch`): each batch
+        # holds every event of what the upstream sent meanwhile, and between two the relay
+        # awaits the upstream connection's own future, so a wake-up resumes this frame alone.
+        # Released as soon as it ended, as `batches` does
         # the time to first token is taken at the first content shown (`exchange.saw`): once it
         # is, the relay stops asking
         timing = exchange.ttft is None
         frame: Callable[[bytes], None] | None = None
+        poll = stream.poll
         try:
-            while (batch := await stream.next_batch()) is not None:
+            while (batch := poll()) is not None:
+                if type(batch) is not list:  # nothing in yet: the upstream's future
+                    await batch
+                    continue
                 if not batch:
                     continue
                 if self._interval:  # only the keep-alive needs the time of the last batch

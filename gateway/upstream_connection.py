@@ -204,17 +204,23 @@ class Connection(asyncio.Protocol):
         self._raise_error()
 
     async def read(self, n: int) -> bytes:
-        while not self._chunks:
-            self._raise_error()
+        while type(chunk := self.take(n)) is not bytes:
+            await chunk
+        return chunk
+
+    def take(self, n: int) -> bytes | asyncio.Future[None]:
+        """At most `n` bytes of the body already in (every piece held, joined, up to `n`); b""
+        at its end. With nothing in yet: a future to await before taking again (the reader's
+        one wait: whoever relays the body awaits it directly, no coroutine of ours between).
+        A failed answer raises its error, ahead of any bytes still held."""
+        if self._error is not None:
+            raise self._error
+        chunks = self._chunks
+        if not chunks:
             if self.complete:
                 return b""
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        self._raise_error()
-        chunks = self._chunks
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            return waiter
         chunk = chunks.popleft()
         if len(chunk) > n:
             chunks.appendleft(chunk[n:])
@@ -287,8 +293,10 @@ class Connection(asyncio.Protocol):
 
     def _wake(self) -> None:
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():  # cancelled: its reader went away
+                waiter.set_result(None)
 
 
 def _decoder(value: bytes) -> zlib._Decompress | None:

@@ -260,6 +260,13 @@ class Response:
         assert connection is not None
         return connection.read(n)
 
+    def take(self, n: int) -> bytes | asyncio.Future[None]:
+        """At most `n` bytes of the body already in, b"" at its end, or a future to await before
+        taking again (`Connection.take`)."""
+        connection = self._connection
+        assert connection is not None
+        return connection.take(n)
+
     @property
     def drained(self) -> bool:
         """The body is in whole and read (False once released: the connection serves others)."""

@@ -9,6 +9,7 @@ the stream to relay.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ class EventStream:
         events: list[Event] | None = None,
         custom: CustomCallMapper | None = None,
     ) -> None:
-        self._upstream = upstream  # its chunks read by awaiting `next_chunk` (no async generator)
+        self._upstream = upstream  # its bytes taken as they are in (`Upstream.take`)
         self._decoder = decoder
         self._mapper = mapper
         self._custom = custom
@@ -179,6 +180,17 @@ class EventStream:
         return self._upstream is None or self._upstream.drained()
 
     async def next_batch(self) -> list[Event] | None:
+        """The next batch, waiting for the upstream if need be (`poll`); None at the end."""
+        while type(batch := self.poll()) is not list and batch is not None:
+            await batch
+        return batch
+
+    def poll(self) -> list[Event] | asyncio.Future[None] | None:
+        """The next batch without waiting: what was put back, else the events of every upstream
+        byte already in (one decode of all of it); None at the end; or, when nothing is in yet,
+        the upstream connection's future to await before polling again. The relay's loop awaits
+        that future itself: one wake-up per upstream arrival and no coroutine between it and the
+        socket's reader (each await layer is paid again at every wake-up)."""
         if self._pending:
             return self._watch(self._pending.pop(0))
         if self._ended:
@@ -186,7 +198,9 @@ class EventStream:
         decoder, upstream = self._decoder, self._upstream
         assert upstream is not None and decoder is not None
         try:
-            chunk = await upstream.next_chunk()
+            chunk = upstream.take()
+            if type(chunk) is not bytes:
+                return chunk
             if not chunk:
                 self._ended = True
                 events = decoder.finish()
