@@ -237,6 +237,14 @@ class Upstream:
         self._waiting = True
         return chunk
 
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """Have `sink` called at each arrival (bytes, the end, a failure) instead of awaiting the
+        future `take` hands out; None: back to futures. The idle watchdog holds alike: between a
+        take that found nothing and the next one, the stream waits for the upstream."""
+        response = self._response
+        assert response is not None
+        response.on_arrival(sink)
+
     def _check_idle(self) -> None:
         response = self._response
         if response is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import httptools
@@ -92,6 +93,11 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        # who hears of arrivals in place of a waiter (`on_arrival`), and a wake-up held while
+        # llhttp parses one read (heard once, after it)
+        self._sink: Callable[[], None] | None = None
+        self._feeding = False
+        self._woken = False
 
     # asyncio.Protocol
 
@@ -102,12 +108,18 @@ class Connection(asyncio.Protocol):
         if not self._active:  # bytes nobody asked for: the connection is not to be trusted
             self.abort()
             return
+        self._feeding = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             # a callback's own error (an unsupported encoding...) is raised as its context
             cause = exc.__context__
             self.fail(cause if isinstance(cause, HttpError) else HttpError(f"invalid HTTP answer: {exc}"))
+        finally:
+            self._feeding = False
+        if self._woken:  # every body piece of this read, or its end, told at once
+            self._woken = False
+            self._notify()
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -240,6 +252,12 @@ class Connection(asyncio.Protocol):
                 self._transport.resume_reading()
         return chunk
 
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """Call `sink` (never raising) at each arrival of the answer (bytes, its end, its
+        failure: once per socket read) instead of waking an awaited future; None: back to
+        futures. A relay pushed this way takes and writes in the connection's own callback."""
+        self._sink = sink
+
     def _headers_late(self) -> None:
         self.fail(read_timeout())
 
@@ -292,6 +310,16 @@ class Connection(asyncio.Protocol):
             raise self._error
 
     def _wake(self) -> None:
+        if self._feeding:
+            self._woken = True
+        else:
+            self._notify()
+
+    def _notify(self) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink()
+            return
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None

@@ -214,6 +214,13 @@ class EventStream:
             events = [StreamError(failure.error)]
         return self._watch(self._map(events))
 
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """Have the upstream call `sink` at each arrival instead of waking the future `poll`
+        handed out (`Upstream.on_arrival`): a relay then polls from there; None: back to
+        futures. Nothing once the stream was released."""
+        if self._upstream is not None:
+            self._upstream.on_arrival(sink)
+
     def _map(self, events: list[Event]) -> list[Event]:
         if self._custom is not None:
             events = self._custom(events)
