@@ -310,10 +310,11 @@ class Relay:
         if head and not stream.ready():
             await response.write(head)
             self._first = []
+        # the framed write once the headers are out (after `prepare`, or the head's write)
+        frame = self._frame = body_frames(writer)
         # the time to first token is taken at the first content shown (`exchange.saw`): once it
         # is, the relay stops asking
         self._timing = self._exchange.ttft is None
-        frame: Callable[[bytes], None] | None = None
         # the stream polled directly (not through `Answer.batches` nor `next_batch`): each batch
         # holds every event of what the upstream sent meanwhile. Released as soon as it ended,
         # as `batches` does
@@ -321,6 +322,7 @@ class Relay:
         try:
             while (batch := poll()) is not None:
                 if type(batch) is not list:  # nothing in yet: the upstream connection's future
+                    # (LATER only while pushed, never seen here)
                     if frame is None:
                         await batch
                         continue
@@ -369,7 +371,7 @@ class Relay:
                 if self._failed is not None or self._broken is not None or protocol.writing_paused:
                     break
             else:
-                if batch is not None:  # nothing more in: pushed again at the next arrival
+                if batch is not None:  # nothing more in (LATER): pushed again at the next arrival
                     return
         except Exception as exc:
             stream.on_arrival(None)

@@ -17,6 +17,7 @@ from gateway import __version__
 from gateway.headers import upstream_headers
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.upstream_connection import _Later
 from gateway.upstream_http import FAILURES, HttpClient, Response, read_timeout
 
 MAX_ERROR_BODY = 256 * 1024
@@ -200,9 +201,10 @@ class Upstream:
             await chunk
         return chunk
 
-    def take(self) -> bytes | asyncio.Future[None]:
+    def take(self) -> bytes | asyncio.Future[None] | _Later:
         """The body bytes already in (at most MAX_STREAM_CHUNK: every piece held, in one go);
-        b"" at the end; or, with nothing in yet, a future to await before taking again. Not a
+        b"" at the end; or, with nothing in yet, a future to await before taking again (LATER
+        instead while a sink hears of the arrivals: `on_arrival`). Not a
         coroutine: a relay takes, handles every event of what it took, and awaits only the
         connection's own future, one wake-up per arrival with no frame of ours to resume. A
         broken connection raises UpstreamFailure. Not taken, the body stays in the client's

@@ -50,6 +50,16 @@ class SocketTimeoutError(TimeoutError):
 FAILURES = (HttpError, TimeoutError, OSError)
 
 
+class _Later:
+    """What `Connection.take` hands a reader pushed by its arrivals (`on_arrival`) when nothing
+    is in: it hears of the next one (no future to await, none made)."""
+
+    __slots__ = ()
+
+
+LATER = _Later()
+
+
 def read_timeout() -> SocketTimeoutError:
     return SocketTimeoutError("Timeout on reading data from socket")
 
@@ -220,17 +230,20 @@ class Connection(asyncio.Protocol):
             await chunk
         return chunk
 
-    def take(self, n: int) -> bytes | asyncio.Future[None]:
+    def take(self, n: int) -> bytes | asyncio.Future[None] | _Later:
         """At most `n` bytes of the body already in (every piece held, joined, up to `n`); b""
         at its end. With nothing in yet: a future to await before taking again (the reader's
-        one wait: whoever relays the body awaits it directly, no coroutine of ours between).
-        A failed answer raises its error, ahead of any bytes still held."""
+        one wait: whoever relays the body awaits it directly, no coroutine of ours between), or
+        LATER for a reader pushed by the arrivals (`on_arrival`). A failed answer raises its
+        error, ahead of any bytes still held."""
         if self._error is not None:
             raise self._error
         chunks = self._chunks
         if not chunks:
             if self.complete:
                 return b""
+            if self._sink is not None:
+                return LATER
             waiter = self._waiter = asyncio.get_running_loop().create_future()
             return waiter
         chunk = chunks.popleft()

@@ -29,6 +29,7 @@ from gateway.upstream_connection import (
     Connection,
     ConnectionTimeoutError,
     HttpError,
+    _Later,
     describe,
     read_timeout,
 )
@@ -260,9 +261,9 @@ class Response:
         assert connection is not None
         return connection.read(n)
 
-    def take(self, n: int) -> bytes | asyncio.Future[None]:
+    def take(self, n: int) -> bytes | asyncio.Future[None] | _Later:
         """At most `n` bytes of the body already in, b"" at its end, or a future to await before
-        taking again (`Connection.take`)."""
+        taking again, LATER when pushed (`Connection.take`)."""
         connection = self._connection
         assert connection is not None
         return connection.take(n)

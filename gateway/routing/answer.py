@@ -33,6 +33,7 @@ from gateway.transcript.events import (
 from gateway.transcript.model import NATIVE_ID
 from gateway.transcript.target import Target
 from gateway.upstream import Upstream, UpstreamFailure
+from gateway.upstream_connection import _Later
 
 if TYPE_CHECKING:
     pass
@@ -185,10 +186,11 @@ class EventStream:
             await batch
         return batch
 
-    def poll(self) -> list[Event] | asyncio.Future[None] | None:
+    def poll(self) -> list[Event] | asyncio.Future[None] | _Later | None:
         """The next batch without waiting: what was put back, else the events of every upstream
         byte already in (one decode of all of it); None at the end; or, when nothing is in yet,
-        the upstream connection's future to await before polling again. The relay's loop awaits
+        the upstream connection's future to await before polling again (LATER while pushed:
+        `on_arrival`). The relay's loop awaits
         that future itself: one wake-up per upstream arrival and no coroutine between it and the
         socket's reader (each await layer is paid again at every wake-up)."""
         if self._pending:
