@@ -17,7 +17,7 @@ from gateway import __version__
 from gateway.headers import upstream_headers
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory, UpstreamError
-from gateway.upstream_connection import _Later
+from gateway.upstream_connection import Later
 from gateway.upstream_http import FAILURES, HttpClient, Response, read_timeout
 
 MAX_ERROR_BODY = 256 * 1024
@@ -201,7 +201,7 @@ class Upstream:
             await chunk
         return chunk
 
-    def take(self) -> bytes | asyncio.Future[None] | _Later:
+    def take(self) -> bytes | asyncio.Future[None] | Later:
         """The body bytes already in (at most MAX_STREAM_CHUNK: every piece held, in one go);
         b"" at the end; or, with nothing in yet, a future to await before taking again (LATER
         instead while a sink hears of the arrivals: `on_arrival`). Not a

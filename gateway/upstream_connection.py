@@ -50,14 +50,14 @@ class SocketTimeoutError(TimeoutError):
 FAILURES = (HttpError, TimeoutError, OSError)
 
 
-class _Later:
+class Later:
     """What `Connection.take` hands a reader pushed by its arrivals (`on_arrival`) when nothing
     is in: it hears of the next one (no future to await, none made)."""
 
     __slots__ = ()
 
 
-LATER = _Later()
+LATER = Later()
 
 
 def read_timeout() -> SocketTimeoutError:
@@ -230,7 +230,7 @@ class Connection(asyncio.Protocol):
             await chunk
         return chunk
 
-    def take(self, n: int) -> bytes | asyncio.Future[None] | _Later:
+    def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
         """At most `n` bytes of the body already in (every piece held, joined, up to `n`); b""
         at its end. With nothing in yet: a future to await before taking again (the reader's
         one wait: whoever relays the body awaits it directly, no coroutine of ours between), or

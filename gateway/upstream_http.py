@@ -29,7 +29,7 @@ from gateway.upstream_connection import (
     Connection,
     ConnectionTimeoutError,
     HttpError,
-    _Later,
+    Later,
     describe,
     read_timeout,
 )
@@ -261,7 +261,7 @@ class Response:
         assert connection is not None
         return connection.read(n)
 
-    def take(self, n: int) -> bytes | asyncio.Future[None] | _Later:
+    def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
         """At most `n` bytes of the body already in, b"" at its end, or a future to await before
         taking again, LATER when pushed (`Connection.take`)."""
         connection = self._connection

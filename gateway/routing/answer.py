@@ -32,8 +32,7 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import NATIVE_ID
 from gateway.transcript.target import Target
-from gateway.upstream import Upstream, UpstreamFailure
-from gateway.upstream_connection import _Later
+from gateway.upstream import Later, Upstream, UpstreamFailure
 
 if TYPE_CHECKING:
     pass
@@ -186,7 +185,7 @@ class EventStream:
             await batch
         return batch
 
-    def poll(self) -> list[Event] | asyncio.Future[None] | _Later | None:
+    def poll(self) -> list[Event] | asyncio.Future[None] | Later | None:
         """The next batch without waiting: what was put back, else the events of every upstream
         byte already in (one decode of all of it); None at the end; or, when nothing is in yet,
         the upstream connection's future to await before polling again (LATER while pushed:
