@@ -175,6 +175,13 @@ class Stack:
     def arrive(self, data: bytes) -> None:
         self.connection.data_received(data)
 
+    async def relaying(self) -> asyncio.Task[object]:
+        """The relay started, its first delta written (with the head and the headers): pushed."""
+        task = self.start()
+        self.arrive(body(b"a\n"))
+        await self.pushed()
+        return task
+
     async def pushed(self) -> None:
         """Until the relay waits pushed (the connection calls it at the next arrival)."""
         for _ in range(50):
@@ -202,9 +209,7 @@ async def test_each_arrival_is_written_at_once_in_the_connections_callback():
 
 async def test_a_full_client_buffer_stops_the_pushing_until_drained():
     stack = Stack()
-    task = stack.start()
-    stack.arrive(body(b"a\n"))
-    await stack.pushed()
+    task = await stack.relaying()
     stack.client.full = True
     stack.arrive(body(b"b\n"))  # written, and the client's buffer is full now
     stack.arrive(body(b"c\n"))
@@ -222,9 +227,7 @@ async def test_a_full_client_buffer_stops_the_pushing_until_drained():
 
 async def test_an_upstream_failure_while_pushed_ends_the_relay_with_its_error():
     stack = Stack()
-    task = stack.start()
-    stack.arrive(body(b"a\n"))
-    await stack.pushed()
+    task = await stack.relaying()
     stack.connection.connection_lost(ConnectionResetError("reset"))
     error = await task
     assert error is not None and error.category is ErrorCategory.CONNECTION
@@ -233,9 +236,7 @@ async def test_an_upstream_failure_while_pushed_ends_the_relay_with_its_error():
 
 async def test_a_stall_while_pushed_ends_the_relay_with_the_idle_timeout():
     stack = Stack(idle=0.05)
-    task = stack.start()
-    stack.arrive(body(b"a\n"))
-    await stack.pushed()
+    task = await stack.relaying()
     error = await asyncio.wait_for(task, 10)
     assert error is not None and error.category is ErrorCategory.TIMEOUT
     assert stack.socket.aborted
@@ -243,9 +244,7 @@ async def test_a_stall_while_pushed_ends_the_relay_with_the_idle_timeout():
 
 async def test_an_event_the_upstream_broke_while_pushed_is_raised_after_what_came_before():
     stack = Stack()
-    task = stack.start()
-    stack.arrive(body(b"a\n"))
-    await stack.pushed()
+    task = await stack.relaying()
     stack.arrive(body(b"b\n!\nc\n"))
     with pytest.raises(AssemblyError):
         await task
@@ -254,9 +253,7 @@ async def test_an_event_the_upstream_broke_while_pushed_is_raised_after_what_cam
 
 async def test_a_client_gone_while_pushed_raises_the_writes_error():
     stack = Stack()
-    task = stack.start()
-    stack.arrive(body(b"a\n"))
-    await stack.pushed()
+    task = await stack.relaying()
     stack.client.closing = True
     stack.arrive(body(b"b\n"))
     with pytest.raises(ClientConnectionResetError):
