@@ -1,6 +1,7 @@
-"""The relay's step per upstream chunk, in process: an event stream over a fake upstream that
-suspends once per chunk (woken by the loop, as aiohttp's reader is), the Chat decoder, the relay,
-the Chat encoder, and aiohttp's chunked writer over a transport that drops the bytes. What the
+"""The relay's step per upstream chunk, in process: an event stream over the real upstream
+reader (`Upstream`, its `Connection` parsing the chunked body with llhttp) fed one frame per loop
+iteration in place of a socket, the Chat decoder, the relay, the Chat encoder, and aiohttp's
+chunked writer over a transport that drops the bytes. What the
 bench's stream figures hold besides sockets, aiohttp's reader and each request's own cost.
 
     python bench/relay_step.py [--reps N]
@@ -8,8 +9,8 @@ bench's stream figures hold besides sockets, aiohttp's reader and each request's
 Prints microseconds per upstream content chunk (what a stream of 64 costs over one of one, per
 chunk more), per stream of one content chunk (what a stream costs to set up, decode, relay and
 end besides its chunks) and the Chat decoder's share of a stream's finish and usage chunks; the
-best of five rounds each. Runs against another checkout
-too (PYTHONPATH=<tree>): its fake upstream offers both `chunks()` and `next_chunk()`.
+best of five rounds each. Runs against another checkout too (PYTHONPATH=<tree>) that has the
+same `Upstream`/`Connection` (gateway/upstream_http.py's client, from 1f3ad9b on).
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ from gateway.answering import Relay
 from gateway.ingress.chat.encode import ChatStreamEncoder
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.providers import get_adapter
+from gateway.providers.base import HttpRequest
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.assembler import Assembler
 from gateway.transcript.seal import Sealer
 from gateway.transcript.target import Target
+from gateway.upstream import UPSTREAM_READ_BUFFER, Timeouts, Upstream
+from gateway.upstream_connection import Connection
+from gateway.upstream_http import Response
 
 CHUNKS = 64  # the bench's streams
 TARGET = Target(provider="bench", kind="openai_chat", model="m", base_url="https://bench.invalid/v1")
@@ -60,30 +65,60 @@ def _frames() -> list[bytes]:
 FRAMES = _frames()
 
 
-class _Upstream:
-    def __init__(self, frames: list[bytes]) -> None:
-        self._frames = frames
-        self._next = 0
-
-    async def next_chunk(self) -> bytes:
-        loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-        loop.call_soon(woken.set_result, None)  # a wake-up per chunk, as a socket read's
-        await woken
-        if self._next == len(self._frames):
-            return b""
-        self._next += 1
-        return self._frames[self._next - 1]
-
-    def drained(self) -> bool:  # as the real one once the body's end is read
-        return self._next == len(self._frames)
-
-    async def chunks(self):  # a checkout from before `next_chunk`
-        while chunk := await self.next_chunk():
-            yield chunk
-
-    async def __aexit__(self, *exc: object) -> None:
+class _Pool:
+    def give_back(self, connection: object) -> None:
         pass
+
+    def forget(self, connection: object) -> None:
+        pass
+
+
+class _Wire:
+    """The upstream socket's side: the real `Connection` (llhttp, its buffer, its waiter) fed
+    one chunked-body frame per loop iteration, as a socket that has a frame in at each wake-up.
+    The reader, woken by a frame, handles it and waits again before the next one is fed (the
+    wake-up runs before the feeder's next turn), so each frame costs one wake-up."""
+
+    def __init__(self, connection: Connection, frames: list[bytes]) -> None:
+        self._connection = connection
+        self._frames = [b"%x\r\n%b\r\n" % (len(f), f) for f in frames] + [b"0\r\n\r\n"]
+        self._next = 0
+        asyncio.get_running_loop().call_soon(self._feed)
+
+    def _feed(self) -> None:
+        self._connection.data_received(self._frames[self._next])
+        self._next += 1
+        if self._next < len(self._frames):
+            asyncio.get_running_loop().call_soon(self._feed)
+
+    # the transport the connection holds
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _upstream(frames: list[bytes]) -> Upstream:
+    """The real `Upstream` over the real connection and response, past its headers (what the
+    attempt hands the relay), its body still to come from `_Wire`."""
+    connection = Connection(_Pool(), ("http", "bench.invalid", 80), 2 * UPSTREAM_READ_BUFFER)
+    wire = _Wire(connection, frames)
+    connection.connection_made(wire)  # type: ignore[arg-type]
+    connection._active = True  # noqa: SLF001 - as once its request is written
+    connection.data_received(HEAD)
+    response = Response(None, None, b"")  # type: ignore[arg-type]
+    response._connection = connection  # noqa: SLF001 - as `start` leaves it
+    request = HttpRequest(url="http://bench.invalid/", headers={}, body=b"")
+    upstream = Upstream(None, request, Timeouts())  # type: ignore[arg-type]
+    upstream._response = response  # noqa: SLF001 - as `__aenter__` leaves it
+    return upstream
 
 
 class _Transport:
@@ -127,7 +162,7 @@ async def _one_stream(frames: list[bytes]) -> None:
     writer.enable_chunking()
     writer._headers_written = True  # noqa: SLF001 - as after the head's write
     decoder = get_adapter("openai_chat").stream_decoder(TARGET, None)
-    stream = EventStream(IdMapper(TARGET), _Upstream(frames), decoder)  # type: ignore[arg-type]
+    stream = EventStream(IdMapper(TARGET), _upstream(frames), decoder)
     stream.after_commit(lambda error: None)
     encoder = ServerToolsAsText(ChatStreamEncoder("chatcmpl-1", "m", True, SEALER, 7))
     relay = Relay(_Response(writer), encoder, Assembler(), _Exchange(writer))  # type: ignore[arg-type]

@@ -24,9 +24,10 @@ from gateway.ingress.base import Inbound, StreamEncoder
 from gateway.ingress.errors import ClientError
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
 from gateway.ingress.textual import ServerToolsAsText
+from gateway.routing.answer import EventStream
 from gateway.routing.engine import Answer
 from gateway.transcript.assembler import Assembler, AssemblyError
-from gateway.transcript.events import ErrorCategory, Finish, StreamError, UpstreamError, UsageUpdate
+from gateway.transcript.events import ErrorCategory, Event, Finish, StreamError, UpstreamError, UsageUpdate
 from gateway.transcript.model import AssistantTurn, Request, replace
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
 
@@ -230,11 +231,17 @@ def body_frames(writer: object) -> Callable[[bytes], None] | None:
 
 
 class Relay:
-    """Writes an answer's events as they arrive (one write per upstream chunk). A client that
+    """Writes an answer's events as they arrive (one write per upstream read). A client that
     reads slower than the answer comes holds the relay: while its connection's buffer is above
-    the high-water mark the next chunk is not pulled from the upstream (backpressure), so a
-    stalled client costs one chunk plus that buffer until the write timeout ends it
-    (gateway/server.py)."""
+    the high-water mark nothing more is taken from the upstream (backpressure), so a stalled
+    client costs one read plus that buffer until the write timeout ends it (gateway/server.py).
+
+    Once the headers are out and aiohttp's writer takes plain chunked frames (`body_frames`), the
+    relay is pushed: the upstream connection calls `_step` at each arrival (once per socket read,
+    from its `data_received`), which decodes, encodes and writes what came there and then, while
+    `run` waits on one future until the answer ended, failed or the client's buffer filled (it
+    then drains it and is pushed again). A chunk then costs no task wake-up, no future and no
+    coroutine resumed; before that (the first write, or another writer) `run` pulls."""
 
     __slots__ = (
         "_response",
@@ -247,6 +254,13 @@ class Relay:
         "_timer",
         "_ping",
         "held",
+        "_stream",
+        "_frame",
+        "_first",
+        "_timing",
+        "_failed",
+        "_broken",
+        "_done",
     )
 
     def __init__(
@@ -269,6 +283,17 @@ class Relay:
         self._ping: asyncio.Task[None] | None = None
         # what `run` left for the caller to write ahead of the stream's ending (see there)
         self.held = b""
+        # the run's state, shared by its pulls and its pushed steps: the stream, the framed
+        # write (once the headers are out), what waits for the next write (the head, or an
+        # ending held), whether the time to first token is still to be taken, how the relay
+        # ended early (the upstream's error, the event the upstream broke), the pushed wait
+        self._stream: EventStream | None = None
+        self._frame: Callable[[bytes], None] | None = None
+        self._first: list[bytes] = []
+        self._timing = False
+        self._failed: UpstreamError | None = None
+        self._broken: Exception | None = None
+        self._done: asyncio.Future[None] | None = None
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
@@ -277,68 +302,125 @@ class Relay:
         in `held`, for the caller to write with the stream's ending: one write and one packet
         less for an answer whose last events arrive with its end (a short answer often comes in
         one read)."""
-        encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         response, stream = self._response, answer.stream
+        self._stream = stream
         # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
-        protocol, writer = exchange.http.protocol, exchange.http.writer
+        protocol, writer = self._exchange.http.protocol, self._exchange.http.writer
         # the head goes out with the first events when they are in already (read before the
         # commit point: one write, one packet less per stream), never waiting for them
-        first = [head] if head else []
-        if first and not stream.ready():
+        self._first = [head] if head else []
+        if head and not stream.ready():
             await response.write(head)
-            first = []
-        # the stream's batches read directly (not through `Answer.batches`, one async generator
-        # less per chunk); released as soon as it ended, as `batches` does
+            self._first = []
+        # the framed write once the headers are out (after `prepare`, or the head's write)
+        frame = self._frame = body_frames(writer)
         # the time to first token is taken at the first content shown (`exchange.saw`): once it
         # is, the relay stops asking
-        timing = exchange.ttft is None
-        frame: Callable[[bytes], None] | None = None
+        self._timing = self._exchange.ttft is None
+        # the stream polled directly (not through `Answer.batches` nor `next_batch`): each batch
+        # holds every event of what the upstream sent meanwhile. Released as soon as it ended,
+        # as `batches` does
+        poll = stream.poll
         try:
-            while (batch := await stream.next_batch()) is not None:
-                if not batch:
-                    continue
-                if self._interval:  # only the keep-alive needs the time of the last batch
-                    self._last = time.monotonic()
-                out, first = first, []
-                for event in batch:
-                    t = type(event)
-                    if t is StreamError:
-                        if out:
-                            await response.write(b"".join(out))
-                        return event.error
-                    if t is UsageUpdate:
-                        exchange.usage = event.usage
-                    try:
-                        assembler.add(event)
-                        shown = hide is None or hide.passes(event)
-                        chunk = encoder.event(event) if shown else None
-                    except FORMAT_ERRORS:
-                        if out:  # what came before the broken event still reaches the client
-                            await response.write(b"".join(out))
-                        raise
-                    if timing and shown:  # the first content is what the client sees
-                        exchange.saw(event)
-                        timing = exchange.ttft is None
-                    if chunk is not None:
-                        out.append(chunk)
-                if out:
-                    # the answer's end with the upstream's read whole: held for the ending (above)
-                    if type(batch[-1]) is Finish and stream.drained():
-                        first = out
+            while (batch := poll()) is not None:
+                if type(batch) is not list:  # nothing in yet: the upstream connection's future
+                    # (LATER only while pushed, never seen here)
+                    if frame is None:
+                        await batch
                         continue
-                    data = out[0] if len(out) == 1 else b"".join(out)
-                    if frame is not None:
-                        frame(data)
-                    else:
-                        await response.write(data)
-                        frame = body_frames(writer)  # from the second write on: the headers are out
-                    if protocol.writing_paused:
-                        await writer.drain()
+                    # pushed until the answer ends, fails or the client's buffer is full
+                    done = self._done = asyncio.get_running_loop().create_future()
+                    stream.on_arrival(self._step)
+                    try:
+                        await done  # raises what broke a step (a client gone: the write's error)
+                    finally:
+                        stream.on_arrival(None)
+                else:
+                    data = self._handle(batch)
+                    if data:
+                        if frame is not None:
+                            frame(data)
+                        else:
+                            await response.write(data)
+                            # from the second write on: the headers are out
+                            frame = self._frame = body_frames(writer)
+                if self._failed is not None:
+                    return self._failed
+                if self._broken is not None:
+                    raise self._broken
+                if protocol.writing_paused:
+                    await writer.drain()
             # the head of an answer without events, or what the drained upstream's end brought
-            self.held = b"".join(first)
+            self.held = b"".join(self._first)
         finally:
             await stream.aclose()
         return None
+
+    def _step(self) -> None:
+        """An arrival while pushed: every batch now in relayed, until the upstream has nothing
+        more in (the connection calls again at the next arrival) or the relay must stop pushing
+        (the answer's end, its failure, a full client buffer): then `run` is woken. Never
+        raises into the connection: what a step raises, `run` raises."""
+        done = self._done
+        stream = self._stream
+        assert done is not None and stream is not None and self._frame is not None
+        try:
+            poll, frame, protocol = stream.poll, self._frame, self._exchange.http.protocol
+            while type(batch := poll()) is list:
+                data = self._handle(batch)
+                if data:
+                    frame(data)
+                if self._failed is not None or self._broken is not None or protocol.writing_paused:
+                    break
+            else:
+                if batch is not None:  # nothing more in (LATER): pushed again at the next arrival
+                    return
+        except Exception as exc:
+            stream.on_arrival(None)
+            if not done.done():
+                done.set_exception(exc)
+            return
+        stream.on_arrival(None)
+        if not done.done():
+            done.set_result(None)
+
+    def _handle(self, batch: list[Event]) -> bytes:
+        """A batch's events to the assembler and in the client's dialect: the bytes to write
+        (with what waited for the next write), b"" when there are none or when they are held
+        for the stream's ending. A StreamError sets `_failed`, an event the upstream broke sets
+        `_broken`: what came before it is returned, to reach the client, and the relay ends."""
+        if not batch:
+            return b""
+        if self._interval:  # only the keep-alive needs the time of the last batch
+            self._last = time.monotonic()
+        encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
+        out, self._first = self._first, []
+        for event in batch:
+            t = type(event)
+            if t is StreamError:
+                self._failed = event.error
+                return b"".join(out)
+            if t is UsageUpdate:
+                exchange.usage = event.usage
+            try:
+                assembler.add(event)
+                shown = hide is None or hide.passes(event)
+                chunk = encoder.event(event) if shown else None
+            except FORMAT_ERRORS as exc:
+                self._broken = exc
+                return b"".join(out)
+            if shown and self._timing:  # the first content is what the client sees
+                exchange.saw(event)
+                self._timing = exchange.ttft is None
+            if chunk is not None:
+                out.append(chunk)
+        if not out:
+            return b""
+        # the answer's end with the upstream's read whole: held for the ending (`run`)
+        if type(batch[-1]) is Finish and self._stream is not None and self._stream.drained():
+            self._first = out
+            return b""
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def keep_alive(self, interval: float) -> None:
         """The dialect's keep-alive after `interval` seconds without upstream bytes (a long

@@ -17,6 +17,7 @@ from gateway import __version__
 from gateway.headers import upstream_headers
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory, UpstreamError
+from gateway.upstream_connection import Later
 from gateway.upstream_http import FAILURES, HttpClient, Response, read_timeout
 
 MAX_ERROR_BODY = 256 * 1024
@@ -96,12 +97,12 @@ class Upstream:
         self._response: Response | None = None
         self._headers: CIMultiDictProxy[str] | None = None
         self._deadline: asyncio.TimerHandle | None = None
-        # the idle watchdog of `next_chunk` (see there)
+        # the idle watchdog of `take` (see there)
         self._idle: asyncio.Handle | None = None
         self._waiting = False
         self._overdue = False
         self._last = 0.0
-        # set at the first `next_chunk`: the loop's clock
+        # set at the first `take`: the loop's clock
         self._clock: Callable[[], float] | None = None
 
     async def __aenter__(self) -> Upstream:
@@ -151,7 +152,7 @@ class Upstream:
             self._response.release()
 
     def drained(self) -> bool:
-        """Whether the body is in whole and read: `next_chunk` would end it without a wait."""
+        """Whether the body is in whole and read: `take` would end it without a wait."""
         return self._response is not None and self._response.drained
 
     @property
@@ -195,16 +196,25 @@ class Upstream:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def next_chunk(self) -> bytes:
-        """The next body chunk as it arrives, at most MAX_STREAM_CHUNK bytes; b"" at the end. A
-        broken or stalled connection raises UpstreamFailure. Not pulled, the body stays in the
-        client's bounded buffer and then in the socket: TCP throttles the provider. A plain
-        coroutine rather than an async generator: the relay awaits it once per chunk, and each
-        await layer is paid again at every wake-up.
+        """The next body chunk as it arrives (`take`, waiting for it if need be); b"" at the end."""
+        while type(chunk := self.take()) is not bytes:
+            await chunk
+        return chunk
+
+    def take(self) -> bytes | asyncio.Future[None] | Later:
+        """The body bytes already in (at most MAX_STREAM_CHUNK: every piece held, in one go);
+        b"" at the end; or, with nothing in yet, a future to await before taking again (LATER
+        instead while a sink hears of the arrivals: `on_arrival`). Not a
+        coroutine: a relay takes, handles every event of what it took, and awaits only the
+        connection's own future, one wake-up per arrival with no frame of ours to resume. A
+        broken connection raises UpstreamFailure. Not taken, the body stays in the client's
+        bounded buffer and then in the socket: TCP throttles the provider.
 
         The `idle` limit between chunks is a lazy watchdog rather than a timer per chunk: one timer
         per `idle` period checks the time of the last chunk. When it expires while the stream
-        waits for the upstream it fails the read with the error a stall gives (the same text,
-        metric and client event as the wait for the headers)."""
+        waits for the upstream (a future handed out and not yet followed by a take) it fails the
+        read with the error a stall gives (the same text, metric and client event as the wait for
+        the headers)."""
         response = self._response
         assert response is not None
         clock = self._clock
@@ -213,19 +223,29 @@ class Upstream:
             clock = self._clock = loop.time
             self._last = loop.time()
             self._idle = loop.call_at(self._last + self._timeouts.idle, self._check_idle)
-        if self._overdue:  # it expired while the caller was busy: checked once we wait
+        try:
+            chunk = response.take(MAX_STREAM_CHUNK)
+        except FAILURES as exc:
+            self._waiting = False
+            raise UpstreamFailure(connection_error(exc)) from None
+        if type(chunk) is bytes:
+            self._waiting = False
+            if chunk:
+                self._last = clock()
+            return chunk
+        if self._overdue:  # it expired while the caller was busy: checked now that it waits
             self._overdue = False
             self._idle = asyncio.get_running_loop().call_soon(self._check_idle)
         self._waiting = True
-        try:
-            chunk = await response.read(MAX_STREAM_CHUNK)
-        except FAILURES as exc:
-            raise UpstreamFailure(connection_error(exc)) from None
-        finally:
-            self._waiting = False
-        if chunk:
-            self._last = clock()
         return chunk
+
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """Have `sink` called at each arrival (bytes, the end, a failure) instead of awaiting the
+        future `take` hands out; None: back to futures. The idle watchdog holds alike: between a
+        take that found nothing and the next one, the stream waits for the upstream."""
+        response = self._response
+        assert response is not None
+        response.on_arrival(sink)
 
     def _check_idle(self) -> None:
         response = self._response

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import httptools
@@ -47,6 +48,16 @@ class SocketTimeoutError(TimeoutError):
 
 # what a failed call raises (ssl errors are OSErrors)
 FAILURES = (HttpError, TimeoutError, OSError)
+
+
+class Later:
+    """What `Connection.take` hands a reader pushed by its arrivals (`on_arrival`) when nothing
+    is in: it hears of the next one (no future to await, none made)."""
+
+    __slots__ = ()
+
+
+LATER = Later()
 
 
 def read_timeout() -> SocketTimeoutError:
@@ -92,6 +103,11 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        # who hears of arrivals in place of a waiter (`on_arrival`), and a wake-up held while
+        # llhttp parses one read (heard once, after it)
+        self._sink: Callable[[], None] | None = None
+        self._feeding = False
+        self._woken = False
 
     # asyncio.Protocol
 
@@ -102,12 +118,18 @@ class Connection(asyncio.Protocol):
         if not self._active:  # bytes nobody asked for: the connection is not to be trusted
             self.abort()
             return
+        self._feeding = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             # a callback's own error (an unsupported encoding...) is raised as its context
             cause = exc.__context__
             self.fail(cause if isinstance(cause, HttpError) else HttpError(f"invalid HTTP answer: {exc}"))
+        finally:
+            self._feeding = False
+        if self._woken:  # every body piece of this read, or its end, told at once
+            self._woken = False
+            self._notify()
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -204,17 +226,26 @@ class Connection(asyncio.Protocol):
         self._raise_error()
 
     async def read(self, n: int) -> bytes:
-        while not self._chunks:
-            self._raise_error()
+        while type(chunk := self.take(n)) is not bytes:
+            await chunk
+        return chunk
+
+    def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
+        """At most `n` bytes of the body already in (every piece held, joined, up to `n`); b""
+        at its end. With nothing in yet: a future to await before taking again (the reader's
+        one wait: whoever relays the body awaits it directly, no coroutine of ours between), or
+        LATER for a reader pushed by the arrivals (`on_arrival`). A failed answer raises its
+        error, ahead of any bytes still held."""
+        if self._error is not None:
+            raise self._error
+        chunks = self._chunks
+        if not chunks:
             if self.complete:
                 return b""
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        self._raise_error()
-        chunks = self._chunks
+            if self._sink is not None:
+                return LATER
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            return waiter
         chunk = chunks.popleft()
         if len(chunk) > n:
             chunks.appendleft(chunk[n:])
@@ -233,6 +264,12 @@ class Connection(asyncio.Protocol):
             if self._transport is not None and not self._lost:
                 self._transport.resume_reading()
         return chunk
+
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """Call `sink` (never raising) at each arrival of the answer (bytes, its end, its
+        failure: once per socket read) instead of waking an awaited future; None: back to
+        futures. A relay pushed this way takes and writes in the connection's own callback."""
+        self._sink = sink
 
     def _headers_late(self) -> None:
         self.fail(read_timeout())
@@ -286,9 +323,21 @@ class Connection(asyncio.Protocol):
             raise self._error
 
     def _wake(self) -> None:
+        if self._feeding:
+            self._woken = True
+        else:
+            self._notify()
+
+    def _notify(self) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink()
+            return
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():  # cancelled: its reader went away
+                waiter.set_result(None)
 
 
 def _decoder(value: bytes) -> zlib._Decompress | None:

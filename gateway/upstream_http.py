@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohappyeyeballs import AddrInfoType, start_connection
 from yarl import URL
@@ -29,6 +29,7 @@ from gateway.upstream_connection import (
     Connection,
     ConnectionTimeoutError,
     HttpError,
+    Later,
     describe,
     read_timeout,
 )
@@ -259,6 +260,19 @@ class Response:
         connection = self._connection
         assert connection is not None
         return connection.read(n)
+
+    def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
+        """At most `n` bytes of the body already in, b"" at its end, or a future to await before
+        taking again, LATER when pushed (`Connection.take`)."""
+        connection = self._connection
+        assert connection is not None
+        return connection.take(n)
+
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """`sink` hears of each arrival in place of `take`'s futures (`Connection.on_arrival`)."""
+        connection = self._connection
+        assert connection is not None
+        connection.on_arrival(sink)
 
     @property
     def drained(self) -> bool:

@@ -9,6 +9,7 @@ the stream to relay.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from gateway.transcript.events import (
 )
 from gateway.transcript.model import NATIVE_ID
 from gateway.transcript.target import Target
-from gateway.upstream import Upstream, UpstreamFailure
+from gateway.upstream import Later, Upstream, UpstreamFailure
 
 if TYPE_CHECKING:
     pass
@@ -148,7 +149,7 @@ class EventStream:
         events: list[Event] | None = None,
         custom: CustomCallMapper | None = None,
     ) -> None:
-        self._upstream = upstream  # its chunks read by awaiting `next_chunk` (no async generator)
+        self._upstream = upstream  # its bytes taken as they are in (`Upstream.take`)
         self._decoder = decoder
         self._mapper = mapper
         self._custom = custom
@@ -179,6 +180,18 @@ class EventStream:
         return self._upstream is None or self._upstream.drained()
 
     async def next_batch(self) -> list[Event] | None:
+        """The next batch, waiting for the upstream if need be (`poll`); None at the end."""
+        while type(batch := self.poll()) is not list and batch is not None:
+            await batch
+        return batch
+
+    def poll(self) -> list[Event] | asyncio.Future[None] | Later | None:
+        """The next batch without waiting: what was put back, else the events of every upstream
+        byte already in (one decode of all of it); None at the end; or, when nothing is in yet,
+        the upstream connection's future to await before polling again (LATER while pushed:
+        `on_arrival`). The relay's loop awaits
+        that future itself: one wake-up per upstream arrival and no coroutine between it and the
+        socket's reader (each await layer is paid again at every wake-up)."""
         if self._pending:
             return self._watch(self._pending.pop(0))
         if self._ended:
@@ -186,7 +199,9 @@ class EventStream:
         decoder, upstream = self._decoder, self._upstream
         assert upstream is not None and decoder is not None
         try:
-            chunk = await upstream.next_chunk()
+            chunk = upstream.take()
+            if type(chunk) is not bytes:
+                return chunk
             if not chunk:
                 self._ended = True
                 events = decoder.finish()
@@ -199,6 +214,13 @@ class EventStream:
             self._ended = True
             events = [StreamError(failure.error)]
         return self._watch(self._map(events))
+
+    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+        """Have the upstream call `sink` at each arrival instead of waking the future `poll`
+        handed out (`Upstream.on_arrival`): a relay then polls from there; None: back to
+        futures. Nothing once the stream was released."""
+        if self._upstream is not None:
+            self._upstream.on_arrival(sink)
 
     def _map(self, events: list[Event]) -> list[Event]:
         if self._custom is not None:

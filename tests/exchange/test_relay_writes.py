@@ -51,8 +51,9 @@ class GatedUpstream:
     def __init__(self, chunks: list[bytes], gate: asyncio.Event) -> None:
         self._chunks, self._gate = list(chunks), gate
 
-    async def next_chunk(self) -> bytes:
-        await self._gate.wait()
+    def take(self) -> bytes | asyncio.Future[None]:
+        if not self._gate.is_set():
+            return asyncio.ensure_future(self._gate.wait())
         return self._chunks.pop(0) if self._chunks else b""
 
     def drained(self) -> bool:

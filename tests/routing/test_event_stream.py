@@ -4,6 +4,8 @@ closing releases the upstream exactly once."""
 
 from __future__ import annotations
 
+import asyncio
+
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.events import (
     BlockDelta,
@@ -31,9 +33,19 @@ class FakeUpstream:
     def __init__(self, chunks: list[bytes], fail: bool = False) -> None:
         self._chunks = list(chunks)
         self._fail = fail
+        self._arrived = False
         self.closed = 0
+        self.waits = 0
 
-    async def next_chunk(self) -> bytes:
+    def take(self) -> bytes | asyncio.Future[None]:
+        # each chunk arrives after a wait, as a socket's do: a future first, then the bytes
+        if not self._arrived:
+            self._arrived = True
+            self.waits += 1
+            arrival = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(arrival.set_result, None)
+            return arrival
+        self._arrived = False
         if self._chunks:
             return self._chunks.pop(0)
         if self._fail:
@@ -81,9 +93,24 @@ async def test_one_batch_per_chunk_and_what_was_put_back_comes_first():
         [BlockStop(0), Finish(StopReason.END_TURN)],
     ]
     assert await stream.next_batch() is None
+    assert upstream.waits == 3  # each of the two chunks and the end: the batch put back came at once
     await stream.aclose()
     await stream.aclose()  # safe twice
     assert upstream.closed == 1
+
+
+async def test_poll_hands_the_wait_for_the_upstream_to_its_caller():
+    stream, _ = stream_of([b"a"])
+    stream.unread([MessageStart()])
+    assert stream.poll() == [MessageStart()]  # put back: no wait
+    arrival = stream.poll()
+    assert isinstance(arrival, asyncio.Future) and not arrival.done()
+    await arrival
+    assert stream.poll() == [BlockDelta(0, "a")]
+    await stream.poll()  # type: ignore[misc]
+    assert stream.poll() == [BlockStop(0), Finish(StopReason.END_TURN)]
+    assert stream.poll() is None
+    await stream.aclose()
 
 
 async def test_a_failure_after_the_commit_is_heard_once_and_ends_the_stream():

@@ -1,0 +1,261 @@
+"""The relay pushed by the upstream connection (`Relay._step` called from its `data_received`
+once the headers are out): every arrival written once and in order, a full client buffer stops
+the pushing until drained (the upstream's bytes wait in its bounded buffer meanwhile), and an
+upstream failure, a stall, an answer the upstream broke and a client gone end the relay as the
+pulled relay does. Over the real `Upstream` and `Connection` (llhttp), fed in place of a socket."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from aiohttp.client_exceptions import ClientConnectionResetError
+from aiohttp.http_writer import StreamWriter
+from multidict import CIMultiDict
+
+from gateway.answering import Relay
+from gateway.providers.base import HttpRequest
+from gateway.routing.answer import EventStream, IdMapper
+from gateway.transcript.assembler import Assembler, AssemblyError
+from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    ErrorCategory,
+    Event,
+    Finish,
+)
+from gateway.transcript.model import StopReason
+from gateway.upstream import UPSTREAM_READ_BUFFER, Timeouts, Upstream
+from gateway.upstream_connection import Connection
+from gateway.upstream_http import Response
+from tests.routing.test_event_stream import TARGET
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def body(*pieces: bytes) -> bytes:
+    return b"".join(b"%x\r\n%b\r\n" % (len(p), p) for p in pieces)
+
+
+END = b"0\r\n\r\n"
+
+
+class Pool:
+    def give_back(self, connection: object) -> None:
+        pass
+
+    def forget(self, connection: object) -> None:
+        pass
+
+
+class Socket:
+    """The upstream connection's transport: whether it was paused or aborted."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.aborted = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class Decoder:
+    """Each line is one delta; "!" is an event the upstream broke (a delta of a block never
+    started, which the assembler refuses); the end closes the block."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        *lines, self._rest = (self._rest + chunk).split(b"\n")
+        return [BlockDelta(9 if line == b"!" else 0, line.decode()) for line in lines]
+
+    def finish(self) -> list[Event]:
+        return [BlockStop(0), Finish(StopReason.END_TURN)]
+
+
+class Encoder:
+    def event(self, event: Event) -> bytes | None:
+        return f"<{event.text}>".encode() if type(event) is BlockDelta else None
+
+
+class ClientSide:
+    """The client's transport and protocol as aiohttp's writer sees them: what was sent, in how
+    many writes; `full` makes the next write fill the buffer (writing paused until `drained`)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.full = False
+        self.closing = False
+        self.writing_paused = False
+        self._paused = False
+        self._resumed = asyncio.Event()
+        self.transport = self
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        if self.full:
+            self.full = False
+            self.writing_paused = self._paused = True
+            self._resumed.clear()
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        self.write(b"".join(chunks))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    async def _drain_helper(self) -> None:
+        await self._resumed.wait()
+
+    def drained(self) -> None:
+        self.writing_paused = self._paused = False
+        self._resumed.set()
+
+    def text(self) -> bytes:
+        """The chunked body's payload, past the first write (the headers and the opening)."""
+        out = b""
+        for write in self.writes[1:]:
+            while write:
+                size, _, rest = write.partition(b"\r\n")
+                n = int(size, 16)
+                out += rest[:n]
+                write = rest[n + 2 :]
+        return out
+
+
+class Exchange:
+    usage = None
+    ttft = 1.0
+
+    def __init__(self, client: ClientSide, writer: StreamWriter) -> None:
+        self.http = SimpleNamespace(protocol=client, writer=writer)
+
+    def saw(self, event: Event) -> None:
+        pass
+
+
+class Stack:
+    """A relay over a streamed upstream answer whose headers are in, the client's headers out."""
+
+    def __init__(self, idle: float = 60.0) -> None:
+        self.socket = Socket()
+        self.connection = Connection(Pool(), ("http", "up.invalid", 80), 2 * UPSTREAM_READ_BUFFER)
+        self.connection.connection_made(self.socket)  # type: ignore[arg-type]
+        self.connection._active = True  # noqa: SLF001 - as once its request is written
+        self.connection.data_received(HEAD)
+        response = Response(None, None, b"")  # type: ignore[arg-type]
+        response._connection = self.connection  # noqa: SLF001 - as `start` leaves it
+        self.upstream = Upstream(None, HttpRequest("http://up.invalid/", {}, b""), Timeouts(idle=idle))  # type: ignore[arg-type]
+        self.upstream._response = response  # noqa: SLF001 - as `__aenter__` leaves it
+        self.stream = EventStream(IdMapper(TARGET), self.upstream, Decoder())  # type: ignore[arg-type]
+        self.stream.unread([BlockStart(0, BlockKind.TEXT)])
+        self.client = ClientSide()
+        self.writer = StreamWriter(self.client, asyncio.get_running_loop())  # type: ignore[arg-type]
+        self.writer.enable_chunking()
+        self.relay = Relay(self, Encoder(), Assembler(), Exchange(self.client, self.writer))  # type: ignore[arg-type]
+
+    async def write(self, data: bytes) -> None:  # the response's write: the headers go with it
+        if not self.writer._headers_written:  # noqa: SLF001
+            await self.writer.write_headers("HTTP/1.1 200 OK", CIMultiDict())
+        await self.writer.write(data)
+
+    def start(self) -> asyncio.Task[object]:
+        return asyncio.create_task(self.relay.run(SimpleNamespace(stream=self.stream), b"<head>"))  # type: ignore[arg-type]
+
+    def arrive(self, data: bytes) -> None:
+        self.connection.data_received(data)
+
+    async def relaying(self) -> asyncio.Task[object]:
+        """The relay started, its first delta written (with the head and the headers): pushed."""
+        task = self.start()
+        self.arrive(body(b"a\n"))
+        await self.pushed()
+        return task
+
+    async def pushed(self) -> None:
+        """Until the relay waits pushed (the connection calls it at the next arrival)."""
+        for _ in range(50):
+            if self.connection._sink is not None:  # noqa: SLF001
+                return
+            await asyncio.sleep(0)
+        raise AssertionError("the relay was never pushed")
+
+
+async def test_each_arrival_is_written_at_once_in_the_connections_callback():
+    stack = Stack()
+    task = stack.start()
+    stack.arrive(body(b"a\n"))
+    await stack.pushed()  # the first write went out: from now on each arrival is pushed
+    stack.arrive(body(b"b\n"))
+    assert stack.client.text() == b"<a><b>", "written within the arrival's own callback"
+    stack.arrive(body(b"c\n", b"d\n") + body(b"e\n"))  # one read, three body pieces: one write
+    assert stack.client.text() == b"<a><b><c><d><e>"
+    writes = len(stack.client.writes)
+    stack.arrive(END)
+    assert await task is None
+    assert len(stack.client.writes) == writes and stack.relay.held == b"", "nothing after the end"
+    assert stack.connection._sink is None  # noqa: SLF001 - the connection went back to futures
+
+
+async def test_a_full_client_buffer_stops_the_pushing_until_drained():
+    stack = Stack()
+    task = await stack.relaying()
+    stack.client.full = True
+    stack.arrive(body(b"b\n"))  # written, and the client's buffer is full now
+    stack.arrive(body(b"c\n"))
+    stack.arrive(body(b"d\n"))
+    await asyncio.sleep(0)
+    assert stack.client.text() == b"<a><b>", "nothing more written while the client is full"
+    assert stack.connection._sink is None  # noqa: SLF001 - the upstream's bytes wait, bounded
+    stack.client.drained()
+    await stack.pushed()
+    assert stack.client.text() == b"<a><b><c><d>", "what waited went out first, in order"
+    stack.arrive(body(b"e\n") + END)
+    assert await task is None
+    assert stack.client.text() == b"<a><b><c><d><e>"
+
+
+async def test_an_upstream_failure_while_pushed_ends_the_relay_with_its_error():
+    stack = Stack()
+    task = await stack.relaying()
+    stack.connection.connection_lost(ConnectionResetError("reset"))
+    error = await task
+    assert error is not None and error.category is ErrorCategory.CONNECTION
+    assert stack.client.text() == b"<a>"
+
+
+async def test_a_stall_while_pushed_ends_the_relay_with_the_idle_timeout():
+    stack = Stack(idle=0.05)
+    task = await stack.relaying()
+    error = await asyncio.wait_for(task, 10)
+    assert error is not None and error.category is ErrorCategory.TIMEOUT
+    assert stack.socket.aborted
+
+
+async def test_an_event_the_upstream_broke_while_pushed_is_raised_after_what_came_before():
+    stack = Stack()
+    task = await stack.relaying()
+    stack.arrive(body(b"b\n!\nc\n"))
+    with pytest.raises(AssemblyError):
+        await task
+    assert stack.client.text() == b"<a><b>"
+
+
+async def test_a_client_gone_while_pushed_raises_the_writes_error():
+    stack = Stack()
+    task = await stack.relaying()
+    stack.client.closing = True
+    stack.arrive(body(b"b\n"))
+    with pytest.raises(ClientConnectionResetError):
+        await task
+    assert stack.socket.aborted, "the upstream answer abandoned: the provider stops"
