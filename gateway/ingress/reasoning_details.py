@@ -13,6 +13,7 @@ provider-private data, and a client cannot forge it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.transcript.model import Block, Continuity, Reasoning, Text, ToolCall
@@ -54,6 +55,18 @@ def encode_details(blocks: list[Block] | tuple[Block, ...], sealer: Sealer) -> l
     return out
 
 
+def plain_blocks(text: str, calls: Sequence[ToolCall], reasoning_content: str | None) -> tuple[Block, ...]:
+    """`assistant_blocks` of a message with nothing placed by index (no details, no echoed
+    reasoning): the reasoning, the text, the calls."""
+    if reasoning_content:
+        head: tuple[Block, ...] = (
+            (Reasoning(reasoning_content, None), Text(text)) if text else (Reasoning(reasoning_content, None),)
+        )
+    else:
+        head = (Text(text),) if text else ()
+    return (*head, *calls) if calls else head
+
+
 def assistant_blocks(
     text: str,
     calls: list[ToolCall],
@@ -67,16 +80,8 @@ def assistant_blocks(
     `reasoning_details` win; reasoning echoed in another format (`echoed_reasoning`) comes next;
     plain `reasoning_content` last. Returns the blocks and how many echoed tokens were ignored
     because they did not parse."""
-    if not details and not echoed_reasoning:  # nothing placed by index: the reasoning, text, calls
-        if reasoning_content:
-            head: tuple[Block, ...] = (
-                (Reasoning(reasoning_content, None), Text(text))
-                if text
-                else (Reasoning(reasoning_content, None),)
-            )
-        else:
-            head = (Text(text),) if text else ()
-        return (*head, *calls) if calls else head, 0
+    if not details and not echoed_reasoning:
+        return plain_blocks(text, calls, reasoning_content), 0
     ignored = 0
     reasoning_at: dict[int, Reasoning] = {}
     text_meta_at: dict[int, Continuity] = {}

@@ -103,7 +103,7 @@ def decode_request(
         found = found_all[i]
         # a found item is its decoded value (what `items.decode` would hand back, without a call)
         if found is None:
-            found = items.decode(i, _message, msg, f"messages[{i}]", sealer)
+            found = items.decode(i, _message, msg, i, sealer)
         decoded.append(found)
         message, ignored = found
         ignored_total += ignored
@@ -185,11 +185,12 @@ Decoded = tuple[Message, int]
 _TYPED_KINDS = TYPED.kinds
 
 
-def _message(msg: Any, where: str, sealer: Sealer) -> Decoded:
+def _message(msg: Any, index: int, sealer: Sealer) -> Decoded:
+    if type(msg) in _TYPED_KINDS:  # a plain shape read into its Struct (typed.py)
+        return typed_message(msg, index, sealer)
+    where = f"messages[{index}]"
     if type(msg) is dict:  # a plain shape, not validated: it would pass (plain.py)
         return plain_message(msg, where, sealer)
-    if type(msg) in _TYPED_KINDS:  # a plain shape read into its Struct (typed.py)
-        return typed_message(msg, where, sealer)
     if isinstance(msg, w.SystemMessage):
         return Message(Role.SYSTEM, _system_blocks(msg, f"{where}.content")), 0
     if isinstance(msg, w.UserMessage):

@@ -10,12 +10,13 @@ checks (`tool_call`, `assistant_end`); tests/ingress/test_chat_plain.py compares
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from gateway.ingress.errors import invalid
-from gateway.ingress.reasoning_details import assistant_blocks
+from gateway.ingress.reasoning_details import assistant_blocks, plain_blocks
 from gateway.transcript.model import Block, Continuity, Message, Reasoning, Role, Text, ToolCall, ToolResult
 from gateway.transcript.seal import Sealer
 
@@ -91,7 +92,7 @@ def assistant_message(
     content: str | None,
     refusal: str | None,
     reasoning_content: str | None,
-    calls: list[tuple[str, str, str]],
+    calls: Sequence[tuple[str, str, str]],
     where: str,
     sealer: Sealer,
 ) -> tuple[Message, int]:
@@ -102,7 +103,7 @@ def assistant_message(
         text = refusal
     seen: set[str] = set()
     decoded = [tool_call(i, name, args, None, seen, where, j) for j, (i, name, args) in enumerate(calls)]
-    return assistant_end(text, content, decoded, reasoning_content, None, [], sealer, where)
+    return plain_end(text, content, decoded, reasoning_content, where)
 
 
 def tool_call(
@@ -140,12 +141,26 @@ def assistant_end(
     where: str,
 ) -> tuple[Message, int]:
     """An assistant message from its text, calls and reasoning, and the echoed tokens ignored."""
+    if not details and not echoed:
+        return plain_end(text, content, calls, reasoning_content, where)
     try:
         blocks, ignored = assistant_blocks(text, calls, reasoning_content, details, sealer, echoed)
     except ValueError as exc:
         raise invalid(str(exc), param=f"{where}.reasoning_details", code="invalid_value") from None
+    return _ended(blocks, content, where), ignored
+
+
+def plain_end(
+    text: str, content: Any, calls: Sequence[ToolCall], reasoning_content: str | None, where: str
+) -> tuple[Message, int]:
+    """`assistant_end` of a message with no reasoning details and no echoed reasoning (a plain
+    shape's: plain.py, typed.py), none of its tokens ignored."""
+    return _ended(plain_blocks(text, calls, reasoning_content), content, where), 0
+
+
+def _ended(blocks: tuple[Block, ...], content: Any, where: str) -> Message:
     if blocks:
-        return Message(_ASSISTANT, blocks), ignored
+        return Message(_ASSISTANT, blocks)
     if content is None or content == []:
         raise invalid(
             "assistant message needs content or tool_calls",
@@ -155,4 +170,4 @@ def assistant_end(
     # `content: ""`: an empty model reply echoed back, which OpenAI accepts. It stays an empty
     # turn in the transcript; repair drops it (counted) for providers that refuse one.
     blank: tuple[Block, ...] = (Text(""),)
-    return Message(_ASSISTANT, blank), ignored
+    return Message(_ASSISTANT, blank)

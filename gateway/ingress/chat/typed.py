@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
-from gateway.ingress.chat.plain import assistant_message
+from gateway.ingress.chat.plain import assistant_message, plain_end, tool_call
 from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.model import Message, Role, Text, ToolResult
 from gateway.transcript.seal import Sealer
@@ -69,8 +69,9 @@ TYPED = TypedItems(
 )
 
 
-def typed_message(msg: PlainMessage, where: str, sealer: Sealer) -> tuple[Message, int]:
-    """A message read into its Struct, decoded as `plain_message` decodes its dict."""
+def typed_message(msg: PlainMessage, index: int, sealer: Sealer) -> tuple[Message, int]:
+    """Message `index` read into its Struct, decoded as `plain_message` decodes its dict (its place
+    `messages[index]` is named only in an error: formatted there, not for every message)."""
     kind = type(msg)
     if kind is Tool:
         return Message(_TOOL, (ToolResult(msg.tool_call_id, msg.content, False, (), None),)), 0  # type: ignore[union-attr]
@@ -80,5 +81,13 @@ def typed_message(msg: PlainMessage, where: str, sealer: Sealer) -> tuple[Messag
         content = msg.content  # type: ignore[union-attr]
         return Message(_SYSTEM, (Text(content),) if content else ()), 0
     assert isinstance(msg, Assistant)
-    calls = [(call.id, call.function.name, call.function.arguments) for call in msg.tool_calls or ()]
-    return assistant_message(msg.content, msg.refusal, msg.reasoning_content, calls, where, sealer)
+    where = f"messages[{index}]"
+    calls = msg.tool_calls
+    if not calls:
+        return assistant_message(msg.content, msg.refusal, msg.reasoning_content, (), where, sealer)
+    if len(calls) == 1:  # an agent's turn: one call (no duplicate id to look for)
+        function = calls[0].function
+        call = (tool_call(calls[0].id, function.name, function.arguments, None, set(), where, 0),)
+        return plain_end(msg.content or msg.refusal or "", msg.content, call, msg.reasoning_content, where)
+    listed = [(call.id, call.function.name, call.function.arguments) for call in calls]
+    return assistant_message(msg.content, msg.refusal, msg.reasoning_content, listed, where, sealer)
