@@ -59,9 +59,8 @@ def plain_blocks(text: str, calls: Sequence[ToolCall], reasoning_content: str | 
     """`assistant_blocks` of a message with nothing placed by index (no details, no echoed
     reasoning): the reasoning, the text, the calls."""
     if reasoning_content:
-        head: tuple[Block, ...] = (
-            (Reasoning(reasoning_content, None), Text(text)) if text else (Reasoning(reasoning_content, None),)
-        )
+        reasoning = Reasoning(reasoning_content, None)
+        head: tuple[Block, ...] = (reasoning, Text(text)) if text else (reasoning,)
     else:
         head = (Text(text),) if text else ()
     return (*head, *calls) if calls else head
