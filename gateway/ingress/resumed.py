@@ -21,16 +21,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from gateway.ingress.budget import Known
 from gateway.ingress.memo import fresh_items
 from gateway.ingress.memo_items import Items
 from gateway.transcript.resume import Resumable
 
 
-class Witness:
-    """An item read before: what the memo keeps for it (its identity is all it says)."""
-
-    __slots__ = ()
+class Witness(msgspec.Struct, frozen=True, gc=False, eq=False):
+    """An item read before: what the memo keeps for it (its identity is all it says: `eq=False`
+    compares identity). Out of the collector's sight (`gc=False`: it holds nothing), as are the
+    held states' tuples of them once a collection has seen them: a long conversation's thousands
+    of witnesses, kept by the memo and the held states, never make a collection longer."""
 
 
 def _witness() -> Witness:

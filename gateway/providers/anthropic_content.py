@@ -165,18 +165,19 @@ def messages_wire(request: Request, target: Target) -> Rendered:
     The JSON array, rendered (gateway/providers/held_wire.py): joined into the body that holds it
     (`Rendered.dumps`), or alone (`Rendered.text`)."""
 
-    def encode(messages: tuple[Message, ...], n: int, out: list[dict[str, Any]]) -> None:
-        message = messages[n]
-        if message.role is _SYSTEM:
-            raise EncodeError(f"messages.{n}: a system message reached the encoder (repair moves it)")
-        assistant = message.role is _ASSISTANT
-        role = "assistant" if assistant else "user"
-        # the message before is not a system message: it was encoded first (or held)
-        if n and (messages[n - 1].role is _ASSISTANT) is assistant:
-            raise EncodeError(f"messages.{n}: two {role} messages in a row (repair merges them)")
-        content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
-        if not content:
-            raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
-        out.append({"role": role, "content": content})
+    def encode(messages: tuple[Message, ...], start: int, out: list[dict[str, Any]]) -> None:
+        for n in range(start, len(messages)):
+            message = messages[n]
+            if message.role is _SYSTEM:
+                raise EncodeError(f"messages.{n}: a system message reached the encoder (repair moves it)")
+            assistant = message.role is _ASSISTANT
+            role = "assistant" if assistant else "user"
+            # the message before is not a system message: it was encoded first (or held)
+            if n and (messages[n - 1].role is _ASSISTANT) is assistant:
+                raise EncodeError(f"messages.{n}: two {role} messages in a row (repair merges them)")
+            content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
+            if not content:
+                raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
+            out.append({"role": role, "content": content})
 
     return HELD.rendered(request.messages, target, [], encode)

@@ -36,7 +36,8 @@ from gateway.transcript.resume import ByOpening, shares_lead
 
 _dumps = orjson.dumps
 
-# appends the wire items of `messages[position]` to the list given
+# appends the wire items of `messages[start:]` to the list given, in order (one call a list, not
+# one a message: a cold 1,000-message turn paid ~0.2 ms in calls)
 Encode = Callable[[tuple[Message, ...], int, list[Any]], None]
 
 # below this many messages nothing is held: rendering them costs less than keeping them
@@ -128,10 +129,10 @@ class HeldWire:
         lead: list[Any],
         encode: Encode,
     ) -> bytes:
-        """The JSON array of the `lead` items, then the items `encode(messages, position, out)`
-        appends for each message. `encode`'s items must depend only on `messages[position]` and
-        `context` (a check against the message before may raise: it is made for every message
-        not held; errors propagate, and nothing is held then)."""
+        """The JSON array of the `lead` items, then the items `encode(messages, start, out)`
+        appends for the messages from `start` on. Each message's items must depend only on that
+        message and `context` (a check against the message before may raise: it is made for
+        every message not held; errors propagate, and nothing is held then)."""
         return self.rendered(messages, context, lead, encode).text()
 
     def rendered(
@@ -177,8 +178,7 @@ def _items(
     out: list[Any],
     encode: Encode,
 ) -> list[Any]:
-    for position in range(start, len(messages)):
-        encode(messages, position, out)
+    encode(messages, start, out)
     return out
 
 

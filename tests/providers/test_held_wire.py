@@ -135,8 +135,9 @@ def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, 
     wire = held_wire.HeldWire(1 << 20)
     messages = (Message(Role.USER, (Text("a"),)),)
 
-    def encode(listed, position, out):
-        out.extend(items)
+    def encode(listed, start, out):
+        for _ in listed[start:]:
+            out.extend(items)
 
     body = {**before, "messages": held_wire.PLACE, **{f"{k}_": v for k, v in after.items()}}
     if nul:  # before the list's place: the first NUL in the text is not it

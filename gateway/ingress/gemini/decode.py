@@ -220,8 +220,10 @@ class _Contents:
             lambda: (
                 tuple(messages),
                 tuple(self._turn_calls),
-                frozenset(self.answered),
-                frozenset(self.known),
+                # tuples, not frozensets: a tuple of strings leaves the collector's sight once a
+                # collection has seen it, a set never does (gateway/ingress/resumed.py)
+                tuple(self.answered),
+                tuple(self.known),
                 self.out.ignored_tokens - ignored,
             ),
         )

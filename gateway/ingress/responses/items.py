@@ -122,7 +122,7 @@ class _Reader:
             None if self.assistant is None else tuple(self.assistant),
             self.referenced,
             None if self.results is None else tuple(self.results),
-            dict(self.seen),
+            tuple(self.seen.items()),  # a tuple of tuples leaves the collector's sight, a dict of them not
             tuple(members),
             tuple(hosted),
             self.made,

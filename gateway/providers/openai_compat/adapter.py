@@ -159,17 +159,19 @@ class ChatEncoder:
         if system:
             messages.append({"role": "system", "content": system})
 
-        def encode(listed: tuple[Message, ...], position: int, out: list[dict[str, Any]]) -> None:
+        def encode(listed: tuple[Message, ...], start: int, out: list[dict[str, Any]]) -> None:
+            message = self._message
+            position = start
             try:
-                self._message(listed[position], target, names, out)
+                for position in range(start, len(listed)):
+                    message(listed[position], target, names, out)
             except EncodeError as exc:
                 raise EncodeError(f"messages[{position}]: {exc}") from None
 
         body: dict[str, Any] = {"model": target.model}
         rendered: Rendered | None = None
         if d.tool_message_name:  # a tool message's `name` is its call's, from elsewhere
-            for position in range(len(request.messages)):
-                encode(request.messages, position, messages)
+            encode(request.messages, 0, messages)
             body["messages"] = messages
         else:
             # rendered here (its errors first, as before), joined into the body once it is written
