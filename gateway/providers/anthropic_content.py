@@ -175,7 +175,8 @@ def messages_wire(request: Request, target: Target) -> Rendered:
             # the message before is not a system message: it was encoded first (or held)
             if n and (messages[n - 1].role is _ASSISTANT) is assistant:
                 raise EncodeError(f"messages.{n}: two {role} messages in a row (repair merges them)")
-            content = [b for b in (_block(block, assistant, target) for block in message.blocks) if b is not None]
+            wires = (_block(block, assistant, target) for block in message.blocks)
+            content = [b for b in wires if b is not None]
             if not content:
                 raise EncodeError(f"messages.{n}: an Anthropic message needs non-empty content")
             out.append({"role": role, "content": content})
