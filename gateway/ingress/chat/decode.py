@@ -96,25 +96,25 @@ def decode_request(
         ignored_before = 0
     else:
         system, messages, ignored_before = [*held[0]], [*held[1]], held[2]
-    stats.ignored_tokens += ignored_before
     ignored_total = ignored_before
     decoded: list[Decoded] = []
+    system_role, typed_kinds, decode = Role.SYSTEM, _TYPED_KINDS, items.decode
     for i, msg in enumerate(wires, start):
         found = found_all[i]
         # a found item is its decoded value (what `items.decode` would hand back, without a call)
         if found is None:
-            found = items.decode(i, _message, msg, i, sealer)
+            found = decode(i, typed_message if type(msg) in typed_kinds else _message, msg, i, sealer)
         decoded.append(found)
         message, ignored = found
         ignored_total += ignored
-        stats.ignored_tokens += ignored
-        if message.role is Role.SYSTEM:
+        if message.role is system_role:
             if not messages:  # the instructions that open the conversation
                 system.extend(message.blocks)  # type: ignore[arg-type]
             elif message.blocks:  # given at this point of the conversation: they stay here
                 messages.append(message)
         else:
             messages.append(message)
+    stats.ignored_tokens += ignored_total  # counted once the messages decoded (an error drops the stats)
     _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), tuple(messages), ignored_total))  # type: ignore[arg-type]
 
     names = {t.name for t in tools}
@@ -186,8 +186,7 @@ _TYPED_KINDS = TYPED.kinds
 
 
 def _message(msg: Any, index: int, sealer: Sealer) -> Decoded:
-    if type(msg) in _TYPED_KINDS:  # a plain shape read into its Struct (typed.py)
-        return typed_message(msg, index, sealer)
+    """Message `index`, not read into its Struct (those go to typed.py `typed_message`)."""
     where = f"messages[{index}]"
     if type(msg) is dict:  # a plain shape, not validated: it would pass (plain.py)
         return plain_message(msg, where, sealer)
