@@ -253,6 +253,14 @@ class ChatEncoder:
             raise EncodeError(f"unknown role {role!r}")
 
     def _assistant(self, message: Message, target: Target) -> dict[str, Any]:
+        blocks = message.blocks
+        if len(blocks) == 1 and type(blocks[0]) is ToolCall and not blocks[0].custom:
+            # an agent's turn, one call: what the walk below makes of it, without its lists
+            out: dict[str, Any] = {"role": "assistant", "content": None}
+            if self._field and self._tool_turns_need_field:
+                out["reasoning_content"] = ""
+            out["tool_calls"] = [_function_call(blocks[0])]
+            return out
         chunked = self._chunked
         texts: list[str] = []
         reasoning: list[str] = []
@@ -263,13 +271,7 @@ class ChatEncoder:
             if t is ToolCall:  # first: an agent's assistant turns are mostly calls
                 if block.custom:
                     raise EncodeError("custom (freeform) tool calls must reach chat APIs as function calls")
-                calls.append(
-                    {
-                        "id": block.id,
-                        "type": "function",
-                        "function": {"name": block.name, "arguments": block.arguments or "{}"},
-                    }
-                )
+                calls.append(_function_call(block))
             elif t is Text:
                 texts.append(block.text)
                 if chunked and block.text:
@@ -286,7 +288,7 @@ class ChatEncoder:
                 raise EncodeError(f"an assistant message cannot hold a {t.__name__} block")
             else:
                 raise EncodeError(f"unsupported block {t.__name__}")
-        out: dict[str, Any] = {"role": "assistant"}
+        out = {"role": "assistant"}
         if chunked and reasoning:
             out["content"] = chunks
         else:
@@ -299,6 +301,14 @@ class ChatEncoder:
         if calls:
             out["tool_calls"] = calls
         return out
+
+
+def _function_call(block: ToolCall) -> dict[str, Any]:
+    return {
+        "id": block.id,
+        "type": "function",
+        "function": {"name": block.name, "arguments": block.arguments or "{}"},
+    }
 
 
 def _response_format(
