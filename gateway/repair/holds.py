@@ -57,32 +57,34 @@ def holds(messages: tuple[Message, ...]) -> Holds:
         calls = custom = results = reasoning = meta = media = server = blank = cached = False
     else:
         calls, custom, results, reasoning, meta, media, server, blank, cached = held
+    # the walk's names, local: it looks them up for every block
+    tool, text_kind, call_kind, result_kind, reasoning_kind = Role.TOOL, Text, ToolCall, ToolResult, Reasoning
     for message in messages[done:] if done else messages:
         blocks = message.blocks
         if not blocks:
             blank = True
-        elif message.role is Role.TOOL:
+        elif message.role is tool:
             results = True
         for b in blocks:
             t = type(b)
-            if t is Text:
+            if t is text_kind:
                 if not b.text or b.text.isspace():
                     blank = True
                 if b.meta is not None:
                     meta = True
                 if b.citations:
                     server = True
-            elif t is ToolCall:
+            elif t is call_kind:
                 calls = True
                 if b.custom:
                     custom = True
                 if b.meta is not None:
                     meta = True
-            elif t is ToolResult:
+            elif t is result_kind:
                 results = True
                 if b.images or b.documents:
                     media = True
-            elif t is Reasoning:
+            elif t is reasoning_kind:
                 reasoning = True
                 continue  # never carries a cache breakpoint
             elif t is Image or t is Document:

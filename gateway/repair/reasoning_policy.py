@@ -87,16 +87,19 @@ def apply_reasoning_policy(
 
     replay = caps.reasoning_replay
     drops = target.reasoning_policy != "as_text"  # retire_reasoning's choice, made once
+    # the walk's names, local: it looks them up for every block
+    assistant, reasoning_kind, text_kind, call_kind = Role.ASSISTANT, Reasoning, Text, ToolCall
+    keep = out.append
     for message in messages[done:] if done else messages:
-        if message.role is not Role.ASSISTANT:
-            out.append(message)
+        if message.role is not assistant:
+            keep(message)
             continue
         blocks: list[Block] = []
         changed = False
         as_text = False
         for block in message.blocks:
             t = type(block)
-            if t is Reasoning:
+            if t is reasoning_kind:
                 if replay and owned_reasoning(block):
                     key = _token_key(block)
                     if key is None or key not in kept_tokens:
@@ -116,16 +119,16 @@ def apply_reasoning_policy(
                 if text is not None:
                     blocks.append(text)
                     as_text = True
-            elif t is ToolCall and strict:
+            elif t is call_kind and strict:
                 meta = strict_call_meta(block.meta)
                 blocks.append(block if meta is block.meta else replace(block, meta=meta))
                 changed = changed or meta is not block.meta
-            elif t is Text or t is ToolCall:
+            elif t is text_kind or t is call_kind:
                 if block.meta is None or owned(block.meta):
                     blocks.append(block)
                     continue
                 changed = True
-                if t is ToolCall or block.text:
+                if t is call_kind or block.text:
                     blocks.append(replace(block, meta=None))
                 # a foreign signature-only empty text part carries nothing once its meta is gone
             elif (
@@ -140,10 +143,10 @@ def apply_reasoning_policy(
             if as_text:
                 void_text_signatures(blocks, repairs)
             if blocks:
-                out.append(Message(message.role, tuple(blocks)))
+                keep(Message(message.role, tuple(blocks)))
             # an assistant message left with nothing is dropped: providers reject empty content
         else:
-            out.append(message)
+            keep(message)
     result = tuple(out) if changed_any else messages
     _SO_FAR.hold(messages, context, (result, frozenset(kept_tokens), changed_any, tuple(repairs)))
     return result, repairs
