@@ -78,13 +78,14 @@ _PAIRED_SO_FAR = Resumable()
 def _reuses_a_call_id(messages: tuple[Message, ...]) -> bool:
     done, held = _IDS_SO_FAR.find(messages, None)
     seen: set[str] = set() if held is None else set(held)
+    assistant, call_kind, add = Role.ASSISTANT, ToolCall, seen.add  # looked up for every message
     for message in messages[done:] if done else messages:
-        if message.role is Role.ASSISTANT:
+        if message.role is assistant:
             for block in message.blocks:
-                if type(block) is ToolCall:
+                if type(block) is call_kind:
                     if block.id in seen:
                         return True
-                    seen.add(block.id)
+                    add(block.id)
     _IDS_SO_FAR.hold(messages, None, seen)
     return False
 
@@ -186,31 +187,34 @@ def already_paired(messages: tuple[Message, ...]) -> bool:
     the same transcript; tests/repair/test_tool_pairing.py checks they agree)."""
     done, held = _PAIRED_SO_FAR.find(messages, None)
     pending: set[str] = set() if held is None else set(held)
+    # the walk's names, local: it looks them up for every block
+    tool, assistant, call_kind, result_kind = Role.TOOL, Role.ASSISTANT, ToolCall, ToolResult
     for message in messages[done:] if done else messages:
-        if message.role is Role.TOOL:
+        role = message.role
+        if role is tool:
             if not pending:
                 return False
             for block in message.blocks:
-                if type(block) is not ToolResult or block.call_id not in pending:
+                if type(block) is not result_kind or block.call_id not in pending:
                     return False
                 pending.remove(block.call_id)
             continue
         if pending:
             return False
-        if message.role is Role.ASSISTANT:
+        if role is assistant:
             calls = 0
             for block in message.blocks:
                 t = type(block)
-                if t is ToolCall:
+                if t is call_kind:
                     pending.add(block.id)
                     calls += 1
-                elif t is ToolResult:
+                elif t is result_kind:
                     return False
             if len(pending) != calls:
                 return False
         else:
             for block in message.blocks:
-                if type(block) is ToolResult:
+                if type(block) is result_kind:
                     return False
     _PAIRED_SO_FAR.hold(messages, None, frozenset(pending))
     return not pending

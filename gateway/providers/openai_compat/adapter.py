@@ -225,13 +225,10 @@ class ChatEncoder:
         self, message: Message, target: Target, names: dict[str, str], out: list[dict[str, Any]]
     ) -> None:
         role = message.role
-        if role is _USER:
-            out.append({"role": "user", "content": _user_content(message, self.dialect)})
-        elif role is _ASSISTANT:
+        if role is _ASSISTANT:  # an agent's transcript: assistant turns and tool messages, mostly
             out.append(self._assistant(message, target))
-        elif role is _SYSTEM:
-            out.append({"role": "system", "content": _system_text(message)})
         elif role is _TOOL:
+            named = self.dialect.tool_message_name
             for block in message.blocks:
                 if type(block) is not ToolResult:
                     raise EncodeError(f"a tool message holds a {type(block).__name__} block")
@@ -241,7 +238,7 @@ class ChatEncoder:
                     self.dialect.error_result_prefix + block.content if block.is_error else block.content
                 )
                 tool_msg: dict[str, Any] = {"role": "tool", "tool_call_id": block.call_id, "content": content}
-                if self.dialect.tool_message_name:
+                if named:
                     name = names.get(block.call_id)
                     if name is None:
                         raise EncodeError(
@@ -249,6 +246,10 @@ class ChatEncoder:
                         )
                     tool_msg["name"] = name
                 out.append(tool_msg)
+        elif role is _USER:
+            out.append({"role": "user", "content": _user_content(message, self.dialect)})
+        elif role is _SYSTEM:
+            out.append({"role": "system", "content": _system_text(message)})
         else:  # pragma: no cover - Role is closed
             raise EncodeError(f"unknown role {role!r}")
 
