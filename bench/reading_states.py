@@ -79,8 +79,8 @@ def main() -> None:
     for raw in bodies:
         gc.collect()  # each turn from the same start
         started = time.process_time()
-        values = value_bound(raw, 0, len(raw))
-        body, items = parse_shared(raw, codec.transcript_field, memo, f"{ARGS.dialect}\0", SERVER, values, False, None)
+        values, scope = value_bound(raw, 0, len(raw)), f"{ARGS.dialect}\0"
+        body, items = parse_shared(raw, codec.transcript_field, memo, scope, SERVER, values, False, None)
         codec.decode(body, {}, sealer, items, params=params)
         took.append(time.process_time() - started)
     del body, items
