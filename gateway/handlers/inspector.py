@@ -25,7 +25,7 @@ from aiohttp import web
 from gateway.exchange import REQUEST_ID_HEADER
 from gateway.ingress.errors import ClientError, invalid
 from gateway.inspector import Inspector
-from gateway.inspector.capture import Capture, Kept
+from gateway.inspector.capture import Capture
 from gateway.inspector.peers import ask_all, follow, peer_app
 from gateway.inspector.preview import preview
 from gateway.inspector.views import detail, summary
@@ -88,7 +88,7 @@ def _filters(query: Mapping[str, str]) -> tuple[int, dict[str, str]]:
 def _local_list(
     inspector: Inspector, tenant: str, limit: int, wanted: dict[str, str]
 ) -> list[dict[str, Any]]:
-    def keep(capture: Kept) -> bool:
+    def keep(capture: Capture) -> bool:
         return capture.tenant == tenant and all(getattr(capture, k) == v for k, v in wanted.items())
 
     return [summary(c) for c in inspector.ring.newest(keep, limit)]

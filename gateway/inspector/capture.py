@@ -1,20 +1,11 @@
-"""What the inspector keeps of each request: what the exchange made anyway (the body as received,
-the decoded and restored transcripts, each attempt's repaired transcript and sent body, the
-answer), in a ring bounded in bytes, never written anywhere but memory.
-
-A kept capture is one pickled blob beside the few scalars the list filters on (`Kept`), not the
-request's object graph: a graph of ~30 small objects per capture, held for thousands of requests,
-cost every request 30-50 us at c=32 (bench/README.md, issue 23): each eviction freed cold pymalloc
-blocks that the next request's objects then reused. A blob over 512 bytes lives in glibc malloc,
-outside the pools requests allocate from. The views (gateway/inspector/views.py) read the
-`Capture` unpickled on request: pickling keeps the graph exact, shared objects included (the
-views compare continuity by identity).
+"""What the inspector keeps of each request: references to what the exchange made anyway (the
+body as received, the decoded and restored transcripts, each attempt's repaired transcript and
+sent body, the answer), in a ring bounded in bytes. Nothing is serialized here: the API does it
+when someone asks (gateway/inspector/views.py). Never written anywhere but memory.
 """
 
 from __future__ import annotations
 
-import copyreg
-import pickle
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -83,47 +74,6 @@ class Capture:
         for repair in (*self.restored, *self.repairs):
             counts[repair.kind] = counts.get(repair.kind, 0) + 1
         return counts
-
-
-class Kept:
-    """A capture as the ring keeps it: the scalars the list filters on, and the rest pickled."""
-
-    __slots__ = ("id", "tenant", "session", "model", "provider", "outcome", "size", "headers", "blob")
-
-    def __init__(self, capture: Capture) -> None:
-        self.id = capture.id
-        self.tenant = capture.tenant
-        self.session = capture.session
-        self.model = capture.model
-        self.provider = capture.provider
-        self.outcome = capture.outcome
-        self.size = capture.size
-        self.headers = capture.headers  # shared between captures (`_shown`): not in the blob
-        self.blob = pickle.dumps(_fields(capture), pickle.HIGHEST_PROTOCOL)
-
-    def open(self) -> Capture:
-        """The capture as it was made (a new copy each call)."""
-        fields = pickle.loads(self.blob)
-        fields[_HEADERS] = self.headers
-        return Capture(*fields)
-
-
-_NAMES = tuple(Capture.__dataclass_fields__)
-_HEADERS = _NAMES.index("headers")
-
-
-def _fields(capture: Capture) -> list[object]:
-    fields: list[object] = [getattr(capture, name) for name in _NAMES]
-    fields[_HEADERS] = None
-    return fields
-
-
-def _mapping_proxy(items: dict[object, object]) -> MappingProxyType[object, object]:
-    return MappingProxyType(items)
-
-
-# a read-only mapping (a prepared request's provider ids) pickles as one made from its items
-copyreg.pickle(MappingProxyType, lambda proxy: (_mapping_proxy, (dict(proxy),)))
 
 
 def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
@@ -200,8 +150,8 @@ class Ring:
         self.max_bytes = max_bytes
         self.bytes = 0
         self.evicted = 0
-        self._entries: deque[Kept] = deque()
-        self._by_id: dict[str, Kept] = {}
+        self._entries: deque[Capture] = deque()
+        self._by_id: dict[str, Capture] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -211,7 +161,6 @@ class Ring:
         if capture.size > self.max_bytes:
             self.evicted += 1
             return False
-        capture = Kept(capture)
         entries, by_id = self._entries, self._by_id
         entries.append(capture)
         by_id[capture.id] = capture
@@ -224,15 +173,13 @@ class Ring:
         return True
 
     def get(self, capture_id: str) -> Capture | None:
-        kept = self._by_id.get(capture_id)
-        return None if kept is None else kept.open()
+        return self._by_id.get(capture_id)
 
-    def newest(self, keep: Callable[[Kept], bool], limit: int) -> list[Capture]:
-        """The newest captures `keep` accepts (it sees the filter scalars only), newest first."""
+    def newest(self, keep: Callable[[Capture], bool], limit: int) -> list[Capture]:
         found: list[Capture] = []
-        for kept in reversed(self._entries):
-            if keep(kept):
-                found.append(kept.open())
+        for capture in reversed(self._entries):
+            if keep(capture):
+                found.append(capture)
                 if len(found) >= limit:
                     break
         return found
