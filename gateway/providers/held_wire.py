@@ -72,7 +72,7 @@ class Rendered:
     """A message list rendered (`HeldWire.rendered`): the pieces its JSON text is joined from, not
     yet joined, so that the body holding it copies them once (`dumps`)."""
 
-    __slots__ = ("_pieces", "_items", "_wire", "_messages", "_context", "_lead")
+    __slots__ = ("_pieces", "_fresh", "_wire", "_messages", "_context", "_lead")
 
     def __init__(
         self,
@@ -85,7 +85,7 @@ class Rendered:
     ) -> None:
         self._pieces = pieces
         # the whole list's items, not yet written (a list rendered afresh: `pieces` is empty)
-        self._items = items
+        self._fresh = items
         self._wire = wire  # where the text is held once made (None: not held)
         self._messages = messages
         self._context = context
@@ -93,7 +93,7 @@ class Rendered:
 
     def text(self) -> bytes:
         """The list's JSON text."""
-        pieces = self._pieces if self._items is None else (_dumps(self._items),)
+        pieces = self._pieces if self._fresh is None else (_dumps(self._fresh),)
         text = pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces)
         self._hold(text, 0, len(text))
         return text
@@ -111,12 +111,12 @@ class Rendered:
                 if value is PLACE:
                     body[name] = orjson.Fragment(self.text())
             return orjson.dumps(body)
-        if self._items is not None:
-            wire = _dumps_in_place(body, self._items)
+        if self._fresh is not None:
+            wire = _dumps_in_place(body, self._fresh)
             if wire is not None:
                 self._hold(wire, at, len(wire) - (len(out) - at - 1))
                 return wire
-            self._pieces, self._items = (_dumps(self._items),), None
+            self._pieces, self._fresh = (_dumps(self._fresh),), None
         view = memoryview(out)
         pieces = self._pieces
         wire = b"".join((view[:at], *pieces, view[at + 1 :]))
