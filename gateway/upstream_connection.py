@@ -204,11 +204,15 @@ class Connection(asyncio.Protocol):
 
     # the exchange
 
-    async def exchange(self, data: bytes, header_timeout: float | None) -> None:
+    async def exchange(self, data: bytes | tuple[bytes, bytes], header_timeout: float | None) -> None:
+        """`data`: the request's bytes, or its head and body (written together)."""
         self._active = True
         transport = self._transport
         assert transport is not None
-        transport.write(data)
+        if type(data) is bytes:
+            transport.write(data)
+        else:
+            transport.writelines(data)
         if self._headers_done or self._error is not None:
             self._raise_error()
             return
