@@ -169,8 +169,9 @@ def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before():
     wire = held_wire.HeldWire(1 << 20)
     messages = (Message(Role.USER, (Text("a"),)),)
 
-    def encode(listed, position, out):
-        out.extend(items)
+    def encode(listed, start, out):
+        for _ in listed[start:]:
+            out.extend(items)
 
     body = {"model": "m", "messages": held_wire.PLACE}
     with pytest.MonkeyPatch.context() as monkeypatch:
