@@ -69,10 +69,13 @@ def _relay(stream: EventStream, assembler: Assembler | None = None) -> tuple[Rel
     return relay, response, SimpleNamespace(stream=stream)
 
 
-async def test_the_head_shares_the_first_write_with_events_read_before_the_commit():
+@pytest.mark.parametrize("ending", [[], [Finish(StopReason.END_TURN)]], ids=["content", "ending"])
+async def test_the_head_shares_the_first_write_with_events_read_before_the_commit(ending: list[Event]):
+    """Bytes still to come from the upstream (they may be long): nothing is held back for them,
+    not even an ending read before them."""
     gate = asyncio.Event()
     stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
-    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a")])
+    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a"), *ending])
     relay, response, answer = _relay(stream)
     task = asyncio.create_task(relay.run(answer, HEAD))  # type: ignore[arg-type]
     for _ in range(5):
@@ -128,21 +131,6 @@ async def test_the_end_of_an_answer_read_whole_is_held_for_the_ending():
     relay, response, answer = _relay(stream)
     assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
     assert (response.writes, relay.held) == ([], HEAD + b"<a>")
-
-
-async def test_an_ending_before_the_upstream_is_read_whole_is_written_at_once():
-    """Bytes still to come from the upstream (they may be long): nothing is held back for them."""
-    gate = asyncio.Event()
-    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
-    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a"), Finish(StopReason.END_TURN)])
-    relay, response, answer = _relay(stream)
-    task = asyncio.create_task(relay.run(answer, HEAD))  # type: ignore[arg-type]
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert response.writes == [HEAD + b"<a>"], "written before waiting for the upstream"
-    gate.set()
-    assert await task is None
-    assert (response.writes, relay.held) == ([HEAD + b"<a>"], b"<b>")
 
 
 async def test_a_batch_that_does_not_end_the_answer_is_held_when_the_end_is_in_too():
