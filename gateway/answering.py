@@ -232,7 +232,7 @@ def body_frames(writer: object) -> Callable[[bytes], None] | None:
 
 
 class Relay:
-    """Writes an answer's events as they arrive (one write per upstream read). A client that
+    """Writes an answer's events as they arrive (one write for what came without a wait). A client that
     reads slower than the answer comes holds the relay: while its connection's buffer is above
     the high-water mark nothing more is taken from the upstream (backpressure), so a stalled
     client costs one read plus that buffer until the write timeout ends it (gateway/server.py).
@@ -324,7 +324,7 @@ class Relay:
         poll = stream.poll
         # the bytes of batches that came without a wait, written together before the next wait
         # (a stream whose first batches are in at once, as the commit point leaves them: one
-        # write and one send for all of them, not one each), at most MAX_STREAM_CHUNK at once
+        # write and one send for all of them, not one each), written once they reach MAX_STREAM_CHUNK
         out: list[bytes] = []
         size = 0
         try:
