@@ -13,9 +13,11 @@ inflates every figure alike).
 
 Prints the best and the median CPU microseconds per request of the rounds. `--without A B ...`
 takes each away in turn at run time (`toggles`: the answers stay 200s, not the same) between
-rounds of the whole gateway, and prints what each saved, round by round. `--inspector off` and
-`--inspector-bytes N` change the config (the inspector's cost is mostly what its ring holds alive,
-so it shows between processes, not by toggling: run them side by side, see bench/README.md).
+rounds of the whole gateway, and prints what each saved, round by round (`--off graph`: the ring
+keeps a 1 KB blob per capture instead of its objects, what packing it for free would leave).
+`--inspector off` and `--inspector-bytes N` change the config (the inspector's cost is mostly
+what its ring holds alive, so it shows between processes, not by toggling: run them side by side,
+see bench/README.md).
 """
 
 from __future__ import annotations
@@ -115,6 +117,19 @@ async def _restored_nothing(state, request, session, tenant):  # type: ignore[no
     return request, ()
 
 
+class _Packed:
+    """What the ring would keep of a capture packed into one blob at no cost (`--off graph`):
+    its id, its size and `PACKED` bytes (over 512: glibc malloc, outside the pymalloc pools)."""
+
+    __slots__ = ("id", "size", "blob")
+
+    def __init__(self, capture: Any) -> None:
+        self.id, self.size, self.blob = capture.id, capture.size, bytes(PACKED)
+
+
+PACKED = 1024  # a small request's capture pickled is ~1 KB
+
+
 def toggles(app: Any, name: str) -> list[Toggle]:
     import gateway.exchange as exchange
     import gateway.state
@@ -129,13 +144,14 @@ def toggles(app: Any, name: str) -> list[Toggle]:
         "edge": lambda: [Toggle(app, "_run_middlewares", False)],
         "inspector": lambda: [Toggle(state.inspector, "enabled", False)],
         "ring": lambda: [Toggle(Ring, "add", lambda self, capture: False)],
+        "graph": lambda: [Toggle(Ring, "add", lambda ring, kept, add=Ring.add: add(ring, _Packed(kept)))],
         "metrics": lambda: [Toggle(state.metrics, "record", lambda record: None)],
         "access-log": lambda: [Toggle(gateway.state, "log_access", lambda record: None)],
     }
     return made[name]()
 
 
-WITHOUT = ("account", "session", "restore", "edge", "inspector", "ring", "metrics", "access-log")
+WITHOUT = ("account", "session", "restore", "edge", "inspector", "ring", "graph", "metrics", "access-log")
 
 
 def retained(ring: Any, sample: int = 100) -> str:

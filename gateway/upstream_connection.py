@@ -204,13 +204,17 @@ class Connection(asyncio.Protocol):
 
     # the exchange
 
-    async def exchange(self, data: bytes) -> None:
-        """Write the request and wait for the answer's headers (bounded by whoever `fail`s it:
-        the caller's watchdog or deadline)."""
+    async def exchange(self, data: bytes | tuple[bytes, bytes]) -> None:
+        """Write the request (`data`: its bytes, or its head and body, written together) and
+        wait for the answer's headers (bounded by whoever `fail`s it: the caller's watchdog or
+        deadline)."""
         self._active = True
         transport = self._transport
         assert transport is not None
-        transport.write(data)
+        if type(data) is bytes:
+            transport.write(data)
+        else:
+            transport.writelines(data)
         if self._headers_done or self._error is not None:
             self._raise_error()
             return

@@ -38,6 +38,8 @@ __all__ = ["FAILURES", "HttpClient", "Response", "read_timeout"]
 
 DNS_TTL_SECONDS = 300.0
 _MAX_CACHED = 1024  # URLs parsed, names resolved, header sets judged: bounded caches
+# a body this long or longer is written after its head by the transport, not joined to it first
+_JOIN_MAX = 64 * 1024
 
 
 class _Target:
@@ -137,7 +139,10 @@ class HttpClient:
             # a header value holding a line break would smuggle a header; the value (a key
             # perhaps) is never named
             raise ValueError("an upstream request header holds a line break")
-        return Response(self, target, head.encode("utf-8") + body)
+        data = head.encode("utf-8")
+        # one write either way; a long body is not copied behind its head (5.6 MB for an agent's
+        # 5,000-message turn): the transport writes both (uvloop: one writev, no copy)
+        return Response(self, target, data + body if len(body) < _JOIN_MAX else (data, body))
 
     # the pool
 
@@ -229,7 +234,7 @@ class Response:
         "_client", "_target", "_data", "_connection", "_error", "_done", "sent", "status", "raw_headers",
     )  # fmt: skip
 
-    def __init__(self, client: HttpClient, target: _Target, data: bytes) -> None:
+    def __init__(self, client: HttpClient, target: _Target, data: bytes | tuple[bytes, bytes]) -> None:
         self._client = client
         self._target = target
         self._data = data

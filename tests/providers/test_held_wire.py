@@ -148,3 +148,41 @@ def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, 
         assert wire.rendered(messages, None, [], encode).dumps(dict(body)) == want
         # held (the body's bytes), what the next turn goes on from
         assert wire.rendered(messages, None, [], encode).text() == text
+
+
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before():
+    """A list written afresh is written with its body in one `orjson.dumps`, one level deeper than
+    written alone: a list at orjson's nesting limit is then written alone and joined, as before
+    (the same bytes, no refusal)."""
+    deepest = next(n for n in range(1, 1000) if _fails(lambda n=n: orjson.dumps(_nested(n + 1))))
+    items = [_nested(deepest - 1)]  # written alone at the limit, one level past it in a body
+    orjson.dumps(items)
+    assert _fails(lambda: orjson.dumps({"messages": items}))
+    wire = held_wire.HeldWire(1 << 20)
+    messages = (Message(Role.USER, (Text("a"),)),)
+
+    def encode(listed, position, out):
+        out.extend(items)
+
+    body = {"model": "m", "messages": held_wire.PLACE}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+        sent = wire.rendered(messages, None, [], encode).dumps(dict(body))
+        text = orjson.dumps(items)
+        assert sent == b'{"model":"m","messages":' + text + b"}"
+        assert wire.rendered(messages, None, [], encode).text() == text  # held
+
+
+def _fails(write) -> bool:
+    try:
+        write()
+    except orjson.JSONEncodeError:
+        return True
+    return False

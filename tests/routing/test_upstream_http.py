@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import importlib.util
 import socket
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway import eventloop
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory
 from gateway.upstream import (
@@ -26,7 +28,7 @@ from gateway.upstream import (
     client_session,
 )
 from gateway.upstream_connection import Connection
-from gateway.upstream_http import HttpClient
+from gateway.upstream_http import _JOIN_MAX, HttpClient
 
 Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection
 
@@ -106,6 +108,42 @@ async def test_content_length_and_the_request_as_sent(client):
         status, headers, body = await call(client, url)
         assert (status, body) == (200, b"hello")
         assert headers["x-request-id"] == headers["X-Request-ID"] == "r1"
+
+
+async def _sent(bodies: list[bytes]) -> list[bytes]:
+    """What a server read of each POST of `bodies` in turn (one kept-alive connection)."""
+    server = Server(writes(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+    async with client_session() as client, server as url:
+        for body in bodies:
+            request = HttpRequest(url, {"content-type": "application/json"}, body)
+            async with Upstream(client, request, Timeouts()) as upstream:
+                assert (upstream.status, await upstream.read()) == (200, b"ok")
+    assert server.connections == 1
+    return server.requests
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "asyncio",
+        pytest.param(
+            "uvloop",
+            marks=pytest.mark.skipif(not importlib.util.find_spec("uvloop"), reason="no uvloop extra"),
+        ),
+    ],
+)
+def test_a_body_of_any_length_is_sent_exactly_after_its_head(loop):
+    """A short body is joined to its head, a long one written after it by the transport (not
+    copied behind it): the server reads the same requests either way, on either event loop."""
+    sizes = [0, 7, _JOIN_MAX - 1, _JOIN_MAX, 3 * _JOIN_MAX + 5, 6 << 20, 100]
+    bodies = [bytes(range(256)) * (n // 256) + b"z" * (n % 256) for n in sizes]
+    requests = eventloop.run(_sent(bodies), loop)
+    assert len(requests) == len(bodies)
+    for request, body in zip(requests, bodies, strict=True):
+        head, _, sent = request.partition(b"\r\n\r\n")
+        assert head.startswith(b"POST /v1/x HTTP/1.1\r\n")
+        assert b"\r\nContent-Length: %d" % len(body) in head
+        assert sent == body
 
 
 async def test_the_request_carries_framing_and_the_callers_headers():
