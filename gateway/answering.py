@@ -30,6 +30,7 @@ from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.events import ErrorCategory, Event, Finish, StreamError, UpstreamError, UsageUpdate
 from gateway.transcript.model import AssistantTurn, Request, replace
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
+from gateway.upstream import MAX_STREAM_CHUNK
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange
@@ -231,7 +232,7 @@ def body_frames(writer: object) -> Callable[[bytes], None] | None:
 
 
 class Relay:
-    """Writes an answer's events as they arrive (one write per upstream read). A client that
+    """Writes an answer's events as they arrive (one write for what came without a wait). A client that
     reads slower than the answer comes holds the relay: while its connection's buffer is above
     the high-water mark nothing more is taken from the upstream (backpressure), so a stalled
     client costs one read plus that buffer until the write timeout ends it (gateway/server.py).
@@ -321,37 +322,64 @@ class Relay:
         # holds every event of what the upstream sent meanwhile. Released as soon as it ended,
         # as `batches` does
         poll = stream.poll
+        # the bytes of batches that came without a wait, written together before the next wait
+        # (a stream whose first batches are in at once, as the commit point leaves them: one
+        # write and one send for all of them, not one each), written once they reach MAX_STREAM_CHUNK
+        out: list[bytes] = []
+        size = 0
         try:
             while (batch := poll()) is not None:
-                if type(batch) is not list:  # nothing in yet: the upstream connection's future
-                    # (LATER only while pushed, never seen here)
-                    if frame is None:
-                        await batch
-                        continue
-                    # pushed until the answer ends, fails or the client's buffer is full
-                    done = self._done = asyncio.get_running_loop().create_future()
-                    stream.on_arrival(self._step)
-                    try:
-                        await done  # raises what broke a step (a client gone: the write's error)
-                    finally:
-                        stream.on_arrival(None)
-                else:
+                if type(batch) is list:
                     data = self._handle(batch)
                     if data:
-                        if frame is not None:
-                            frame(data)
-                        else:
-                            await response.write(data)
-                            # from the second write on: the headers are out
-                            frame = self._frame = body_frames(writer)
+                        out.append(data)
+                        size += len(data)
+                    if self._failed is None and self._broken is None and size < MAX_STREAM_CHUNK:
+                        continue
+                # what came before an ending error goes out with its error event (the caller's
+                # one write of `held`)
+                if self._failed is not None:
+                    self.held = b"".join(out)
+                    return self._failed
+                if self._broken is not None:
+                    self.held = b"".join(out)
+                    raise self._broken
+                if out:
+                    data = out[0] if len(out) == 1 else b"".join(out)
+                    out.clear()
+                    size = 0
+                    if frame is not None:
+                        frame(data)
+                    else:
+                        await response.write(data)
+                        # from the second write on: the headers are out
+                        frame = self._frame = body_frames(writer)
+                if protocol.writing_paused:
+                    await writer.drain()
+                if type(batch) is list:  # written at the size bound: more may be in
+                    continue
+                # nothing in yet: the upstream connection's future (LATER only while pushed,
+                # never seen here)
+                if frame is None:
+                    await batch
+                    continue
+                # pushed until the answer ends, fails or the client's buffer is full
+                done = self._done = asyncio.get_running_loop().create_future()
+                stream.on_arrival(self._step)
+                try:
+                    await done  # raises what broke a step (a client gone: the write's error)
+                finally:
+                    stream.on_arrival(None)
                 if self._failed is not None:
                     return self._failed
                 if self._broken is not None:
                     raise self._broken
                 if protocol.writing_paused:
                     await writer.drain()
-            # the head of an answer without events, or what the drained upstream's end brought
-            self.held = b"".join(self._first)
+            # what came last without a wait, the head of an answer without events, and what the
+            # drained upstream's end brought
+            out += self._first
+            self.held = b"".join(out)
         finally:
             await stream.aclose()
         return None

@@ -79,7 +79,7 @@ class Upstream:
 
     __slots__ = (
         "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_deadline",
-        "_idle", "_waiting", "_overdue", "_last", "_clock", "__weakref__",
+        "_idle", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -101,8 +101,9 @@ class Upstream:
         self._idle: asyncio.Handle | None = None
         self._waiting = False
         self._overdue = False
+        self._heading = False  # a stream waiting for its headers (the watchdog bounds that too)
         self._last = 0.0
-        # set at the first `take`: the loop's clock
+        # set when the watchdog is armed (a stream's `__aenter__`, else the first `take`)
         self._clock: Callable[[], float] | None = None
 
     async def __aenter__(self) -> Upstream:
@@ -116,17 +117,30 @@ class Upstream:
         self._response = response
         # `total` bounds the whole call, whatever it waits for: the connection, the headers, a
         # body read, or a caller blocked on a slow client while holding the connection
-        self._deadline = loop.call_at(loop.time() + t.total, self._expire)
+        now = loop.time()
+        self._deadline = loop.call_at(now + t.total, self._expire)
+        if self._stream:
+            # `idle` bounds the wait for the headers (from the request's write) and every gap
+            # after them: one lazy watchdog for both, armed once here (`_check_idle`), not a
+            # header timer and then the watchdog. A whole answer arrives in one piece after the
+            # whole generation: no idle gap applies to it (nor to its headers), only `total`
+            self._clock = loop.time
+            self._last = now
+            self._heading = self._waiting = True
+            self._idle = loop.call_at(now + t.idle, self._check_idle)
         try:
-            # a whole answer arrives in one piece after the whole generation: no idle gap
-            # applies to it (nor to its headers), only `total`
-            await response.start(min(t.connect, t.total), t.idle if self._stream else None)
+            await response.start(min(t.connect, t.total))
         except FAILURES as exc:
             self.close()
             raise UpstreamFailure(connection_error(exc)) from None
         except BaseException:
             self.close()
             raise
+        if self._stream:
+            # the headers are in: the next gap runs from now (an error answer's body read by
+            # `read` waits for nothing the watchdog bounds: as overdue, it fails nothing)
+            self._heading = self._waiting = False
+            self._last = loop.time()
         return self
 
     def _expire(self) -> None:
@@ -253,7 +267,13 @@ class Upstream:
             self._idle = None
             return
         loop = asyncio.get_running_loop()
-        due = self._last + self._timeouts.idle
+        if self._heading:
+            if not response.sent:  # still connecting (`connect` bounds that): not yet waiting
+                self._idle = loop.call_at(loop.time() + self._timeouts.idle, self._check_idle)
+                return
+            due = response.sent + self._timeouts.idle
+        else:
+            due = self._last + self._timeouts.idle
         if loop.time() < due:
             self._idle = loop.call_at(due, self._check_idle)
         elif self._waiting:

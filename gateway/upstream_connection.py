@@ -204,8 +204,10 @@ class Connection(asyncio.Protocol):
 
     # the exchange
 
-    async def exchange(self, data: bytes | tuple[bytes, bytes], header_timeout: float | None) -> None:
-        """`data`: the request's bytes, or its head and body (written together)."""
+    async def exchange(self, data: bytes | tuple[bytes, bytes]) -> None:
+        """Write the request (`data`: its bytes, or its head and body, written together) and
+        wait for the answer's headers (bounded by whoever `fail`s it: the caller's watchdog or
+        deadline)."""
         self._active = True
         transport = self._transport
         assert transport is not None
@@ -217,7 +219,6 @@ class Connection(asyncio.Protocol):
             self._raise_error()
             return
         loop = asyncio.get_running_loop()
-        timer = None if header_timeout is None else loop.call_later(header_timeout, self._headers_late)
         try:
             while not self._headers_done:
                 self._raise_error()
@@ -225,8 +226,6 @@ class Connection(asyncio.Protocol):
                 await self._waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
         self._raise_error()
 
     async def read(self, n: int) -> bytes:
@@ -274,9 +273,6 @@ class Connection(asyncio.Protocol):
         failure: once per socket read) instead of waking an awaited future; None: back to
         futures. A relay pushed this way takes and writes in the connection's own callback."""
         self._sink = sink
-
-    def _headers_late(self) -> None:
-        self.fail(read_timeout())
 
     def fail(self, error: BaseException) -> None:
         """End the answer with `error` (raised to whoever reads it) and drop the connection."""

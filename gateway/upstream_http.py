@@ -230,7 +230,9 @@ class Response:
     over, `release` ends it (back to the pool if read to the end, else the connection is closed).
     `fail` ends it from outside (a timer) whatever it is waiting for."""
 
-    __slots__ = ("_client", "_target", "_data", "_connection", "_error", "_done", "status", "raw_headers")
+    __slots__ = (
+        "_client", "_target", "_data", "_connection", "_error", "_done", "sent", "status", "raw_headers",
+    )  # fmt: skip
 
     def __init__(self, client: HttpClient, target: _Target, data: bytes | tuple[bytes, bytes]) -> None:
         self._client = client
@@ -239,24 +241,29 @@ class Response:
         self._connection: Connection | None = None
         self._error: BaseException | None = None
         self._done = False
+        # the loop's time when the request was written (0.0 before)
+        self.sent = 0.0
         # the answer's status and headers (kept here: the connection moves on to other calls)
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
 
-    async def start(self, connect_timeout: float, header_timeout: float | None) -> None:
+    async def start(self, connect_timeout: float) -> None:
         client = self._client
         if client._closed:
             raise HttpError("the upstream client is closed")
         loop = asyncio.get_running_loop()
-        connection = client._take(self._target.key, loop.time())
+        now = loop.time()
+        connection = client._take(self._target.key, now)
         if connection is None:
             connection = await client._connect(self._target, connect_timeout)
             if self._error is not None or self._done:  # failed or ended while connecting
                 connection.abort()
                 raise self._error or HttpError("the call was ended")
+            now = loop.time()
         self._connection = connection
+        self.sent = now
         data, self._data = self._data, b""
-        await connection.exchange(data, header_timeout)
+        await connection.exchange(data)
         self.status = connection.status
         self.raw_headers = connection.raw_headers
 

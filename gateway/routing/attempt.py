@@ -75,7 +75,16 @@ async def _streamed_attempt(
             events = EventStream(mapper, upstream, decoder, custom=custom)
             buffered: list[Event] = []
             committed = False
-            while not committed and (batch := await events.next_batch()) is not None:
+            poll = events.poll
+            while not committed:
+                # the connection's future awaited here (not through `next_batch`): each arrival
+                # before the commit point resumes one coroutine frame less
+                while type(batch := poll()) is not list:
+                    if batch is None:
+                        break
+                    await batch
+                if batch is None:
+                    break
                 for event in batch:
                     if type(event) is StreamError:
                         if not committed:

@@ -122,15 +122,17 @@ class ClientSide:
         self._resumed.set()
 
     def text(self) -> bytes:
-        """The chunked body's payload, past the first write (the headers and the opening)."""
+        """The chunked body's payload past the opening (the first write holds the headers and
+        the opening, and what came with them)."""
+        _, _, sent = b"".join(self.writes).partition(b"\r\n\r\n")
         out = b""
-        for write in self.writes[1:]:
-            while write:
-                size, _, rest = write.partition(b"\r\n")
-                n = int(size, 16)
-                out += rest[:n]
-                write = rest[n + 2 :]
-        return out
+        while sent:
+            size, _, rest = sent.partition(b"\r\n")
+            n = int(size, 16)
+            out += rest[:n]
+            sent = rest[n + 2 :]
+        assert out.startswith(b"<head>"), "the opening goes out first"
+        return out[len(b"<head>") :]
 
 
 class Exchange:

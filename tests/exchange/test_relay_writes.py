@@ -1,6 +1,6 @@
 """The relay's writes: the dialect's opening goes out in the same write as the first events when
-they were read already (before the commit point), and at once when they were not (never held
-back waiting for the upstream), and the keep-alive written after a quiet interval until the relay
+they were read already (before the commit point), with every event in without a wait, and at once
+when none is in (never held back waiting for the upstream), and the keep-alive written after a quiet interval until the relay
 stops it."""
 
 from __future__ import annotations
@@ -69,14 +69,33 @@ def _relay(stream: EventStream, assembler: Assembler | None = None) -> tuple[Rel
     return relay, response, SimpleNamespace(stream=stream)
 
 
-async def test_the_head_shares_the_first_write_with_events_read_before_the_commit():
+@pytest.mark.parametrize("ending", [[], [Finish(StopReason.END_TURN)]], ids=["content", "ending"])
+async def test_the_head_shares_the_first_write_with_events_read_before_the_commit(ending: list[Event]):
+    """Bytes still to come from the upstream (they may be long): nothing is held back for them,
+    not even an ending read before them."""
+    gate = asyncio.Event()
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
+    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a"), *ending])
+    relay, response, answer = _relay(stream)
+    task = asyncio.create_task(relay.run(answer, HEAD))  # type: ignore[arg-type]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert response.writes == [HEAD + b"<a>"], "written before waiting for the upstream"
+    gate.set()
+    assert await task is None
+    assert (response.writes, relay.held) == ([HEAD + b"<a>"], b"<b>"), "the rest came with the end"
+
+
+async def test_what_is_in_without_a_wait_goes_out_in_one_write():
+    """A stream whose next bytes are in already (as the commit point often leaves it): one write
+    for the head, what was read before the commit and what followed, not one a batch."""
     gate = asyncio.Event()
     gate.set()
-    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
+    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b", b"c"], gate), LineDecoder())  # type: ignore[arg-type]
     stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a")])
     relay, response, answer = _relay(stream)
     assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
-    assert response.writes == [HEAD + b"<a>", b"<b>"]
+    assert (response.writes, relay.held) == ([], HEAD + b"<a><b><c>"), "held for the ending's write"
 
 
 async def test_the_head_goes_at_once_when_no_event_is_in_yet():
@@ -91,7 +110,7 @@ async def test_the_head_goes_at_once_when_no_event_is_in_yet():
     assert response.writes == [HEAD], "written before the upstream sent anything"
     gate.set()
     await task
-    assert response.writes == [HEAD, b"<b>"]
+    assert (response.writes, relay.held) == ([HEAD], b"<b>")
 
 
 async def test_an_answer_without_events_still_gets_its_head():
@@ -114,25 +133,15 @@ async def test_the_end_of_an_answer_read_whole_is_held_for_the_ending():
     assert (response.writes, relay.held) == ([], HEAD + b"<a>")
 
 
-async def test_an_ending_before_the_upstream_is_read_whole_is_written_at_once():
-    """Bytes still to come from the upstream (they may be long): nothing is held back for them."""
-    gate = asyncio.Event()
-    gate.set()
-    stream = EventStream(IdMapper(TARGET), GatedUpstream([b"b"], gate), LineDecoder())  # type: ignore[arg-type]
-    stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a"), Finish(StopReason.END_TURN)])
-    relay, response, answer = _relay(stream)
-    assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
-    assert (response.writes, relay.held) == ([HEAD + b"<a>", b"<b>"], b"")
-
-
-async def test_a_batch_that_does_not_end_the_answer_is_written_even_when_read_whole():
+async def test_a_batch_that_does_not_end_the_answer_is_held_when_the_end_is_in_too():
+    """The upstream's end is in with it (the decoder's finish adds the Finish): no wait follows."""
     gate = asyncio.Event()
     gate.set()
     stream = EventStream(IdMapper(TARGET), GatedUpstream([], gate), LineDecoder())  # type: ignore[arg-type]
     stream.unread([BlockStart(0, BlockKind.TEXT), BlockDelta(0, "a")])
     relay, response, answer = _relay(stream)
     assert await relay.run(answer, HEAD) is None  # type: ignore[arg-type]
-    assert (response.writes, relay.held) == ([HEAD + b"<a>"], b"")
+    assert (response.writes, relay.held) == ([], HEAD + b"<a>")
 
 
 class PingingEncoder(Encoder):
@@ -162,7 +171,7 @@ async def test_a_silent_upstream_gets_keepalives_until_the_relay_stops_them():
     await task
     relay.stop_keeping_alive()
     written = len(response.writes)
-    assert b"<b>" in response.writes
+    assert relay.held == b"<b>", "came with the end: held for the ending's write"
     for _ in range(5):
         await asyncio.sleep(0.01)
     assert len(response.writes) == written, "a keep-alive after the relay stopped them"

@@ -524,3 +524,31 @@ async def test_drained_once_the_body_is_in_whole_and_read(client):
             assert await upstream.next_chunk() == b""
             assert upstream.drained()
         assert not upstream.drained()
+
+
+async def test_a_streams_wait_for_its_headers_starts_when_the_request_is_written(client, monkeypatch):
+    """One watchdog bounds a stream's header wait and its gaps: a connection slower to open than
+    `idle` (only `connect` bounds that) is not counted against the headers."""
+    connect = client._connect  # noqa: SLF001
+
+    async def slow_connect(*args: object):
+        await asyncio.sleep(0.3)
+        return await connect(*args)
+
+    monkeypatch.setattr(client, "_connect", slow_connect)
+    async with Server(
+        writes(b"HTTP/1.1 200 OK\r\n", b"Transfer-Encoding: chunked\r\n\r\n" + chunked(b"hi"))
+    ) as url:
+        status, _, body = await call(client, url, stream=True, timeouts=Timeouts(idle=0.2))
+    assert (status, body) == (200, b"hi")
+
+
+async def test_a_streams_error_answer_is_read_whole_however_slowly_its_body_comes(client):
+    """The idle limit bounds the stream's waits for its answer; an error answer's body (read
+    whole to classify it) is bounded by `total` alone, as a whole answer is."""
+    head = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\n"
+    async with Server(writes(head, b"oops", pause=0.3)) as url:
+        request = HttpRequest(url, {}, b"{}")
+        async with Upstream(client, request, Timeouts(idle=0.1, total=5), stream=True) as upstream:
+            assert upstream.status == 500
+            assert await upstream.read() == b"oops"
