@@ -159,26 +159,40 @@ def json_path(loc: Iterable[Any]) -> str:
 
 
 def check_depth(value: Any, limit: int, skip: str | None = None, start: int = 1) -> None:
-    """Reject JSON nested deeper than `limit` (iteratively: a hostile body cannot blow the stack).
-    `skip`: a top-level field whose list is not walked (the transcript: gateway/ingress/memo.py
-    checks its items, each only when it is new). `start`: the depth `value` is at in its body."""
+    """Reject JSON nested deeper than `limit`. `skip`: a top-level field whose list is not walked
+    (the transcript: gateway/ingress/memo.py checks its items, each only when it is new). `start`:
+    the depth `value` is at in its body."""
     if type(value) is not dict and type(value) is not list:
         return  # a scalar document (`null`, `5`, `"x"`): its dialect says what it expected
     if skip is not None and type(value) is dict and type(value.get(skip)) is list:
         if limit < 2:
             raise invalid(f"JSON nesting deeper than {limit} levels")
         value = {k: v for k, v in value.items() if k != skip}
+    if nesting(value, start, limit) > limit:
+        raise invalid(f"JSON nesting deeper than {limit} levels")
+
+
+def nesting(value: Any, start: int = 1, past: int | None = None) -> int:
+    """The depth of the deepest container in `value`, `value` itself at depth `start` (a scalar:
+    `start - 1`; `[]` or `{}` at 1: 1; `[[1]]`: 2), walked iteratively (a hostile body cannot blow
+    the stack); with `past`, the walk stops at the first container deeper than it (its depth)."""
+    if type(value) is not dict and type(value) is not list:
+        return start - 1
+    deepest = 0
     stack = [(value, start)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
-        if depth > limit:
-            raise invalid(f"JSON nesting deeper than {limit} levels")
+        if depth > deepest:
+            deepest = depth
+            if past is not None and depth > past:
+                return depth
         deeper = depth + 1
         for child in node.values() if type(node) is dict else node:
             kind = type(child)
             if kind is dict or kind is list:
                 push((child, deeper))
+    return deepest
 
 
 def parse_json_body(raw: bytes, max_depth: int, skip: str | None = None) -> Any:

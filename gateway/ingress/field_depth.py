@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.ingress.errors import check_depth, invalid
+from gateway.ingress.errors import check_depth, invalid, nesting
 
 # a field's text at least this long has its nesting remembered (a shorter one is walked: cheaper
 # than hashing its text)
@@ -15,25 +15,6 @@ REMEMBERED_BYTES = 1024
 # texts remembered at most (then forgotten all at once: a few distinct tool lists per gateway)
 _MOST = 256
 _NESTING: dict[bytes, int] = {}
-
-
-def nesting(value: Any) -> int:
-    """How deep containers nest in `value` (a scalar 0, `[]` or `{}` 1, `[[1]]` 2), iteratively."""
-    if type(value) is not dict and type(value) is not list:
-        return 0
-    deepest = 0
-    stack = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth = pop()
-        if depth > deepest:
-            deepest = depth
-        deeper = depth + 1
-        for child in node.values() if type(node) is dict else node:
-            kind = type(child)
-            if kind is dict or kind is list:
-                push((child, deeper))
-    return deepest
 
 
 def check_fields_depth(body: dict[str, Any], texts: dict[str, Any], limit: int, skip: str) -> None:

@@ -112,16 +112,14 @@ class Rendered:
                 if value is PLACE:
                     body[name] = orjson.Fragment(self.text())
             return orjson.dumps(body)
-        if self._fresh is not None:
-            wire = _dumps_in_place(body, self._fresh)
-            if wire is not None:
-                self._hold(wire, at, len(wire) - (len(out) - at - 1))
-                return wire
-            self._pieces, self._fresh = (_dumps(self._fresh),), None
-        view = memoryview(out)
-        pieces = self._pieces
-        wire = b"".join((view[:at], *pieces, view[at + 1 :]))
-        self._hold(wire, at, len(wire) - (len(out) - at - 1))
+        after = len(out) - at - 1  # the body's bytes after the list
+        wire = None if self._fresh is None else _dumps_in_place(body, self._fresh)
+        if wire is None:
+            if self._fresh is not None:
+                self._pieces, self._fresh = (_dumps(self._fresh),), None
+            view = memoryview(out)
+            wire = b"".join((view[:at], *self._pieces, view[at + 1 :]))
+        self._hold(wire, at, len(wire) - after)
         return wire
 
     def _hold(self, wire: bytes, start: int, end: int) -> None:
@@ -173,11 +171,10 @@ class HeldWire:
             )
             if kept * 2 < len(before):
                 kept = 0  # most of the held list is gone: finding the cut costs more than it saves
-        if kept:
-            assert held is not None
-            pieces = _join(held, kept, _items(messages, kept, [], encode), encode)
-        else:
+        if not kept:
             return Rendered((), self, messages, context, lead, _items(messages, 0, list(lead), encode))
+        assert held is not None
+        pieces = _join(held, kept, _items(messages, kept, [], encode), encode)
         return Rendered(pieces, self, messages, context, lead)
 
     def clear(self) -> None:
