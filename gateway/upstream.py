@@ -78,7 +78,7 @@ class Upstream:
     the body was not read to the end, closes) the connection, which cancels the provider's work."""
 
     __slots__ = (
-        "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_deadline",
+        "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_timed",
         "_idle", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
     )  # fmt: skip
 
@@ -96,7 +96,7 @@ class Upstream:
         self._stream = stream
         self._response: Response | None = None
         self._headers: CIMultiDictProxy[str] | None = None
-        self._deadline: asyncio.TimerHandle | None = None
+        self._timed = False  # its `total` deadline is in the client's book (`expire`)
         # the idle watchdog of `take` (see there)
         self._idle: asyncio.Handle | None = None
         self._waiting = False
@@ -116,9 +116,11 @@ class Upstream:
             raise UpstreamFailure(UpstreamError(ErrorCategory.PROTOCOL, str(exc))) from None
         self._response = response
         # `total` bounds the whole call, whatever it waits for: the connection, the headers, a
-        # body read, or a caller blocked on a slow client while holding the connection
+        # body read, or a caller blocked on a slow client while holding the connection (one
+        # timer for every call of the client: gateway/deadlines.py)
         now = loop.time()
-        self._deadline = loop.call_at(now + t.total, self._expire)
+        self._session.deadlines.add(self, now + t.total, loop)
+        self._timed = True
         if self._stream:
             # `idle` bounds the wait for the headers (from the request's write) and every gap
             # after them: one lazy watchdog for both, armed once here (`_check_idle`), not a
@@ -143,8 +145,10 @@ class Upstream:
             self._last = loop.time()
         return self
 
-    def _expire(self) -> None:
-        self._deadline = None
+    def expire(self) -> None:
+        """The `total` deadline passed (the client's book calls it): the call fails, whatever it
+        waits for."""
+        self._timed = False
         response = self._response
         if response is not None:
             response.fail(TimeoutError(f"no complete answer within {self._timeouts.total:g}s"))
@@ -156,9 +160,9 @@ class Upstream:
         """What leaving the context does (safe to call more than once): nothing in it waits. An
         answer read to the end frees its connection for the next call; any other is closed
         (abandoned: the provider stops generating)."""
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        if self._timed:
+            self._timed = False
+            self._session.deadlines.remove(self)
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None

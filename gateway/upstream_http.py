@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohappyeyeballs import AddrInfoType, start_connection
 from yarl import URL
 
+from gateway.deadlines import Deadlines
 from gateway.upstream_connection import (
     FAILURES,
     KEEPALIVE_SECONDS,
@@ -98,6 +99,8 @@ class HttpClient:
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+        # the `total` limits of the calls in flight (gateway/upstream.py), behind one timer
+        self.deadlines = Deadlines()
 
     async def __aenter__(self) -> HttpClient:
         return self
