@@ -200,8 +200,16 @@ class Upstream:
         chunks = []
         size = 0
         try:
-            # one byte past the limit tells a body over it from one that fills it exactly
-            while chunk := await response.read(limit + 1 - size):
+            # one byte past the limit tells a body over it from one that fills it exactly. What
+            # is in is taken at once (a whole answer is usually in whole with its headers): a
+            # wait only while nothing is
+            while True:
+                chunk = response.take(limit + 1 - size)
+                if type(chunk) is not bytes:
+                    await chunk  # type: ignore[misc]  # a future: no sink hears this answer
+                    continue
+                if not chunk:
+                    break
                 size += len(chunk)
                 chunks.append(chunk)
                 if size > limit:

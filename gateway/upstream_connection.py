@@ -228,11 +228,6 @@ class Connection(asyncio.Protocol):
             self._waiter = None
         self._raise_error()
 
-    async def read(self, n: int) -> bytes:
-        while type(chunk := self.take(n)) is not bytes:
-            await chunk
-        return chunk
-
     def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
         """At most `n` bytes of the body already in (every piece held, joined, up to `n`); b""
         at its end. With nothing in yet: a future to await before taking again (the reader's

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from aiohappyeyeballs import AddrInfoType, start_connection
 from yarl import URL
@@ -38,7 +38,7 @@ from gateway.upstream_connection import (
 __all__ = ["FAILURES", "HttpClient", "Response", "read_timeout"]
 
 DNS_TTL_SECONDS = 300.0
-_MAX_CACHED = 1024  # URLs parsed, names resolved, header sets judged: bounded caches
+_MAX_CACHED = 1024  # call heads made, names resolved: bounded caches
 # a body this long or longer is written after its head by the transport, not joined to it first
 _JOIN_MAX = 64 * 1024
 
@@ -93,8 +93,8 @@ class HttpClient:
         self._user_agent = user_agent
         self._high = 2 * read_buffer
         self._ssl = ssl_context
-        self._targets: dict[str, _Target] = {}
-        self._defaults: dict[tuple[str, ...], tuple[str, int]] = {}
+        # (url, *header items) -> the target and the call's head up to its Content-Length value
+        self._heads: dict[tuple[object, ...], tuple[_Target, bytes]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[AddrInfoType]]] = {}
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
@@ -120,32 +120,34 @@ class HttpClient:
 
     def request(self, url: str, headers: Mapping[str, str], body: bytes) -> Response:
         """A POST of `body` to `url`, not yet sent: `await response.start(...)` sends it."""
-        target = self._targets.get(url)
-        if target is None:
-            target = _Target(url)
-            if len(self._targets) >= _MAX_CACHED:
-                self._targets.clear()
-            self._targets[url] = target
-        names = tuple(headers)
-        defaults = self._defaults.get(names)
-        if defaults is None:
-            defaults = _defaults(names, self._user_agent)
-            if len(self._defaults) >= _MAX_CACHED:
-                self._defaults.clear()
-            self._defaults[names] = defaults
-        extra, lines = defaults
-        items = headers.items()
-        head = "".join(
-            (target.head, *[f"{k}: {v}\r\n" for k, v in items], extra, f"Content-Length: {len(body)}\r\n\r\n")
-        )
-        if head.count("\n") != lines or head.count("\r") != lines:
+        # a provider's calls carry the same headers every time (its key, its version...): their
+        # head up to the body's length is made and checked once
+        key = (url, *headers.items())
+        found = self._heads.get(key)
+        if found is None:
+            found = self._head(url, headers)
+            if len(self._heads) >= _MAX_CACHED:
+                self._heads.clear()
+            self._heads[key] = found
+        target, head = found
+        # one write either way; a long body is not copied behind its head (5.6 MB for an agent's
+        # 5,000-message turn): the transport writes both (uvloop: one writev, no copy)
+        if len(body) < _JOIN_MAX:
+            return Response(self, target, b"%b%d\r\n\r\n%b" % (head, len(body), body))
+        return Response(self, target, (b"%b%d\r\n\r\n" % (head, len(body)), body))
+
+    def _head(self, url: str, headers: Mapping[str, str]) -> tuple[_Target, bytes]:
+        """The target of `url` and a call's head with these headers, up to its Content-Length's
+        value."""
+        target = _Target(url)
+        extra, lines = _defaults(tuple(headers), self._user_agent)
+        head = "".join((target.head, *[f"{k}: {v}\r\n" for k, v in headers.items()], extra))
+        # the Content-Length line and the blank line are added per call: not counted here
+        if head.count("\n") != lines - 2 or head.count("\r") != lines - 2:
             # a header value holding a line break would smuggle a header; the value (a key
             # perhaps) is never named
             raise ValueError("an upstream request header holds a line break")
-        data = head.encode("utf-8")
-        # one write either way; a long body is not copied behind its head (5.6 MB for an agent's
-        # 5,000-message turn): the transport writes both (uvloop: one writev, no copy)
-        return Response(self, target, data + body if len(body) < _JOIN_MAX else (data, body))
+        return target, head.encode("utf-8") + b"Content-Length: "
 
     # the pool
 
@@ -229,7 +231,7 @@ class HttpClient:
 
 
 class Response:
-    """One call and its answer: `start` sends it and waits for the headers, `read` hands the body
+    """One call and its answer: `start` sends it and waits for the headers, `take` hands the body
     over, `release` ends it (back to the pool if read to the end, else the connection is closed).
     `fail` ends it from outside (a timer) whatever it is waiting for."""
 
@@ -269,12 +271,6 @@ class Response:
         await connection.exchange(data)
         self.status = connection.status
         self.raw_headers = connection.raw_headers
-
-    def read(self, n: int) -> Awaitable[bytes]:  # the connection's own coroutine: no frame of ours
-        """At most `n` bytes of the body, as soon as any are in; b"" at its end."""
-        connection = self._connection
-        assert connection is not None
-        return connection.read(n)
 
     def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
         """At most `n` bytes of the body already in, b"" at its end, or a future to await before

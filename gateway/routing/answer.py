@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import orjson
 
 from gateway.providers.base import StreamDecoder
@@ -45,8 +45,10 @@ def mint_tool_call_id() -> str:
     return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(msgspec.Struct, frozen=True):
+    """One target tried for a request (a msgspec Struct: made on every request, where a frozen
+    dataclass's init costs ~1.4 us for its nine fields)."""
+
     provider: str
     outcome: str  # "ok" or an ErrorCategory value
     error: UpstreamError | None = None
@@ -68,6 +70,16 @@ class IdMapper:
     def __init__(self, target: Target) -> None:
         self._target = target
         self._native: dict[int, str] = {}
+
+    def all(self, events: list[Event]) -> list[Event]:
+        """`events` mapped: the list itself when none needs it (nearly every batch, and every
+        answer without a tool call), no call per event."""
+        native = self._native
+        for at, event in enumerate(events):
+            t = type(event)
+            if (t is BlockStart and event.kind is BlockKind.TOOL_CALL) or (t is BlockStop and native):
+                return events[:at] + [self(e) for e in events[at:]]
+        return events
 
     def __call__(self, event: Event) -> Event:
         t = type(event)
@@ -225,9 +237,7 @@ class EventStream:
     def _map(self, events: list[Event]) -> list[Event]:
         if self._custom is not None:
             events = self._custom(events)
-        mapper = self._mapper
-        # a delta (nearly every event) is never mapped: one call less per event
-        return [e if type(e) is BlockDelta else mapper(e) for e in events]
+        return self._mapper.all(events)
 
     def _watch(self, events: list[Event]) -> list[Event]:
         if self._on_failure is not None:
@@ -244,8 +254,7 @@ class EventStream:
             await upstream.__aexit__(None, None, None)
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(msgspec.Struct, frozen=True):
     """A target committed. Read `stream` (or iterate `batches()`/`events()`) once; `aclose()`
     releases the upstream connection."""
 
