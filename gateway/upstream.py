@@ -79,7 +79,7 @@ class Upstream:
 
     __slots__ = (
         "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_timed",
-        "_idle", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
+        "_watched", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -98,7 +98,7 @@ class Upstream:
         self._headers: CIMultiDictProxy[str] | None = None
         self._timed = False  # its `total` deadline is in the client's book (`expire`)
         # the idle watchdog of `take` (see there)
-        self._idle: asyncio.Handle | None = None
+        self._watched = False  # in the client's book of idle watchdogs (`check_idle`)
         self._waiting = False
         self._overdue = False
         self._heading = False  # a stream waiting for its headers (the watchdog bounds that too)
@@ -123,13 +123,13 @@ class Upstream:
         self._timed = True
         if self._stream:
             # `idle` bounds the wait for the headers (from the request's write) and every gap
-            # after them: one lazy watchdog for both, armed once here (`_check_idle`), not a
+            # after them: one lazy watchdog for both, armed once here (`check_idle`), not a
             # header timer and then the watchdog. A whole answer arrives in one piece after the
             # whole generation: no idle gap applies to it (nor to its headers), only `total`
             self._clock = loop.time
             self._last = now
             self._heading = self._waiting = True
-            self._idle = loop.call_at(now + t.idle, self._check_idle)
+            self._watch(now + t.idle, loop)
         try:
             await response.start(min(t.connect, t.total))
         except FAILURES as exc:
@@ -163,9 +163,9 @@ class Upstream:
         if self._timed:
             self._timed = False
             self._session.deadlines.remove(self)
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        if self._watched:
+            self._watched = False
+            self._session.idles.remove(self)
         if self._response is not None:
             self._response.release()
 
@@ -248,7 +248,7 @@ class Upstream:
             loop = asyncio.get_running_loop()
             clock = self._clock = loop.time
             self._last = loop.time()
-            self._idle = loop.call_at(self._last + self._timeouts.idle, self._check_idle)
+            self._watch(self._last + self._timeouts.idle, loop)
         try:
             chunk = response.take(MAX_STREAM_CHUNK)
         except FAILURES as exc:
@@ -261,7 +261,8 @@ class Upstream:
             return chunk
         if self._overdue:  # it expired while the caller was busy: checked now that it waits
             self._overdue = False
-            self._idle = asyncio.get_running_loop().call_soon(self._check_idle)
+            loop = asyncio.get_running_loop()
+            self._watch(loop.time(), loop)
         self._waiting = True
         return chunk
 
@@ -273,24 +274,30 @@ class Upstream:
         assert response is not None
         response.on_arrival(sink)
 
-    def _check_idle(self) -> None:
+    def _watch(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
+        """The idle watchdog checks again at `when` (`check_idle`; one timer for the client's
+        streams: gateway/deadlines.py)."""
+        self._session.idles.add(self, when, loop)
+        self._watched = True
+
+    def check_idle(self) -> None:
+        """The idle watchdog's check (the client's book calls it when it is due): a stream
+        waiting for the upstream past `idle` fails, one that is not is checked again later."""
+        self._watched = False
         response = self._response
         if response is None:
-            self._idle = None
             return
         loop = asyncio.get_running_loop()
         if self._heading:
             if not response.sent:  # still connecting (`connect` bounds that): not yet waiting
-                self._idle = loop.call_at(loop.time() + self._timeouts.idle, self._check_idle)
+                self._watch(loop.time() + self._timeouts.idle, loop)
                 return
             due = response.sent + self._timeouts.idle
         else:
             due = self._last + self._timeouts.idle
         if loop.time() < due:
-            self._idle = loop.call_at(due, self._check_idle)
+            self._watch(due, loop)
         elif self._waiting:
-            self._idle = None
             response.fail(read_timeout())
         else:
-            self._idle = None
             self._overdue = True

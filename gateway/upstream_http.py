@@ -18,6 +18,7 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Callable, Mapping
+from operator import methodcaller
 
 from aiohappyeyeballs import AddrInfoType, start_connection
 from yarl import URL
@@ -99,8 +100,10 @@ class HttpClient:
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
-        # the `total` limits of the calls in flight (gateway/upstream.py), behind one timer
-        self.deadlines = Deadlines()
+        # the `total` limits of the calls in flight and the idle watchdogs of the streams
+        # (gateway/upstream.py), each behind one timer
+        self.deadlines = Deadlines(methodcaller("expire"))
+        self.idles = Deadlines(methodcaller("check_idle"))
 
     async def __aenter__(self) -> HttpClient:
         return self

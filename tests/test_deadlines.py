@@ -1,9 +1,11 @@
-"""One timer for many deadlines (gateway/deadlines.py): each call expires at its own deadline,
-a call removed never expires, and the timer follows the soonest deadline left."""
+"""One timer for many deadlines (gateway/deadlines.py): each call is due at its own deadline, a
+call removed never is, a call may be added again when due, and the timer follows the soonest
+deadline left."""
 
 from __future__ import annotations
 
 import asyncio
+from operator import methodcaller
 
 from gateway.deadlines import Deadlines
 
@@ -18,7 +20,7 @@ class Call:
 
 async def test_each_call_expires_at_its_own_deadline_unless_removed():
     loop = asyncio.get_running_loop()
-    book = Deadlines()
+    book = Deadlines(methodcaller("expire"))
     log: list[tuple[str, float]] = []
     start = loop.time()
     late, early, gone, later = (Call(log, n) for n in ("late", "early", "gone", "later"))
@@ -41,7 +43,7 @@ async def test_each_call_expires_at_its_own_deadline_unless_removed():
 
 async def test_a_removed_call_leaves_the_timer_to_fire_for_nothing_and_rearm():
     loop = asyncio.get_running_loop()
-    book = Deadlines()
+    book = Deadlines(methodcaller("expire"))
     log: list[tuple[str, float]] = []
     first, second = Call(log, "first"), Call(log, "second")
     start = loop.time()
@@ -58,7 +60,7 @@ async def test_a_failing_expiry_does_not_keep_the_others_alive():
     loop = asyncio.get_running_loop()
     reported: list[str] = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
-    book = Deadlines()
+    book = Deadlines(methodcaller("expire"))
     log: list[tuple[str, float]] = []
 
     class Broken:
@@ -70,4 +72,22 @@ async def test_a_failing_expiry_does_not_keep_the_others_alive():
     book.add(Call(log, "other"), start + 0.02, loop)
     await asyncio.sleep(0.06)
     assert [name for name, _ in log] == ["other"]
-    assert reported == ["expiring an upstream call failed"]
+    assert reported == ["a deadline's handler failed"]
+
+
+async def test_a_call_added_again_when_due_is_due_again_later():
+    """The idle watchdog's way: checked when due, it may ask to be checked again."""
+    loop = asyncio.get_running_loop()
+    seen: list[float] = []
+
+    def on_due(call: object) -> None:
+        seen.append(loop.time())
+        if len(seen) < 3:
+            book.add(call, loop.time() + 0.02, loop)
+
+    book = Deadlines(on_due)
+    start = loop.time()
+    book.add("stream", start + 0.02, loop)
+    await asyncio.sleep(0.15)
+    assert len(seen) == 3 and len(book) == 0
+    assert seen[2] >= start + 0.06 - 0.003

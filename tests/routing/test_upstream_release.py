@@ -17,8 +17,9 @@ SOLO = {"solo": group("openai-chat")}
 
 
 def pending_deadlines(engine: Engine) -> int:
-    """Upstream `total` deadlines still pending (the client's book: the only place they live)."""
-    return len(engine.session.deadlines)
+    """Upstream `total` deadlines and idle watchdogs still pending (the client's books: the only
+    place they live)."""
+    return len(engine.session.deadlines) + len(engine.session.idles)
 
 
 def live_upstreams() -> int:
