@@ -131,7 +131,7 @@ class Upstream:
             self._heading = self._waiting = True
             self._watch(now + t.idle, loop)
         try:
-            await response.start(min(t.connect, t.total))
+            await response.start(min(t.connect, t.total), loop)
         except FAILURES as exc:
             self.close()
             raise UpstreamFailure(connection_error(exc)) from None

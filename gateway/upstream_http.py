@@ -255,11 +255,12 @@ class Response:
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
 
-    async def start(self, connect_timeout: float) -> None:
+    async def start(self, connect_timeout: float, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the call and wait for the answer's headers (`loop`: the running loop, which the
+        caller has: Python 3.11 asks the kernel for the pid at each `get_running_loop`)."""
         client = self._client
         if client._closed:
             raise HttpError("the upstream client is closed")
-        loop = asyncio.get_running_loop()
         now = loop.time()
         connection = client._take(self._target.key, now)
         if connection is None:
@@ -271,7 +272,7 @@ class Response:
         self._connection = connection
         self.sent = now
         data, self._data = self._data, b""
-        await connection.exchange(data)
+        await connection.exchange(data, loop)
         self.status = connection.status
         self.raw_headers = connection.raw_headers
 
