@@ -261,20 +261,23 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
     )
     assert load.stdin is not None and load.stdout is not None
 
-    collecting = {"start": 0.0, "spent": 0.0, "runs": [0, 0, 0]}
+    collecting: dict[str, Any] = {"start": 0.0, "spent": 0.0, "runs": [0, 0, 0], "longest": [0.0, 0.0, 0.0]}
 
     def collector(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            collecting["start"] = time.process_time()
+            collecting["start"] = time.perf_counter()
         else:
-            collecting["spent"] += time.process_time() - collecting["start"]
-            collecting["runs"][info["generation"]] += 1
+            took = time.perf_counter() - collecting["start"]
+            collecting["spent"] += took
+            generation = info["generation"]
+            collecting["runs"][generation] += 1
+            collecting["longest"][generation] = max(collecting["longest"][generation], took)
 
     gc.callbacks.append(collector)
     captured = capture_timed() if args.gc else [0, 0]
 
     async def batch(count: int) -> float:
-        collecting["spent"], collecting["runs"] = 0.0, [0, 0, 0]
+        collecting.update(spent=0.0, runs=[0, 0, 0], longest=[0.0, 0.0, 0.0])
         captured[:] = [0, 0]
         usage = resource.getrusage(resource.RUSAGE_SELF)
         started = time.process_time()
@@ -287,7 +290,11 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
             faults = (now.ru_minflt - usage.ru_minflt) / count
             times = f"user {user / count * 1e6:.0f} system {system / count * 1e6:.0f} us"
             print(f"minor faults {faults:.2f}/request, {times}")
-            print(f"gc: {collecting['spent'] / count * 1e6:.1f} us/request, collections {collecting['runs']}")
+            longest = " / ".join(f"{t * 1e3:.2f}" for t in collecting["longest"])
+            print(
+                f"gc: {collecting['spent'] / count * 1e6:.1f} us/request, collections {collecting['runs']},"
+                f" the longest of each generation {longest} ms (wall-clock: the loop held)"
+            )
             capture = captured[0] / count / 1e3
             print(f"inspector capture call (its ring evictions included): {capture:.1f} us/request")
             print(small_blocks())
