@@ -263,7 +263,7 @@ class Bench:
             # `count - 64` connects in its burst and another none. The stub's connects during
             # the timed burst are reported (`upstream_connects`: 0 for a warm gateway)
             await load.streams(path, body, count, self.s.chunks)
-            await asyncio.sleep(0.2)  # the finished streams' bookkeeping done before the timing
+            await asyncio.sleep(0.5)  # the finished streams' bookkeeping done before the timing
 
         runs, extra = await self.interleaved(
             rounds, lambda p: load.streams(p, body, count, self.s.chunks), lambda times: times.chunks, fill
