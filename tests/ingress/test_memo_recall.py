@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from bench.workloads import agent_messages
 from gateway.ingress import memo as memo_module
 from gateway.ingress import slices
-from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.budget import value_bound, value_bound_after
+from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.memo import SHORT_BODY, DecodeMemo
 from gateway.ingress.slices import item_texts
 from tests.ingress.test_memo import LIMITS, SEALER, TOOLS, _decode, _outbound, chat_message
