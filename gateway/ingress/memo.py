@@ -60,7 +60,7 @@ from gateway.ingress.memo_chain import LONG_TRANSCRIPT as _LONG_TRANSCRIPT
 from gateway.ingress.memo_chain import Chains, first_key
 from gateway.ingress.memo_items import Items, _FirstSight, _Turn
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
-from gateway.ingress.slices import held_items, opening_hash, shared_with
+from gateway.ingress.slices import held_items, list_span, opening_hash, shared_with
 
 T = TypeVar("T")
 
@@ -189,7 +189,12 @@ class DecodeMemo(Chains):
             held, values, span = sight.body, sight.values, sight.span
         finally:
             self.lock.release()
-        return shared_with(raw, held, values, span, field)  # bytes never change: no lock needed
+        # bytes never change: no lock needed. Where the held list is, found once (`chain` would
+        # find it for this turn anyway): the comparison then finds it where a field before it
+        # changed length (another thread finding it too sets the same value)
+        if span is None:
+            span = sight.span = list_span(held, field)
+        return shared_with(raw, held, values, span, field)
 
     def first_sight(
         self,

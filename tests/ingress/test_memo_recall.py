@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,7 +130,8 @@ def test_turns_going_on_from_a_held_one_are_compared_whole_not_read_item_by_item
         messages = agent_messages(LONG + 5, "chained spaced")
 
 
-def test_a_turn_switching_model_goes_on_from_the_held_list_where_it_moved(monkeypatch):
+@pytest.mark.parametrize("typed", [True, False])
+def test_a_turn_switching_model_goes_on_from_the_held_list_where_it_moved(monkeypatch, typed):
     """Codex switches model mid-session: a field before the list changes length, so the list
     stands elsewhere in the body. What the exchange does (gateway/exchange.py `_run`): the
     comparison made counting the body's values finds the held list by its key and is handed on
@@ -144,9 +146,12 @@ def test_a_turn_switching_model_goes_on_from_the_held_list_where_it_moved(monkey
     def raw_of(turn: list[dict[str, Any]], model: str) -> bytes:
         return orjson.dumps({"model": model, "messages": turn, "tools": TOOLS})
 
-    first = raw_of(messages, "m")  # read typed at first sight: where its list is, known
+    # read typed at first sight (where its list is, known), or parsed whole as the dialects without
+    # typed items are (Responses, Gemini: found by the next turn's count)
+    first = raw_of(messages, "m")
     bound = value_bound(first, 0, len(first))
-    body, items = parse_transcript(first, "messages", memo, scope, LIMITS, bound, typed=CHAT.typed_items)
+    typed_items = CHAT.typed_items if typed else None
+    body, items = parse_transcript(first, "messages", memo, scope, LIMITS, bound, typed=typed_items)
     CHAT.decode(body, {}, SEALER, items)
     split_calls = _spy_split(memo, monkeypatch)
     compared: list[int] = []
