@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections import deque
 from collections.abc import Callable, Mapping
 from operator import methodcaller
 
 from aiohappyeyeballs import AddrInfoType, start_connection
 from yarl import URL
 
+from gateway.bounded_cache import BoundedCache
 from gateway.deadlines import Deadlines
 from gateway.upstream_connection import (
     FAILURES,
@@ -95,9 +97,10 @@ class HttpClient:
         self._high = 2 * read_buffer
         self._ssl = ssl_context
         # (url, *header items) -> the target and the call's head up to its Content-Length value
-        self._heads: dict[tuple[object, ...], tuple[_Target, bytes]] = {}
+        self._heads: BoundedCache[tuple[object, ...], tuple[_Target, bytes]] = BoundedCache(_MAX_CACHED)
         self._dns: dict[tuple[str, int], tuple[float, list[AddrInfoType]]] = {}
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        # per (scheme, host, port), oldest first: see `_take`
+        self._idle: dict[tuple[str, str, int], deque[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
         # the `total` limits of the calls in flight and the idle watchdogs of the streams
@@ -128,10 +131,7 @@ class HttpClient:
         key = (url, *headers.items())
         found = self._heads.get(key)
         if found is None:
-            found = self._head(url, headers)
-            if len(self._heads) >= _MAX_CACHED:
-                self._heads.clear()
-            self._heads[key] = found
+            found = self._heads.keep(key, self._head(url, headers))
         target, head = found
         # one write either way; a long body is not copied behind its head (5.6 MB for an agent's
         # 5,000-message turn): the transport writes both (uvloop: one writev, no copy)
@@ -155,9 +155,14 @@ class HttpClient:
     # the pool
 
     def _take(self, key: tuple[str, str, int], now: float) -> Connection | None:
+        """The connection idle the longest that is still alive (as aiohttp's pool does): under
+        steady traffic every pooled connection is used in turn and none reaches the keep-alive
+        time, so a burst finds as many as the last one left (the newest first would keep only
+        the recent concurrency alive: the rest expire, and a burst then pays a connect, a TLS
+        handshake with a provider, for each one above it)."""
         connections = self._idle.get(key)
         while connections:
-            connection = connections.pop()
+            connection = connections.popleft()
             if connection.reusable(now):
                 return connection
             connection.abort()
@@ -169,7 +174,10 @@ class HttpClient:
             return
         loop = asyncio.get_running_loop()
         connection.idle_since = loop.time()
-        self._idle.setdefault(connection.key, []).append(connection)
+        connections = self._idle.get(connection.key)
+        if connections is None:
+            connections = self._idle[connection.key] = deque()
+        connections.append(connection)
         if self._sweep is None:
             self._sweep = loop.call_later(KEEPALIVE_SECONDS, self._swept)
 

@@ -30,6 +30,7 @@ from gateway.upstream import (
 )
 from gateway.upstream_connection import Connection
 from gateway.upstream_http import _JOIN_MAX, HttpClient
+from tests.routing.upstream_reads import next_chunk
 
 Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection
 
@@ -92,7 +93,7 @@ async def call(client: HttpClient, url: str, stream: bool = False, timeouts: Tim
     async with Upstream(client, request, timeouts or Timeouts(), stream=stream) as upstream:
         if stream:
             chunks = []
-            while chunk := await upstream.next_chunk():
+            while chunk := await next_chunk(upstream):
                 chunks.append(chunk)
             return upstream.status, upstream.headers, b"".join(chunks)
         return upstream.status, upstream.headers, await upstream.read()
@@ -249,7 +250,7 @@ async def test_an_abandoned_body_closes_its_connection(client):
         request = HttpRequest(url, {}, b"{}")
         for _ in range(2):
             async with Upstream(client, request, Timeouts(idle=5)) as upstream:
-                assert await upstream.next_chunk() == b"a"
+                assert await next_chunk(upstream) == b"a"
     assert server.connections == 2  # the first one was not pooled with its answer unread
 
 
@@ -312,14 +313,14 @@ async def test_a_slow_reader_pauses_the_socket_and_resumes_it_when_drained(clien
     async with Server(writes(head, body)) as url:
         request = HttpRequest(url, {}, b"{}")
         async with Upstream(client, request, Timeouts()) as upstream:
-            first = await upstream.next_chunk()
+            first = await next_chunk(upstream)
             await asyncio.sleep(0.05)  # the server writes; the reader holds at most its bound
             connection = upstream._response._connection  # noqa: SLF001 - its buffer is under test
             assert connection._paused  # noqa: SLF001
             held = connection._size  # noqa: SLF001
             assert 2 * UPSTREAM_READ_BUFFER < held <= 2 * UPSTREAM_READ_BUFFER + 256 * 1024
             chunks = [first]
-            while chunk := await upstream.next_chunk():
+            while chunk := await next_chunk(upstream):
                 assert len(chunk) <= MAX_STREAM_CHUNK
                 chunks.append(chunk)
             assert not connection._paused  # noqa: SLF001
@@ -539,14 +540,14 @@ async def test_drained_once_the_body_is_in_whole_and_read(client):
         async with Upstream(client, request, Timeouts(idle=5)) as upstream:
             body = b""
             while body != b"ab":
-                body += await upstream.next_chunk()
+                body += await next_chunk(upstream)
             assert not upstream.drained(), "the body's end is still to come"
             gate.set()
             async with asyncio.timeout(30):  # a bound against a hang, not a timing assertion
                 # the end comes in a socket read of its own: no event to await but that read
                 while not upstream.drained():  # noqa: ASYNC110
                     await asyncio.sleep(0.001)
-            assert await upstream.next_chunk() == b""
+            assert await next_chunk(upstream) == b""
             assert upstream.drained()
         assert not upstream.drained()
 
@@ -577,3 +578,35 @@ async def test_a_streams_error_answer_is_read_whole_however_slowly_its_body_come
         async with Upstream(client, request, Timeouts(idle=0.1, total=5), stream=True) as upstream:
             assert upstream.status == 500
             assert await upstream.read() == b"oops"
+
+
+class _Pooled:
+    """What the pool asks of a connection: its key, whether it is still alive."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.key = ("http", "127.0.0.1", 9)
+        self.idle_since = 0.0
+        self.aborted = False
+
+    def reusable(self, now: float) -> bool:
+        return True
+
+    def abort(self) -> None:  # the pool closing at the test's end
+        self.aborted = True
+
+
+async def test_the_connection_idle_the_longest_is_reused_first(client):
+    # oldest first (aiohttp's order): under steady traffic every pooled connection is used in
+    # turn, so none expires and a burst finds the pool as the last burst left it
+    pooled = [_Pooled(name) for name in "abc"]
+    for connection in pooled:
+        client.give_back(connection)  # type: ignore[arg-type]
+    now = asyncio.get_running_loop().time()
+    taken = []
+    for _ in range(6):
+        connection = client._take(pooled[0].key, now)  # noqa: SLF001 - the pool's order is under test
+        taken.append(connection.name)
+        client.give_back(connection)
+    assert taken == list("abcabc")
+    assert not any(connection.aborted for connection in pooled)
