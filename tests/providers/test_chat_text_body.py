@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.providers.openai_compat import text_body
 from gateway.transcript.events import BlockDelta
+from tests.providers.test_chat_text_chunk import ANY, NOTES, TEXT, _maybe
 from tests.providers.test_openai_compat import ADAPTERS, target
 
 
@@ -36,9 +37,8 @@ def _same(kind: str, body: bytes) -> list:
     return fast
 
 
-# values the decoder reads, of every JSON type and truthiness
-ANY = st.sampled_from([None, True, False, 0, 1, 0.0, "", "x", [], ["x"], {}, {"type": "text"}])
-TEXT = st.one_of(st.none(), st.text(max_size=6), ANY)
+# the stream chunk's strategies (values of every JSON type and truthiness, objects holding any
+# subset of their fields), with usages of every kind the dialects send
 USAGE = st.one_of(
     ANY,
     st.just({"prompt_tokens": 3, "completion_tokens": 2}),
@@ -48,12 +48,6 @@ USAGE = st.one_of(
 CALLS = st.one_of(
     ANY, st.just([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}])
 )
-NOTES = st.one_of(ANY, st.just([{"type": "url_citation", "url_citation": {"url": "https://a.example"}}]))
-
-
-def _maybe(**fields: st.SearchStrategy) -> st.SearchStrategy[dict]:
-    """Objects holding any subset of `fields` (a key absent and a key null are not alike)."""
-    return st.fixed_dictionaries({}, optional=fields)
 
 
 MESSAGE = st.one_of(
