@@ -120,6 +120,9 @@ class DecodeMemo(Chains):
         # a first sight `admit` found held for the request it admitted, read in parts by the
         # `split` or `items` of that request (or the next `admit`)
         self._pending: tuple[tuple[str, int], _FirstSight] | None = None
+        # a body to hold whose bound waits for a pass over its bytes, placed after its request's
+        # answer (`settle`): where it goes, it, and a run of it known narrow
+        self._unsized: tuple[tuple[str, bytes, bytes], _FirstSight, tuple[int, int] | None] | None = None
 
     def __len__(self) -> int:
         return sum(len(turn.entries) for turn in self._probation.values()) + len(self._index)
@@ -149,6 +152,7 @@ class DecodeMemo(Chains):
             return False, None
         if self._admit_after == 1:
             return True, None
+        self._settle()
         found = opening_hash(raw, field)
         if found is None:
             return False, None
@@ -179,6 +183,7 @@ class DecodeMemo(Chains):
         if not self.lock.acquire(blocking=False):
             return None
         try:
+            self._settle()
             found = opening_hash(raw, field)
             if found is None:
                 return None
@@ -218,14 +223,11 @@ class DecodeMemo(Chains):
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items
-        size, sight_narrow = self._held_size(raw, body_values, count)
-        if size <= self._items_max:
-            sight = _FirstSight(raw, field, parts, size)
-            sight.values = body_values
-            sight.narrow = sight_narrow
-            sight.span = span
-            items._record = sight.records
-            self._on_probation(first_key(opening), sight)
+        sight = _FirstSight(raw, field, parts, 0)
+        sight.values = body_values
+        sight.span = span
+        items._record = sight.records
+        self._place(first_key(opening), sight, None)
         return items
 
     def _recall(self, opening: tuple[str, int], raws: list[bytes] | None = None) -> None:
