@@ -18,7 +18,7 @@ import msgspec
 
 from gateway.ingress.chat.plain import assistant_message, plain_end, tool_call
 from gateway.ingress.typed_items import TypedItems
-from gateway.transcript.model import Message, Role, Text, ToolResult
+from gateway.transcript.model import REASONING_EFFORTS, Message, Role, Text, ToolResult
 from gateway.transcript.seal import Sealer
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
@@ -91,3 +91,53 @@ def typed_message(msg: PlainMessage, index: int, sealer: Sealer) -> tuple[Messag
         return plain_end(msg.content or msg.refusal or "", msg.content, call, msg.reasoning_content, where)
     listed = [(call.id, call.function.name, call.function.arguments) for call in calls]
     return assistant_message(msg.content, msg.refusal, msg.reasoning_content, listed, where, sealer)
+
+
+class NamedFunction(msgspec.Struct, gc=False):
+    name: str
+
+
+class NamedToolChoice(msgspec.Struct, gc=False):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class StreamOptions(msgspec.Struct, gc=False):
+    include_usage: bool = False
+
+
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
+_Unit = Annotated[float, msgspec.Meta(ge=0, le=1)]
+
+
+class Head(msgspec.Struct, gc=False):
+    """A request's top-level parameters as `wire.ChatRequestHead` reads them (the same names and
+    values), for a request of the common shapes: checked in C from the parsed body, where pydantic
+    built a model of them (~1.4 us, and more than that in a lone request's cold caches). It
+    accepts less than the head does, never more: unknown fields pass (they are not read), a
+    `response_format` other than null does not (its name's pattern is matched differently by
+    Python's `re`), nor does anything pydantic would refuse; whatever it refuses goes to pydantic
+    (`typed_head`). tests/ingress/test_chat_typed.py compares both on generated heads."""
+
+    model: Annotated[str, msgspec.Meta(min_length=1)]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning_effort: Literal[REASONING_EFFORTS] | None = None  # type: ignore[valid-type]
+    max_tokens: _Positive | None = None
+    max_completion_tokens: _Positive | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    top_p: _Unit | None = None
+    stop: str | list[str] | None = None
+    n: _Positive | None = None
+    response_format: None = None
+
+
+def typed_head(body: dict) -> Head | None:
+    """`body`'s head read into `Head`, or None: validate it with pydantic (`wire.ChatRequestHead`),
+    which accepts it or reports the request's first error."""
+    try:
+        return msgspec.convert(body, Head)
+    except msgspec.ValidationError:
+        return None
