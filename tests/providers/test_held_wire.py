@@ -127,11 +127,13 @@ _json = st.recursive(
     st.dictionaries(st.text(max_size=4), _json, max_size=4),
     st.lists(_json, max_size=4),
     st.booleans(),
+    st.sampled_from([1, 10**9]),
 )
-def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, items, nul):
+def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, items, nul, least):
     """`Rendered.dumps`: the body written around the list (its one NUL the list's place) is the
     body orjson writes with the list's text as a fragment; a fragment holding a NUL of its own
-    (never orjson's text) leaves it to orjson."""
+    (never orjson's text) leaves it to orjson. So is a short list's (`least`: `MIN_MESSAGES` above
+    its length: held nowhere, written with the body at once)."""
     wire = held_wire.HeldWire(1 << 20)
     messages = (Message(Role.USER, (Text("a"),)),)
 
@@ -143,7 +145,7 @@ def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, 
     if nul:  # before the list's place: the first NUL in the text is not it
         body = {"raw": orjson.Fragment(b'"\0"'), **body}
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+        monkeypatch.setattr(held_wire, "MIN_MESSAGES", least)
         text = wire.rendered(messages, None, [], encode).text()
         want = orjson.dumps({**body, "messages": orjson.Fragment(text)})
         assert wire.rendered(messages, None, [], encode).dumps(dict(body)) == want
@@ -158,7 +160,8 @@ def _nested(depth: int) -> object:
     return value
 
 
-def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before():
+@pytest.mark.parametrize("least", [1, 10**9])
+def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before(least):
     """A list written afresh is written with its body in one `orjson.dumps`, one level deeper than
     written alone: a list at orjson's nesting limit is then written alone and joined, as before
     (the same bytes, no refusal)."""
@@ -175,7 +178,7 @@ def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before():
 
     body = {"model": "m", "messages": held_wire.PLACE}
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+        monkeypatch.setattr(held_wire, "MIN_MESSAGES", least)
         sent = wire.rendered(messages, None, [], encode).dumps(dict(body))
         text = orjson.dumps(items)
         assert sent == b'{"model":"m","messages":' + text + b"}"
