@@ -83,7 +83,9 @@ def test_the_typed_head_reads_what_pydantic_reads(body):
     for name in _NAMES:
         ours, theirs = getattr(typed, name), getattr(wire, name)
         if name == "stream_options" or (name == "tool_choice" and not isinstance(theirs, str | None)):
-            theirs = None if theirs is None else theirs.model_dump(include={"include_usage", "type", "function"})
+            theirs = (
+                None if theirs is None else theirs.model_dump(include={"include_usage", "type", "function"})
+            )
             ours = None if ours is None else msgspec.to_builtins(ours)
         assert ours == theirs and type(ours) is type(theirs), name
 
