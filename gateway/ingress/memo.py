@@ -17,7 +17,8 @@ a share of the budget; reading a body in parts and keeping its items cost 30-40%
 parsing it whole (bench/memo.py), which traffic that never repeats must not pay. A long
 transcript (`_LONG_TRANSCRIPT` items: it went on before) is the exception: at first sight its
 body and what its items decoded to wait on probation whole, read in parts only when the next turn
-opens the same way (`_recall`), so that turn finds them. Second sight: the new items of a
+opens the same way (`_recall`), so that turn finds them (a body whose bound needs a pass over
+its bytes is bounded once its answer is on its way: `settle`). Second sight: the new items of a
 request are kept together on probation (one entry per request: the request decoded them anyway),
 under the request's opening items. A later request of the same scope that opens the same way is
 the same conversation going on: that turn's items are protected then, and found by their bytes
