@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -67,6 +67,7 @@ _NAMES = [name for name in Head.__struct_fields__ if name != "response_format"]
 
 @settings(max_examples=400)
 @given(heads())
+@example({"model": "m", "stream_options": {"type": "function", "function": {"name": "f"}}, "messages": []})
 def test_the_typed_head_reads_what_pydantic_reads(body):
     typed = typed_head(body)
     try:
@@ -82,11 +83,12 @@ def test_the_typed_head_reads_what_pydantic_reads(body):
     assert wire.response_format is None
     for name in _NAMES:
         ours, theirs = getattr(typed, name), getattr(wire, name)
-        if name == "stream_options" or (name == "tool_choice" and not isinstance(theirs, str | None)):
-            theirs = (
-                None if theirs is None else theirs.model_dump(include={"include_usage", "type", "function"})
-            )
-            ours = None if ours is None else msgspec.to_builtins(ours)
+        # of a Struct, the fields decode reads (the models keep extra fields too: never read)
+        if name == "stream_options" and theirs is not None:
+            theirs, ours = theirs.include_usage, ours.include_usage
+        elif name == "tool_choice" and not isinstance(theirs, str | None):
+            theirs = theirs.model_dump(include={"type": True, "function": {"name"}})
+            ours = msgspec.to_builtins(ours)
         assert ours == theirs and type(ours) is type(theirs), name
 
 
