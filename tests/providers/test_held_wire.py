@@ -91,21 +91,30 @@ def test_a_long_agent_session_renders_only_its_new_messages(kind, monkeypatch):
     adapter = get_adapter(kind)
     encoded: list[object] = []  # the messages (chat) or blocks (Messages) encoded
     if kind == "anthropic":
-        owner, name, renders_all = anthropic_content, "_block", False
-    else:
-        owner, name, renders_all = type(adapter._encoder), "_message", adapter.dialect.tool_message_name
-    real = getattr(owner, name)
+        owner, names, renders_all = anthropic_content, ("_block",), False
+    else:  # an assistant message goes to `_assistant` (from `_message` or not), the others to `_message`
+        owner, names, renders_all = (
+            type(adapter._encoder),
+            ("_message", "_assistant"),
+            adapter.dialect.tool_message_name,
+        )
 
-    def counting(*args):
-        encoded.append(args[1] if owner is not anthropic_content else args[0])
-        return real(*args)
+    def counting(real):
+        def count(*args):
+            item = args[1] if owner is not anthropic_content else args[0]
+            if not encoded or encoded[-1] is not item:  # once when `_message` hands it on
+                encoded.append(item)
+            return real(*args)
+
+        return count
 
     for turn in range(3):
         request = Request("m", tuple(messages), system=(Text("Be terse."),))
         want = _cold(request, kind, monkeypatch)
         encoded.clear()
         with monkeypatch.context() as m:
-            m.setattr(owner, name, counting)
+            for name in names:
+                m.setattr(owner, name, counting(getattr(owner, name)))
             assert _send(request, kind) == want
         if turn and not renders_all:
             newest = messages[-2:]
