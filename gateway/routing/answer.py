@@ -14,8 +14,8 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import TYPE_CHECKING
 
-import msgspec
 import orjson
+from msgspec import Struct
 
 from gateway.providers.base import StreamDecoder
 from gateway.repair import Prepared
@@ -45,10 +45,7 @@ def mint_tool_call_id() -> str:
     return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
 
 
-class Attempt(msgspec.Struct, frozen=True):
-    """One target tried for a request (a msgspec Struct: made on every request, where a frozen
-    dataclass's init costs ~1.4 us for its nine fields)."""
-
+class Attempt(Struct, frozen=True):  # built for every request: a Struct's init costs a fraction
     provider: str
     outcome: str  # "ok" or an ErrorCategory value
     error: UpstreamError | None = None
@@ -254,7 +251,7 @@ class EventStream:
             await upstream.__aexit__(None, None, None)
 
 
-class Answer(msgspec.Struct, frozen=True):
+class Answer(Struct, frozen=True):
     """A target committed. Read `stream` (or iterate `batches()`/`events()`) once; `aclose()`
     releases the upstream connection."""
 
