@@ -14,8 +14,6 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -148,7 +146,23 @@ def _timestamp() -> str:
 
 _SHAPES = 4096  # distinct shapes kept (`_shape`); then they are worked out anew
 _shapes: dict[tuple[Any, ...], tuple[str, str, str, bool]] = {}
-_USAGE = '{{"input":{},"output":{},"cache_read":{},"cache_write":{},"reasoning":{}}}'
+
+
+def _figure(value: float | None) -> str:
+    """A duration in ms (`_ms`) as orjson writes it: a float of magnitude 1e-4 to 1e16 (or 0) is
+    its shortest round-trip digits in plain notation, there as in `repr` (a line is written for
+    every request; one orjson call per line and its text split apart cost more than the rest)."""
+    if value is None:
+        return "null"
+    if type(value) is float and (1e-4 <= abs(value) < 1e16 or value == 0):
+        return repr(value)
+    return orjson.dumps(value).decode()
+
+
+def _count(value: int) -> str:
+    """A count as orjson writes it (an int: its decimal digits)."""
+    return str(value) if type(value) is int else orjson.dumps(value).decode()
+
 # the fields of a line between the session and the figures, in `_line`'s order
 _MIDDLE = ("model", "provider", "upstream_model", "status", "outcome", "attempts", "tried", "repairs")
 
@@ -191,16 +205,19 @@ def log_access(record: RequestRecord) -> None:
     checked = clean and _HEX.fullmatch(f"{request_id}{session}{trace_id}") is not None
     if checked:
         # the text orjson makes of `_line`'s object with "ts" first: strings that need no escape
-        # (hex digits, the time) written in, the numbers as orjson writes them, in one array
+        # (hex digits, the time) written in, the numbers as orjson writes them (`_figure`, `_count`)
         usage = record.usage
-        figures: tuple[Any, ...] = (_ms(record.duration), _ms(record.ttft), record.cost_usd)
-        figures += (record.ignored_tokens,)
-        if usage is not None:
-            figures += (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens)
-            figures += (usage.cache_write_tokens, usage.reasoning_tokens)
-        written = orjson.dumps(figures).decode()[1:-1].split(",")
-        duration, ttft, cost, ignored = written[:4]
-        used = "null" if usage is None else _USAGE.format(*written[4:])
+        duration, ttft, cost = _figure(_ms(record.duration)), _figure(_ms(record.ttft)), record.cost_usd
+        cost = "null" if cost is None else orjson.dumps(cost).decode()  # (its exponents are orjson's)
+        ignored = _count(record.ignored_tokens)
+        if usage is None:
+            used = "null"
+        else:
+            used = (
+                f'{{"input":{_count(usage.input_tokens)},"output":{_count(usage.output_tokens)},'
+                f'"cache_read":{_count(usage.cache_read_tokens)},'
+                f'"cache_write":{_count(usage.cache_write_tokens)},"reasoning":{_count(usage.reasoning_tokens)}}}'
+            )
         traced = f',"trace_id":"{trace_id}"' if trace_id else ""
         text = (
             f'{{"ts":"{_timestamp()}","request_id":"{request_id}",{head}{session}",{middle}{duration},'
@@ -221,22 +238,28 @@ def log_access(record: RequestRecord) -> None:
     _access.handle(entry)
 
 
-@contextmanager
-def lines_held() -> Iterator[None]:
+class lines_held:  # noqa: N801  (used as a function: `with lines_held():`)
     """Access-log lines written within reach the stream as they are, and are flushed once at the
     end (one write to the file for the requests accounted for together:
-    `exchange._account_pending`) instead of once each."""
-    handler = _handler
-    if handler is None or handler not in _access.handlers:  # not (or no longer) writing the lines
-        yield
-        return
-    handler.held += 1
-    try:
-        yield
-    finally:
-        handler.held -= 1
-        if not handler.held:
-            handler.flush_held()
+    `exchange._account_pending`) instead of once each. (A class, not a generator: it is entered
+    on every batch of bookkeeping, and a generator's context manager costs several times more.)"""
+
+    __slots__ = ("_handler",)
+
+    def __enter__(self) -> None:
+        handler = _handler
+        if handler is None or handler not in _access.handlers:  # not (or no longer) writing the lines
+            self._handler = None
+            return
+        handler.held += 1
+        self._handler = handler
+
+    def __exit__(self, *exc: object) -> None:
+        handler = self._handler
+        if handler is not None:
+            handler.held -= 1
+            if not handler.held:
+                handler.flush_held()
 
 
 class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
