@@ -163,6 +163,7 @@ def _count(value: int) -> str:
     """A count as orjson writes it (an int: its decimal digits)."""
     return str(value) if type(value) is int else orjson.dumps(value).decode()
 
+
 # the fields of a line between the session and the figures, in `_line`'s order
 _MIDDLE = ("model", "provider", "upstream_model", "status", "outcome", "attempts", "tried", "repairs")
 

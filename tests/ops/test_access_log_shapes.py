@@ -101,6 +101,8 @@ def test_a_figure_is_written_as_orjson_writes_it(value):
 
 
 @settings(max_examples=200, deadline=None)
-@given(value=st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats(allow_nan=False) | st.booleans())
+@given(
+    value=st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats(allow_nan=False) | st.booleans()
+)
 def test_a_count_is_written_as_orjson_writes_it(value):
     assert access_log._count(value) == orjson.dumps(value).decode()
