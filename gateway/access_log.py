@@ -266,16 +266,25 @@ class lines_held:  # noqa: N801  (used as a function: `with lines_held():`)
 class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The access log's handler: each record's message is its whole line (what its "%(message)s"
     formatter writes), written and flushed without the formatter's per-record work; within
-    `lines_held`, flushed once at its end."""
+    `lines_held`, kept and written in one piece at its end, then flushed: one write to the
+    stream for the batch, whatever its buffering (stderr is line-buffered: written line by line,
+    each line would reach the file in a system call of its own)."""
 
-    held = 0  # `lines_held` scopes open: lines are flushed when the last one ends
+    held = 0  # `lines_held` scopes open: lines are written when the last one ends
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self._pending: list[str] = []  # lines held (with their terminators), in order
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            text = record.getMessage() + self.terminator
+            if self.held:
+                self._pending.append(text)
+                return
             stream = self.stream
-            stream.write(record.getMessage() + self.terminator)
-            if not self.held:
-                stream.flush()
+            stream.write(text)
+            stream.flush()
         except RecursionError:  # as logging.StreamHandler
             raise
         except Exception:
@@ -297,11 +306,13 @@ class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """`line`, which the redacting filter would pass unchanged, written as `emit` writes a
         record whose message it is."""
         with self.lock:  # type: ignore[union-attr]  # (made by Handler.__init__)
+            if self.held:
+                self._pending.append(line + self.terminator)
+                return
             try:
                 stream = self.stream
                 stream.write(line + self.terminator)
-                if not self.held:
-                    stream.flush()
+                stream.flush()
             except RecursionError:
                 raise
             except Exception:
@@ -309,14 +320,21 @@ class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
                 self.handleError(entry)
 
     def flush_held(self) -> None:
-        """The lines written within `lines_held`, flushed (a failure reported as a line's would be)."""
+        """The lines held within `lines_held`, written in one piece and flushed (a failure
+        reported as a line's would be)."""
         with self.lock:  # type: ignore[union-attr]
+            pending = self._pending
+            text = "".join(pending)
+            pending.clear()
             try:
-                self.stream.flush()
+                stream = self.stream
+                if text:
+                    stream.write(text)
+                stream.flush()
             except RecursionError:
                 raise
             except Exception:
-                entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, "", None, None)
+                entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, text, None, None)
                 self.handleError(entry)
 
 
