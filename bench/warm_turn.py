@@ -10,14 +10,16 @@ agent loop's steady state), as `bench/turns.py` sends them through the whole gat
   have no records, so nothing is restored);
 - `repair`: `prepare` for an OpenAI Chat target; `encode`: that provider's request body.
 
-    python bench/warm_turn.py [--messages 1000] [--sessions 12] [--tree PATH]
+    python bench/warm_turn.py [--messages 1000] [--sessions 12] [--tree PATH] [--switch-model]
 
 Prints milliseconds per turn for each step (the median over the sessions, the first two left out:
-they warm the interpreter). `--tree`: another checkout's gateway package."""
+they warm the interpreter). `--tree`: another checkout's gateway package. `--switch-model`: each
+turn names another model (Codex switching model mid-session moves the list in the body)."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import sys
 import time
@@ -34,6 +36,11 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=12)
     parser.add_argument("--tree", type=Path, default=ROOT)
+    parser.add_argument(
+        "--switch-model",
+        action="store_true",
+        help="each turn names another model (of another length, as Codex switching model mid-session)",
+    )
     return parser.parse_args()
 
 
@@ -78,6 +85,12 @@ def _bound(raw: bytes, held: Any) -> int | None:
         return done.value
 
 
+def _shared(held: Any) -> dict[str, Any]:
+    """What counting the values compared, handed on to the read as the exchange does (a tree
+    before `shared`: its read found the comparison itself)."""
+    return {"shared": held} if "shared" in inspect.signature(parse_transcript).parameters else {}
+
+
 def turn(memo: DecodeMemo, raw: bytes) -> dict[str, float]:
     """Each step's CPU time (ms) for one turn of `raw`."""
     took: dict[str, float] = {}
@@ -87,7 +100,7 @@ def turn(memo: DecodeMemo, raw: bytes) -> dict[str, float]:
     values = _bound(raw, held)
     took["bound"] = clock() - started
     started = clock()
-    body, items = parse_transcript(raw, "messages", memo, "chat\0", SERVER, values, **TYPED)
+    body, items = parse_transcript(raw, "messages", memo, "chat\0", SERVER, values, **TYPED, **_shared(held))
     took["parse"] = clock() - started
     started = clock()
     request = CODEC.decode(body, {}, SEALER, items).request
@@ -123,9 +136,9 @@ def main() -> None:
         seed = f"warm{ARGS.messages}x{n}x{time.monotonic_ns() % 10**9}"
         messages = workloads.agent_messages(ARGS.messages, seed)
         turn(memo, workloads.agent_body("m", messages, tools))  # the cold turn
-        for kind in runs:
+        for kind, model in zip(runs, ("model-two", "m-3") if ARGS.switch_model else ("m", "m"), strict=True):
             messages = workloads.next_turn(messages, _answer(len(messages)), seed)
-            figures = turn(memo, workloads.agent_body("m", messages, tools))
+            figures = turn(memo, workloads.agent_body(model, messages, tools))
             if n >= 2:
                 runs[kind].append(figures)
     for kind, figures in runs.items():

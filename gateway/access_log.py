@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import orjson
 
+from gateway.bounded_cache import BoundedCache
 from gateway.metrics import RequestRecord
 from gateway.redaction import CHECKED_BY, RedactingFilter, Redactor
 
@@ -28,8 +29,8 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _access = logging.getLogger(ACCESS_LOGGER)
 
 
-_SESSION_HASHES = 4096  # sessions whose pseudonym is kept (every turn of a session logs it)
-_session_hashes: dict[str, str] = {}
+# sessions whose pseudonym is kept (every turn of a session logs it)
+_session_hashes: BoundedCache[str, str] = BoundedCache(4096)
 
 
 def session_hash(session: str) -> str:
@@ -39,9 +40,7 @@ def session_hash(session: str) -> str:
         return ""
     found = _session_hashes.get(session)
     if found is None:
-        if len(_session_hashes) >= _SESSION_HASHES:
-            _session_hashes.clear()
-        found = _session_hashes[session] = hashlib.sha256(session.encode()).hexdigest()[:16]
+        found = _session_hashes.keep(session, hashlib.sha256(session.encode()).hexdigest()[:16])
     return found
 
 
@@ -144,8 +143,8 @@ def _timestamp() -> str:
     return _milli_text
 
 
-_SHAPES = 4096  # distinct shapes kept (`_shape`); then they are worked out anew
-_shapes: dict[tuple[Any, ...], tuple[str, str, str, bool]] = {}
+# distinct shapes kept (`_shape`): past 4,096, they are worked out anew
+_shapes: BoundedCache[tuple[Any, ...], tuple[str, str, str, bool]] = BoundedCache(4096)
 
 
 def _figure(value: float | None) -> str:
@@ -187,10 +186,7 @@ def _shape(record: RequestRecord) -> tuple[str, str, str, bool]:
         head = orjson.dumps({"ingress": fields["ingress"], "session": ""}).decode()[1:-2]
         middle = orjson.dumps({name: fields[name] for name in _MIDDLE}).decode()[1:-1]
         tail = orjson.dumps({"key": record.key}).decode()[:-1].replace("{", ",", 1) if record.key else ""
-        shape = (head, f'{middle},"duration_ms":', tail, clean)
-        if len(_shapes) >= _SHAPES:
-            _shapes.clear()
-        _shapes[key] = shape
+        shape = _shapes.keep(key, (head, f'{middle},"duration_ms":', tail, clean))
     return shape
 
 

@@ -31,7 +31,7 @@ from gateway.continuity.items import expand
 from gateway.continuity.restore import keyed, restore
 from gateway.ingress.admission import check_size, parse_counted, values_within_budget
 from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint
-from gateway.ingress.budget import offloads
+from gateway.ingress.budget import Shared, offloads
 from gateway.ingress.errors import ClientError, invalid, overflow_figures
 from gateway.ingress.memo import Items
 from gateway.ingress.split import parse_shared
@@ -227,7 +227,7 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     held = None if field is None else state.memo.held_bound(_memo_scope(exchange), raw, field)
     values = await values_within_budget(raw, state.config.server, held)
     exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
-    body, items = await _parse(exchange, raw, values)
+    body, items = await _parse(exchange, raw, values, held)
     decode = exchange.codec.decode
     if offload is not None:
         inbound = await offload.run(
@@ -296,8 +296,11 @@ async def _admit(exchange: Exchange) -> None:
         raise refusal.error()
 
 
-async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[Any, Items[Any] | None]:
-    """`values`: the body's count by `values_within_budget`, made once by the caller. A large body
+async def _parse(
+    exchange: Exchange, raw: bytes, values: int | None, held: Shared | None
+) -> tuple[Any, Items[Any] | None]:
+    """`values`: the body's count by `values_within_budget`, made once by the caller (`held`: from
+    what it shares with the memo's held body, compared once for both). A large body
     (`exchange.offload`) is parsed in the worker thread, with the memo as any other: an agent's
     5,000-message turn finds its history there too."""
     state = exchange.state
@@ -309,9 +312,9 @@ async def _parse(exchange: Exchange, raw: bytes, values: int | None) -> tuple[An
     typed = exchange.codec.typed_items
     if exchange.offload is not None:
         return await exchange.offload.run(
-            parse_shared, raw, field, state.memo, scope, server, values, True, typed
+            parse_shared, raw, field, state.memo, scope, server, values, True, typed, held
         )
-    parsed = parse_shared(raw, field, state.memo, scope, server, values, False, typed)
+    parsed = parse_shared(raw, field, state.memo, scope, server, values, False, typed, held)
     if parsed is None:  # the worker thread is in the memo: parsed whole, as without it
         return await parse_counted(raw, server, values), None
     return parsed

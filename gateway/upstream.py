@@ -209,12 +209,6 @@ class Upstream:
             raise UpstreamFailure(connection_error(exc)) from None
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def next_chunk(self) -> bytes:
-        """The next body chunk as it arrives (`take`, waiting for it if need be); b"" at the end."""
-        while type(chunk := self.take()) is not bytes:
-            await chunk
-        return chunk
-
     def take(self) -> bytes | asyncio.Future[None] | Later:
         """The body bytes already in (at most MAX_STREAM_CHUNK: every piece held, in one go);
         b"" at the end; or, with nothing in yet, a future to await before taking again (LATER

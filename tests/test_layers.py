@@ -55,6 +55,7 @@ LAYERS = {
     # a vendor's wire forms its dialect and its provider family share (server tools, citations)
     "wire": 1,
     "transcript": 0,
+    "bounded_cache": 0,  # the module caches' bound (no gateway imports)
 }
 # siblings on one layer that must not know each other (DESIGN.md section 3)
 APART = {("providers", "ingress"), ("ingress", "providers"), ("repair", "providers"), ("ingress", "routing")}

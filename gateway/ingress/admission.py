@@ -10,7 +10,14 @@ import asyncio
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.ingress.budget import JsonValues, parsed_in_pieces, raw_parts, value_bound, value_bound_after
+from gateway.ingress.budget import (
+    JsonValues,
+    Shared,
+    parsed_in_pieces,
+    raw_parts,
+    value_bound,
+    value_bound_after,
+)
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.offload import Offload
@@ -50,16 +57,14 @@ async def parse_counted(
     return body
 
 
-async def values_within_budget(
-    raw: bytes, limits: ServerConfig, held: tuple[bytes, int] | None = None
-) -> int | None:
+async def values_within_budget(raw: bytes, limits: ServerConfig, held: Shared | None = None) -> int | None:
     """Refuse a body of more JSON values than the cap before it is parsed: counted in steps that
     let other requests run, and only when one C-speed count cannot tell. Returns the C-speed
-    count (`value_bound` of the whole body), when it was made whole. `held`: a body this one may
-    open with and its count (`DecodeMemo.held_bound`): the same count, from what follows the bytes
-    they share."""
+    count (`value_bound` of the whole body), when it was made whole. `held`: what this body shares
+    with a held one, and that one's count (`DecodeMemo.held_bound`): the same count, from the
+    bytes they do not share."""
     cap = limits.max_json_values
-    bound = None if held is None else value_bound_after(raw, *held, _BOUND_STEP)
+    bound = None if held is None else value_bound_after(raw, held, _BOUND_STEP)
     if bound is None:
         bound = 0
         for start in range(0, len(raw), _BOUND_STEP):

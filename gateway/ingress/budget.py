@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.offload import OFFLOAD_BYTES, OFFLOAD_VALUES, PIECES_VALUES
 
@@ -68,39 +68,42 @@ def common_prefix(a: bytes, b: bytes) -> int:
             lo = mid
         else:
             hi = mid
-    global _LAST_PREFIX
-    _LAST_PREFIX = (a, b, lo)
     return lo
 
 
-# the last `common_prefix` found (the two bytes objects, kept alive so that their ids name them,
-# and what they share): a turn's body is compared with the held one it goes on from when its
-# values are counted, then again when it is read (gateway/ingress/slices.py `went_on`); ~1 MB of
-# memcmp over bytes out of the cache, once instead of twice
-_LAST_PREFIX: tuple[bytes, bytes, int] = (b"", b"", 0)
+class Shared(NamedTuple):
+    """What a request body was found to share with `held`, the body held for its conversation's
+    last turn (`value_bound` `values`; its list at `span` when known: gateway/ingress/slices.py
+    `shared_with`): its first `prefix` bytes, and the held list's run (`held[span[0]:span[1]]`, a
+    `[` and the held items) from `at` on (None: not found, or `span` unknown). Made once, when the
+    body's values are counted (`value_bound_after`), and handed on to its read (`went_on`): ~1 MB
+    of memcmp over bytes out of the cache, once instead of twice."""
+
+    held: bytes
+    values: int
+    prefix: int
+    span: tuple[int, int] | None
+    at: int | None
 
 
-def known_prefix(a: bytes, b: bytes) -> int | None:
-    """`common_prefix(a, b)` when it was the last one found (else None); forgotten once asked
-    (not keeping a large body alive past its turn)."""
-    global _LAST_PREFIX
-    last = _LAST_PREFIX
-    if last[0] is not a or last[1] is not b:
+def value_bound_after(raw: bytes, shared: Shared, most: int) -> int | None:
+    """`value_bound` of the whole `raw`, from the bound of the held body it opens with or holds the
+    list of (`shared`: an agent's next turn re-sends the last one's body up to the end of its
+    transcript; Codex switching model moves it): the bytes they share count the same in both, so
+    only the others are counted (compared at memcmp speed, ~10x faster than counting). None: more
+    than `most` bytes would be counted (they share too little)."""
+    held, prefix, span, at = shared.held, shared.prefix, shared.span, shared.at
+    if span is not None and at is not None and prefix < span[0] <= span[1] and prefix <= at:
+        # the held list's run, moved: shared besides the prefix, counted in neither body
+        start, end = span
+        run = end - start
+        if len(held) + len(raw) - 2 * (prefix + run) > most:
+            return None
+        outside = value_bound(held, prefix, start) + value_bound(held, end, len(held))
+        return shared.values - outside + value_bound(raw, prefix, at) + value_bound(raw, at + run, len(raw))
+    if len(held) + len(raw) - 2 * prefix > most:
         return None
-    _LAST_PREFIX = (b"", b"", 0)
-    return last[2]
-
-
-def value_bound_after(raw: bytes, held: bytes, held_values: int, most: int) -> int | None:
-    """`value_bound` of the whole `raw`, from the bound of another body (`held`, whose
-    `value_bound` is `held_values`) that it opens with (an agent's next turn re-sends the last
-    one's body up to the end of its transcript): the bytes they share count the same in both, so
-    only what follows them is counted (compared at memcmp speed, ~10x faster than counting).
-    None: more than `most` bytes would be counted (they share too little)."""
-    shared = common_prefix(raw, held)
-    if len(held) + len(raw) - 2 * shared > most:
-        return None
-    return held_values - value_bound(held, shared, len(held)) + value_bound(raw, shared, len(raw))
+    return shared.values - value_bound(held, prefix, len(held)) + value_bound(raw, prefix, len(raw))
 
 
 def offloads(values: int | None, size: int) -> bool:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.bounded_cache import BoundedCache
 from gateway.ingress.errors import check_depth, invalid, nesting
 
 # a field's text at least this long has its nesting remembered (a shorter one is walked: cheaper
 # than hashing its text)
 REMEMBERED_BYTES = 1024
-# texts remembered at most (then forgotten all at once: a few distinct tool lists per gateway)
-_MOST = 256
-_NESTING: dict[bytes, int] = {}
+# texts remembered (at most 256, then forgotten all at once: a few distinct tool lists per gateway)
+_NESTING: BoundedCache[bytes, int] = BoundedCache(256)
 
 
 def check_fields_depth(body: dict[str, Any], texts: dict[str, Any], limit: int, skip: str) -> None:
@@ -34,9 +34,7 @@ def check_fields_depth(body: dict[str, Any], texts: dict[str, Any], limit: int, 
         key = bytes(text)
         found = _NESTING.get(key)
         if found is None:
-            if len(_NESTING) >= _MOST:
-                _NESTING.clear()
-            found = _NESTING[key] = nesting(value)
+            found = _NESTING.keep(key, nesting(value))
         deepest = max(deepest, 1 + found)  # the body is at depth 1
     if deepest > limit:
         raise invalid(f"JSON nesting deeper than {limit} levels")

@@ -54,13 +54,13 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.ingress.budget import Known, item_parts, known
+from gateway.ingress.budget import Known, Shared, item_parts, known
 from gateway.ingress.errors import check_depth
 from gateway.ingress.memo_chain import LONG_TRANSCRIPT as _LONG_TRANSCRIPT
 from gateway.ingress.memo_chain import Chains, first_key
 from gateway.ingress.memo_items import Items, _FirstSight, _Turn
 from gateway.ingress.memo_size import body_turn_size, entry_size, turn_size
-from gateway.ingress.slices import held_items, opening_hash
+from gateway.ingress.slices import held_items, list_span, opening_hash, shared_with
 
 T = TypeVar("T")
 
@@ -169,11 +169,12 @@ class DecodeMemo(Chains):
             table.popitem(last=False)
         return False, key
 
-    def held_bound(self, scope: str, raw: bytes, field: str) -> tuple[bytes, int] | None:
-        """The body held for the conversation that `raw` opens as (a request of `scope`, its
-        transcript in `field`) and that body's `value_bound`: what `values_within_budget` counts
-        `raw` from (gateway/ingress/budget.py `value_bound_after`). Reads only (`admit` finds the
-        held list afterwards); None when there is none or the worker thread holds the memo."""
+    def held_bound(self, scope: str, raw: bytes, field: str) -> Shared | None:
+        """What `raw` shares with the body held for the conversation it opens as (a request of
+        `scope`, its transcript in `field`), with that body's `value_bound`: what
+        `values_within_budget` counts `raw` from (gateway/ingress/budget.py `value_bound_after`)
+        and `chain` goes on from without comparing again. Reads only (`admit` finds the held list
+        afterwards); None when there is none or the worker thread holds the memo."""
         if not self._on or self._admit_after != 2 or len(raw) < self.min_bytes:
             return None
         if not self.lock.acquire(blocking=False):
@@ -185,9 +186,15 @@ class DecodeMemo(Chains):
             sight = self._probation.get(first_key((scope, found)))
             if type(sight) is not _FirstSight or sight.values is None:
                 return None
-            return sight.body, sight.values
+            held, values, span = sight.body, sight.values, sight.span
         finally:
             self.lock.release()
+        # bytes never change: no lock needed. Where the held list is, found once (`chain` would
+        # find it for this turn anyway): the comparison then finds it where a field before it
+        # changed length (another thread finding it too sets the same value)
+        if span is None:
+            span = sight.span = list_span(held, field)
+        return shared_with(raw, held, values, span, field)
 
     def first_sight(
         self,

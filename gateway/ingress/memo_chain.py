@@ -4,16 +4,16 @@ with the new body's at once (one `startswith`: gateway/ingress/slices.py `went_o
 held items decoded to stands for them; only what follows them is read (the body with the held
 items written as one value: no pass over the bytes already seen), parsed and decoded. The new
 body, with what its items decode to and where its list is, is then held in the old one's place,
-for the turn after.
+for the turn after. A field before the list that changed length (Codex switching model) moves the
+list: it is found by its key, and compared there.
 
 What is held: the body of a long first sight (`first_sight`), of a long turn read item by item
 (`hold`) or of a turn that went on (`chain`); one per opening, on probation (a `_FirstSight`
 under `first_key`), found by the next request's `admit` that opens the same way. Where its list
 is (`list_span`) is known for a turn read in parts and for a first sight read typed (`typed_read`
 finds it with the fields it reads anyway), and found on the next turn for a first sight parsed
-whole. Anything else (an edited or dropped item, a held item whose decode raised or was
-never asked for, a body whose list moved) reads the request item by item as before
-(`DecodeMemo.split`), the held list too.
+whole. Anything else (an edited or dropped item, a held item whose decode raised or was never
+asked for) reads the request item by item as before (`DecodeMemo.split`), the held list too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from itertools import repeat
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
-from gateway.ingress.budget import item_parts, knowns, value_bound
+from gateway.ingress.budget import Shared, item_parts, knowns, value_bound
 from gateway.ingress.memo_items import Items, _FirstSight
 from gateway.ingress.memo_size import body_turn_size, narrow, narrow_around
 from gateway.ingress.slices import list_span, went_on
@@ -41,13 +41,14 @@ class Chains:
     """`DecodeMemo`'s held lists (a mixin: the memo's state and lock are the memo's)."""
 
     def chain(
-        self: DecodeMemo, body: bytes, field: str, values: int | None
+        self: DecodeMemo, body: bytes, field: str, values: int | None, shared: Shared | None = None
     ) -> tuple[dict[str, Any], list[Any], Items[Any]] | None:
         """A request `body` whose list in `field` goes on from the one `admit` found held under the
         same opening: its top-level fields as `FIELDS` reads them (the list's as `went_on` leaves
         it), the values to put in the list (`Known` for a held item, the new ones parsed) and its
         items; the body is held in the held one's place. None: not such a request. `values`: at
-        least the JSON values `body` holds, when counted already."""
+        least the JSON values `body` holds, when counted already. `shared`: what counting them found
+        `body` shares with the held body (`slices.shared_with`), when it did."""
         pending = self._pending
         if pending is None:
             return None
@@ -60,10 +61,10 @@ class Chains:
             span = sight.span = list_span(sight.body, field)
             if span is None:
                 return None
-        found = went_on(body, sight.body, field, *span)
+        found = went_on(body, sight.body, field, *span, shared)
         if found is None:
             return None
-        fields, new, end = found
+        fields, new, start, end = found
         self._pending = None
         held = sight.knowns
         if held is None:
@@ -77,8 +78,8 @@ class Chains:
         self.hits += len(records)
         self.misses += len(new)
         # the held items' bytes are the held body's: known narrow with it (no scan of them again)
-        known = span if sight.narrow else None
-        self._hold(opening, body, field, items, values, [*held, *knowns(parts)], (span[0], end), known)
+        known = (start, start + span[1] - span[0]) if sight.narrow else None
+        self._hold(opening, body, field, items, values, [*held, *knowns(parts)], (start, end), known)
         return fields, [*held, *new], items
 
     def hold(

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.ingress.budget import known_prefix
+from gateway.ingress.budget import Shared, common_prefix
 
 FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -141,38 +141,70 @@ def list_span(body: bytes, field: str, fields: dict[str, Any] | None = None) -> 
     return None if at is None else (at, at + last_item_end(listed))
 
 
+def held_list_at(raw: bytes, held: bytes, field: str, at: int, end: int) -> int | None:
+    """Where `raw` holds the held body's list run `held[at:end]` (its `[` and items, as `list_span`
+    finds them): at the same place, or where a field before it changed length (Codex switching
+    model mid-session) after `raw`'s first `field` key holding a list (as `opening_hash` finds
+    it). None: neither."""
+    run = memoryview(held)[at:end]
+    if raw.startswith(run, at):
+        return at
+    found = _list_key(field).search(raw)
+    if found is None:
+        return None
+    start = found.end() - 1
+    return start if start != at and raw.startswith(run, start) else None
+
+
+def shared_with(raw: bytes, held: bytes, values: int, span: tuple[int, int] | None, field: str) -> Shared:
+    """What `raw` shares with the held body `held` (its `value_bound` `values`, its list in `field`
+    at `span` when known): compared once, for its count (`budget.value_bound_after`) and its read
+    (`went_on`)."""
+    prefix = common_prefix(raw, held)
+    at = None
+    if span is not None:
+        at = span[0] if prefix >= span[1] else held_list_at(raw, held, field, *span)
+    return Shared(held, values, prefix, span, at)
+
+
 def went_on(
-    raw: bytes, held: bytes, field: str, at: int, end: int
-) -> tuple[dict[str, Any], list[Any], int] | None:
+    raw: bytes, held: bytes, field: str, at: int, end: int, shared: Shared | None = None
+) -> tuple[dict[str, Any], list[Any], int, int] | None:
     """When the body `raw` goes on from the held body `held` (whose list in `field` begins at `at`
-    and whose last item ends at `end`: `list_span`): the same bytes from `at` to `end`, then a `,`
-    or the list's end after spaces. Then `raw` reads as `doc`, the same body with that run of
-    held items written as one `0`: both are a `[` and whole JSON values separated by commas,
-    followed by a `,` or `]`, so one is valid JSON exactly when the other is, with the same
-    fields; `doc` holds no more than what is new, and is all that is read. Returns `raw`'s
-    fields (`FIELDS`: the list in `field` as `doc` has it), its items after the held ones
-    (parsed) and where its list's last item ends. None: `raw` does not go on so, or is not JSON
-    orjson and msgspec read alike."""
-    if len(raw) <= end:
+    and whose last item ends at `end`: `list_span`): the same bytes as `held[at:end]` from `start`
+    (`at`, or where the list moved to: `held_list_at`) on, then a `,` or the list's end after
+    spaces. Then `raw` reads as `doc`, the same body with that run of held items written as one
+    `0`: both are a `[` and whole JSON values separated by commas, followed by a `,` or `]`, so
+    one is valid JSON exactly when the other is, with the same fields; `doc` holds no more than
+    what is new, and is all that is read. Returns `raw`'s fields (`FIELDS`: the list in `field`
+    as `doc` has it), its items after the held ones (parsed), where its list begins (`start`)
+    and where its last item ends. None: `raw` does not go on so, or is not JSON orjson and
+    msgspec read alike. `shared`: what counting `raw`'s values found it shares with `held`
+    (`shared_with`), when it did: not compared again."""
+    if shared is not None and shared.held is held and (shared.prefix >= end or shared.span == (at, end)):
+        start = at if shared.prefix >= end else shared.at
+    else:
+        start = held_list_at(raw, held, field, at, end)
+    if start is None:
         return None
-    shared = known_prefix(raw, held)  # counting its values compared them already
-    if (shared is None or shared < end) and not raw.startswith(memoryview(held)[at:end], at):
+    run = end - at
+    if len(raw) <= start + run:
         return None
-    after = _SPACES.match(raw, end).end()
+    after = _SPACES.match(raw, start + run).end()
     if raw[after : after + 1] not in (b",", b"]"):
         return None
-    doc = raw[:at] + b"[0" + raw[end:]
+    doc = raw[:start] + b"[0" + raw[start + run :]
     try:
         # msgspec leaves a field's bytes unchecked (a key not UTF-8 in an object after the list),
         # which the whole parse refuses: what is new is checked here (the held bytes were parsed;
         # UnicodeDecodeError is a ValueError)
         doc.decode()
         fields = FIELDS.decode(doc)
-        if field_at(doc, fields, field) != at:
+        if field_at(doc, fields, field) != start:
             return None
         listed = fields[field]
         new = [orjson.loads(memoryview(item)) for item in ITEMS.decode(listed)[1:]]
     except (*UNREADABLE, KeyError, orjson.JSONDecodeError):
         return None
-    length = memoryview(listed).nbytes - 2 + end - at  # the list as `raw` has it
-    return fields, new, at + last_item_end(memoryview(raw)[at : at + length])
+    length = memoryview(listed).nbytes - 2 + run  # the list as `raw` has it
+    return fields, new, start, start + last_item_end(memoryview(raw)[start : start + length])

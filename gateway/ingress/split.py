@@ -23,7 +23,7 @@ import orjson
 
 from gateway.config import ServerConfig
 from gateway.ingress.admission import check_parts
-from gateway.ingress.budget import parsed_in_pieces
+from gateway.ingress.budget import Shared, parsed_in_pieces
 from gateway.ingress.errors import parse_json_body
 from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.memo import DecodeMemo, Items
@@ -45,17 +45,19 @@ def parse_split(
     check_parts: Callable[[Any], None],
     values: int | None = None,
     opening: tuple[str, int] | None = None,
+    shared: Shared | None = None,
 ) -> tuple[dict[str, Any], Items[Any]] | None:
     """The body, with `field` holding the items' values (`Known` for an item the memo found,
     left unparsed), and the items as the memo found them; checked in the order of the whole
     parse: the body's depth without the items, `check_parts`, each new item's depth. None: parse
     the body whole. `values`: at least the JSON values of the body, when counted already.
     `opening`: what `admit` knows the body's opening by (a long list read item by item is held
-    under it for the next turn: gateway/ingress/memo_chain.py)."""
+    under it for the next turn: gateway/ingress/memo_chain.py). `shared`: what counting the
+    values found the body shares with the memo's held one (`DecodeMemo.held_bound`)."""
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
     # a turn going on from a held one: compared whole, only what follows the held list read
-    chained = memo.chain(raw, field, values)
+    chained = memo.chain(raw, field, values, shared)
     found: tuple[list[Any], Items[Any]] | None = None
     if chained is not None:
         fields, found = chained[0], (chained[1], chained[2])
@@ -99,6 +101,7 @@ def parse_shared(
     values: int | None,
     wait: bool,
     typed: TypedItems | None = None,
+    shared: Shared | None = None,
 ) -> tuple[Any, Items[Any] | None] | None:
     """`parse_transcript` holding the memo's lock: the event loop's thread and the worker thread
     of large bodies (gateway/offload.py) share the memo. `wait` False (the event loop): None when
@@ -111,7 +114,7 @@ def parse_shared(
     try:
         # the worker thread parses a long body whole in pieces: the event loop runs between them
         pieces = wait and parsed_in_pieces(values, len(raw))
-        return parse_transcript(raw, field, memo, scope, limits, values, pieces=pieces, typed=typed)
+        return parse_transcript(raw, field, memo, scope, limits, values, pieces, typed, shared)
     finally:
         memo.lock.release()
 
@@ -125,6 +128,7 @@ def parse_transcript(
     values: int | None = None,
     pieces: bool = False,
     typed: TypedItems | None = None,
+    shared: Shared | None = None,
 ) -> tuple[Any, Items[Any] | None]:
     """The body parsed once, and the transcript items (in `field`) the memo found under `scope`
     (gateway/ingress/memo.py): an item the memo knows is found by its bytes and neither parsed
@@ -135,7 +139,8 @@ def parse_transcript(
     least the JSON values the body holds (`values_within_budget`). `pieces`: a body parsed whole
     is parsed in pieces (gateway/ingress/pieces.py: the worker thread's; the same result and
     errors). `typed`: the dialect's typed reading of the items, for a body parsed at first sight
-    (gateway/ingress/typed_items.py; the same result and errors)."""
+    (gateway/ingress/typed_items.py; the same result and errors). `shared`: what the body shares
+    with the memo's held one, when its values were counted from it (`DecodeMemo.held_bound`)."""
     limit = limits.max_json_depth
     if len(raw) < memo.min_bytes:
         body = parse_json_body(raw, limit)
@@ -144,7 +149,7 @@ def parse_transcript(
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
         checks = partial(check_parts, limits=limits, values=values)
-        split = parse_split(raw, field, memo, scope, limit, checks, values, opening)
+        split = parse_split(raw, field, memo, scope, limit, checks, values, opening, shared)
         if split is not None:
             return split
     # at first sight the items are decoded as they are parsed; a seen body's are looked up by

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from gateway.bounded_cache import BoundedCache
 from gateway.repair.report import Repair
 from gateway.routing.answer import Attempt
 from gateway.transcript.model import AssistantTurn, Reasoning, Request, Text, ToolCall, Usage
@@ -120,14 +121,12 @@ def _shown(headers: Mapping[str, str]) -> Mapping[str, str]:
     shown = tuple((name, headers[name]) for name in CLIENT_HEADERS if name in headers)
     found = _HEADER_SETS.get(shown)
     if found is None:
-        if len(_HEADER_SETS) >= _HEADER_SETS_KEPT:  # values are the client's: bounded
-            _HEADER_SETS.clear()
-        found = _HEADER_SETS[shown] = MappingProxyType(dict(shown))
+        found = _HEADER_SETS.keep(shown, MappingProxyType(dict(shown)))
     return found
 
 
-_HEADER_SETS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
-_HEADER_SETS_KEPT = 1024
+# values are the client's: bounded
+_HEADER_SETS: BoundedCache[tuple[tuple[str, str], ...], Mapping[str, str]] = BoundedCache(1024)
 
 
 def turn_size(turn: AssistantTurn) -> int:

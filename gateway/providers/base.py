@@ -16,6 +16,7 @@ from typing import Protocol
 
 import orjson
 
+from gateway.bounded_cache import BoundedCache
 from gateway.sse import DEFAULT_MAX_LINE, SSELineTooLong, SSEParser
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, Event, StreamError, UpstreamError
 from gateway.transcript.model import Document, Request, ToolCall, ToolKind
@@ -161,14 +162,12 @@ def join_url(base_url: str, path: str) -> str:
     key = (base_url, path)
     url = _URLS.get(key)
     if url is None:
-        if len(_URLS) >= _URLS_KEPT:  # paths may name a client-chosen model: bounded
-            _URLS.clear()
-        url = _URLS[key] = base_url.rstrip("/") + path
+        url = _URLS.keep(key, base_url.rstrip("/") + path)
     return url
 
 
-_URLS: dict[tuple[str, str], str] = {}
-_URLS_KEPT = 1024
+# paths may name a client-chosen model: bounded
+_URLS: BoundedCache[tuple[str, str], str] = BoundedCache(1024)
 
 
 def hosted_tool_specs(request: Request, kind: str) -> list[dict[str, object]]:

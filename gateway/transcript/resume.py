@@ -23,6 +23,7 @@ from collections.abc import Callable
 from operator import is_not
 from typing import Any, Generic, TypeVar
 
+from gateway.bounded_cache import BoundedCache
 from gateway.transcript.model import Message
 
 MIN_MESSAGES = 16
@@ -80,8 +81,7 @@ def _messages_held(held: tuple[tuple[Message, ...], object, Any]) -> int:
 # so the identity walk (~12 us a 1,000 messages) is made once a turn, not once a pass. An entry
 # keeps both tuples alive (their ids name no other object meanwhile; tuples never change); the
 # last few only (a turn's passes in a row, and another thread's)
-_SHARED: dict[tuple[int, int], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
-_SHARED_MAX = 8
+_SHARED: BoundedCache[tuple[int, int], tuple[tuple[Any, ...], tuple[Any, ...]]] = BoundedCache(8)
 
 
 def shares_lead(held: tuple[Any, ...] | list[Any], given: tuple[Any, ...] | list[Any]) -> bool:
@@ -98,9 +98,7 @@ def shares_lead(held: tuple[Any, ...] | list[Any], given: tuple[Any, ...] | list
         return True
     if any(map(is_not, held, given)):
         return False
-    if len(_SHARED) >= _SHARED_MAX:
-        _SHARED.clear()  # dict ops are atomic: another thread's entry at worst walked again
-    _SHARED[key] = (held, given)
+    _SHARED.keep(key, (held, given))  # another thread's entry at worst walked again
     return True
 
 

@@ -12,6 +12,7 @@ import pytest
 from gateway.demo import FAMILIES
 from gateway.providers import get_adapter
 from gateway.simulators.base import Fault, Reply, ToolCallSpec
+from tests.metric_reads import requests_counted
 
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 # families whose demo target emits readable reasoning (openai_chat models return none)
@@ -238,8 +239,7 @@ async def test_every_target_overloaded_is_529(stack):
     assert caught.value.status_code == 529
     assert caught.value.body["error"]["type"] == "overloaded_error"
     assert len(stack.hub.states["anthropic"].requests) == 3
-    failed = stack.metrics.requests.labels("anthropic_messages", "claude", "none", "upstream_error")
-    assert failed._value.get() == 1
+    assert requests_counted(stack.metrics, "anthropic_messages", "claude", "none", "upstream_error") == 1
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from gateway.metrics import Metrics
 from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec, free_port
 from tests.clients.node_clis import ClaudeCode, Clients, Finished, install
 from tests.e2e.scenarios import shell_task
+from tests.metric_reads import repairs_counted, requests_counted
 from tests.ops.conftest import Stack, running_stack
 
 pytestmark = pytest.mark.clients
@@ -87,7 +88,7 @@ async def test_claude_code_runs_its_bash_tool_through_every_family(clients, tmp_
         # the command's output reached the model as the tool result of the second request
         second = orjson.dumps(state.requests[1].body).decode()
         assert "hi0" in second and "Bash" in second
-        ok = stack.metrics.requests.labels("anthropic_messages", family, family, "ok")._value.get()
+        ok = requests_counted(stack.metrics, "anthropic_messages", family, family, "ok")
         assert ok == 2
 
 
@@ -135,7 +136,7 @@ async def test_claude_codes_own_model_names_route_to_any_family(clients, tmp_pat
         assert gemini.rejections == [] and len(gemini.requests) == 2
         sent = orjson.dumps(gemini.requests[0].body).decode()
         assert "defer_loading" not in sent and "context_management" not in sent
-        dropped = stack.metrics.repairs.labels("gemini", "provider_option_dropped")._value.get()
+        dropped = repairs_counted(stack.metrics, "gemini", "provider_option_dropped")
         assert dropped >= 2
 
 
@@ -174,8 +175,9 @@ async def test_a_stream_broken_after_the_first_token_ends_with_an_error_event(cl
         assert_done(finished, work, 0)
         streamed = [bool(r.body.get("stream")) for r in mistral.requests]
         assert streamed == [True, False, True], "the retry after the error event was not streamed"
-        errors = stack.metrics.requests.labels("anthropic_messages", "mistral", "mistral", "stream_error")
-        assert errors._value.get() == 1
+        assert (
+            requests_counted(stack.metrics, "anthropic_messages", "mistral", "mistral", "stream_error") == 1
+        )
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "claude-code.toml"

@@ -16,6 +16,7 @@ from gateway.providers import get_adapter
 from gateway.simulators.base import Reply, ToolCallSpec
 from tests.clients.node_clis import Clients, install
 from tests.e2e.test_claude_code import KIND, ORDER, claude_code, run
+from tests.metric_reads import repairs_counted
 
 pytestmark = pytest.mark.clients
 
@@ -73,10 +74,10 @@ async def test_a_png_read_by_claude_code_moves_through_every_family(clients, tmp
                 # Claude Code sends the PNG as it read it (or re-encoded): an image reaches the model
                 assert encoded in sent or "image/png" in sent, family
                 if placement == "after":  # out of the tool result, into the user turn after it
-                    assert stack.metrics.repairs.labels(family, "tool_result_media_moved")._value.get() > 0
+                    assert repairs_counted(stack.metrics, family, "tool_result_media_moved") > 0
             else:
                 assert "[image omitted" in sent, family
-                assert stack.metrics.repairs.labels(family, "media_as_placeholder")._value.get() > 0
+                assert repairs_counted(stack.metrics, family, "media_as_placeholder") > 0
         # back at Anthropic: every earlier turn's image is still in the history, in tool results
         last = stack.hub.states["anthropic"].requests[-1].body
         images = [

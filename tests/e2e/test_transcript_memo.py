@@ -17,6 +17,7 @@ from gateway.app import create_app
 from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV, FAMILIES, TOOLS, demo_config
 from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.memo_chain import LONG_TRANSCRIPT
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
 from gateway.state import GatewayState
 
@@ -154,32 +155,68 @@ async def _across_families(
     assert gateway.state.memo.hits > 0
 
 
+_CODEX_TOOLS = [
+    {"type": "function", "name": t["function"]["name"], "parameters": t["function"]["parameters"]}
+    for t in TOOLS
+]
+
+
+def _codex_turn(model: str, items: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """Codex's request: store false, encrypted reasoning included (the model first, as Codex
+    writes it: switching model moves the list)."""
+    body = {
+        "model": model,
+        "input": items,
+        "tools": _CODEX_TOOLS,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }
+    return "/v1/responses", body
+
+
+def _codex_went_on(answer: Any) -> list[dict[str, Any]]:
+    """Each answer's output items sent back as they came, then the call's output."""
+    call = next(item for item in answer["output"] if item["type"] == "function_call")
+    return [
+        *answer["output"],
+        {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"},
+    ]
+
+
+def _codex_opening(turns: int) -> list[dict[str, Any]]:
+    said = [("developer", "Be a travel agent.")]
+    for n in range(turns):
+        said += [("user", f"Weather in city {n}?"), ("assistant", f"Sunny in city {n}.")]
+    said.append(("user", "Weather, city by city."))
+    return [
+        {
+            "type": "message",
+            "role": role,
+            "content": [{"type": "output_text" if role == "assistant" else "input_text", "text": text}],
+        }
+        for role, text in said
+    ]
+
+
 async def test_responses_session_as_codex_sends_it_across_families_sends_the_same_bytes(gateway):
-    """Codex's turns (store false, encrypted reasoning included, each answer's output items sent
-    back as they came, then the call's output): read through the memo, resumed after the items
-    the last turn read (gateway/ingress/resumed.py)."""
-    tools = [
-        {"type": "function", "name": t["function"]["name"], "parameters": t["function"]["parameters"]}
-        for t in TOOLS
-    ]
-    include = ["reasoning.encrypted_content"]
+    """Codex's turns: read through the memo, resumed after the items the last turn read
+    (gateway/ingress/resumed.py)."""
+    await _across_families(gateway, _codex_opening(0), _codex_turn, _codex_went_on)
 
-    def turn(model: str, items: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-        body = {"model": model, "input": items, "tools": tools, "store": False, "include": include}
-        return "/v1/responses", body
 
-    def went_on(answer: Any) -> list[dict[str, Any]]:
-        call = next(item for item in answer["output"] if item["type"] == "function_call")
-        return [
-            *answer["output"],
-            {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"},
-        ]
-
-    opening = [
-        {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
-        for role, text in (("developer", "Be a travel agent."), ("user", "Weather, city by city."))
-    ]
-    await _across_families(gateway, opening, turn, went_on)
+async def test_a_long_codex_session_switching_model_goes_on_from_its_held_body(gateway, monkeypatch):
+    """A long Codex session (held whole: gateway/ingress/memo_chain.py) switching model every
+    turn: the list moves in the body, is found by its key, and every turn after the first goes
+    on from the last one's body (no item read by its bytes: `DecodeMemo.split`), sending the
+    same bytes as without the memo."""
+    memo = gateway.state.memo
+    split = memo.split
+    splits: list[int] = []
+    monkeypatch.setattr(memo, "split", lambda *a, **k: splits.append(1) or split(*a, **k))
+    opening = _codex_opening(LONG_TRANSCRIPT // 2)
+    await _across_families(gateway, opening, _codex_turn, _codex_went_on)
+    assert splits == []
+    assert memo.hits >= (2 * len(FAMILIES) - 1) * len(opening)
 
 
 async def test_gemini_session_as_gemini_cli_sends_it_across_families_sends_the_same_bytes(gateway):

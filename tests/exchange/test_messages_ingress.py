@@ -10,6 +10,7 @@ import pytest
 
 from gateway.ingress.messages.encode import MessagesStreamEncoder
 from gateway.simulators.base import Fault, Reply
+from tests.metric_reads import repairs_counted, requests_counted
 from tests.ops.conftest import running_stack
 
 MESSAGES = "/v1/messages"
@@ -83,7 +84,7 @@ async def test_one_transcript_through_chat_and_messages_counts_the_same_repairs(
         chat_sent, messages_sent, streamed_sent = (r.body for r in stack.hub.states[_kind(family)].requests)
         assert chat_sent == messages_sent, "the provider saw one and the same request"
         assert {**streamed_sent, "stream": None} == {**messages_sent, "stream": None}
-        assert stack.metrics.repairs.labels(family, "orphan_tool_result_dropped")._value.get() == 3
+        assert repairs_counted(stack.metrics, family, "orphan_tool_result_dropped") == 3
 
 
 def _kind(family: str) -> str:
@@ -107,9 +108,8 @@ async def test_requests_are_counted_by_ingress_and_the_token_comes_from_either_h
             {"model": "openai-chat", "messages": [{"role": "user", "content": "x"}]}
         )
         assert status == 401 and orjson.loads(payload)["error"]["code"] == "invalid_api_key"
-        requests = stack.metrics.requests
-        assert requests.labels("anthropic_messages", "openai-chat", "openai-chat", "ok")._value.get() == 2
-        assert requests.labels("anthropic_messages", "unknown", "none", "client_error")._value.get() == 1
+        assert requests_counted(stack.metrics, "anthropic_messages", "openai-chat", "openai-chat", "ok") == 2
+        assert requests_counted(stack.metrics, "anthropic_messages", "unknown", "none", "client_error") == 1
         for sent in stack.hub.states["openai_chat"].requests:
             assert "tok" not in sent.headers.get("Authorization", "") and "x-api-key" not in sent.headers
 
@@ -155,7 +155,10 @@ async def test_a_forged_signature_is_dropped_and_counted():
     async with running_stack() as stack:
         assert (await post(stack, body))[0] == 200
         assert forged not in str(stack.hub.states["openai_chat"].requests[-1].body)
-        assert stack.metrics.ignored_tokens.labels("anthropic_messages")._value.get() == 1
+        ignored = {"ingress": "anthropic_messages"}
+        assert (
+            stack.metrics.registry.get_sample_value("gateway_ignored_continuity_tokens_total", ignored) == 1
+        )
 
 
 async def test_anthropic_only_options_reach_anthropic_where_valid_and_nobody_else():

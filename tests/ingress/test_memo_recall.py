@@ -9,16 +9,18 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.workloads import agent_messages
 from gateway.ingress import memo as memo_module
 from gateway.ingress import slices
+from gateway.ingress.budget import value_bound, value_bound_after
 from gateway.ingress.chat.codec import CODEC as CHAT
 from gateway.ingress.memo import SHORT_BODY, DecodeMemo
 from gateway.ingress.slices import item_texts
-from tests.ingress.test_memo import LIMITS, TOOLS, _decode, _outbound, chat_message
+from tests.ingress.test_memo import LIMITS, SEALER, TOOLS, _decode, _outbound, chat_message
 
 LONG = memo_module._LONG_TRANSCRIPT
 
@@ -126,6 +128,49 @@ def test_turns_going_on_from_a_held_one_are_compared_whole_not_read_item_by_item
         assert split_calls == [1] and memo.hits - hits == len(edited) - 1
         monkeypatch.undo()
         messages = agent_messages(LONG + 5, "chained spaced")
+
+
+@pytest.mark.parametrize("typed", [True, False])
+def test_a_turn_switching_model_goes_on_from_the_held_list_where_it_moved(monkeypatch, typed):
+    """Codex switches model mid-session: a field before the list changes length, so the list
+    stands elsewhere in the body. What the exchange does (gateway/exchange.py `_run`): the
+    comparison made counting the body's values finds the held list by its key and is handed on
+    to the read, which goes on from it (no item read again, no second comparison), each turn
+    decoding as without the memo."""
+    from gateway.ingress.split import parse_transcript
+
+    messages = agent_messages(LONG + 5, "switching")
+    memo = DecodeMemo(8 << 20)
+    scope = f"{id(CHAT)}\0"
+
+    def raw_of(turn: list[dict[str, Any]], model: str) -> bytes:
+        return orjson.dumps({"model": model, "messages": turn, "tools": TOOLS})
+
+    # read typed at first sight (where its list is, known), or parsed whole as the dialects without
+    # typed items are (Responses, Gemini: found by the next turn's count)
+    first = raw_of(messages, "m")
+    bound = value_bound(first, 0, len(first))
+    typed_items = CHAT.typed_items if typed else None
+    body, items = parse_transcript(first, "messages", memo, scope, LIMITS, bound, typed=typed_items)
+    CHAT.decode(body, {}, SEALER, items)
+    split_calls = _spy_split(memo, monkeypatch)
+    compared: list[int] = []
+    real = slices.held_list_at
+    monkeypatch.setattr(slices, "held_list_at", lambda *a: compared.append(1) or real(*a))
+    turn = messages
+    for step, model in enumerate(["a-much-longer-model", "short", "short", "m" * 40]):
+        turn = [*turn, {"role": "user", "content": f"Step {step}."}]
+        raw = raw_of(turn, model)
+        held = memo.held_bound(scope, raw, "messages")
+        assert held is not None
+        values = value_bound_after(raw, held, 1 << 20)
+        assert values == value_bound(raw, 0, len(raw))
+        before, hits = len(compared), memo.hits
+        body, items = parse_transcript(raw, "messages", memo, scope, LIMITS, values, shared=held)
+        assert len(compared) == before  # compared once, when counted
+        assert memo.hits - hits == len(turn) - 1
+        assert CHAT.decode(body, {}, SEALER, items).request == _decode(CHAT, raw, None).request
+    assert split_calls == []
 
 
 def test_a_body_shorter_than_min_bytes_is_parsed_and_decoded_as_without_the_memo():

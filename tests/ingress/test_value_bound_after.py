@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bench.workloads import agent_messages, next_turn
 from gateway.ingress import memo as memo_module
-from gateway.ingress.budget import common_prefix, known, knowns, value_bound, value_bound_after
+from gateway.ingress.budget import Shared, common_prefix, known, knowns, value_bound, value_bound_after
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.split import parse_transcript
 from tests.ingress.test_memo import LIMITS, TOOLS
@@ -32,9 +32,8 @@ def _naive_prefix(a: bytes, b: bytes) -> int:
 def test_the_count_from_a_held_body_is_the_whole_count(shared, held_tail, tail):
     held, raw = shared + held_tail, shared + tail
     assert common_prefix(raw, held) == _naive_prefix(raw, held)
-    assert value_bound_after(raw, held, value_bound(held, 0, len(held)), 1 << 20) == value_bound(
-        raw, 0, len(raw)
-    )
+    shared = Shared(held, value_bound(held, 0, len(held)), common_prefix(raw, held), None, None)
+    assert value_bound_after(raw, shared, 1 << 20) == value_bound(raw, 0, len(raw))
 
 
 @given(_BYTES, _BYTES)
@@ -42,7 +41,8 @@ def test_too_little_shared_is_counted_whole_by_the_caller(held, raw):
     shared = _naive_prefix(raw, held)
     most = len(held) + len(raw) - 2 * shared - 1
     if most >= 0:
-        assert value_bound_after(raw, held, value_bound(held, 0, len(held)), most) is None
+        shared = Shared(held, value_bound(held, 0, len(held)), shared, None, None)
+        assert value_bound_after(raw, shared, most) is None
 
 
 def _body(messages: list[dict[str, Any]]) -> bytes:
@@ -72,9 +72,9 @@ def test_each_turn_is_counted_from_the_last_ones_body():
         messages = next_turn(messages, answer, "held-bound")
         previous, raw = raw, _body(messages)
         held = memo.held_bound("s", raw, "messages")
-        assert held is not None and held[0] == previous
-        assert held[1] == value_bound(previous, 0, len(previous))
-        assert value_bound_after(raw, *held, 1 << 20) == value_bound(raw, 0, len(raw))
+        assert held is not None and held.held == previous
+        assert held.values == value_bound(previous, 0, len(previous))
+        assert value_bound_after(raw, held, 1 << 20) == value_bound(raw, 0, len(raw))
         assert memo.held_bound("other tenant", raw, "messages") is None
         _parsed(memo, raw)
 

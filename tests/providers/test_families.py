@@ -53,10 +53,10 @@ def test_a_key_its_errors_quote_is_masked_as_its_record_says(kind):
 
 
 def test_join_url_makes_each_url_once_within_a_bound(monkeypatch):
+    from gateway.bounded_cache import BoundedCache
     from gateway.providers import base
 
-    monkeypatch.setattr(base, "_URLS", {})
-    monkeypatch.setattr(base, "_URLS_KEPT", 3)
+    monkeypatch.setattr(base, "_URLS", BoundedCache(3))
     first = base.join_url("http://h:1/v1/", "/chat/completions")
     assert first == "http://h:1/v1/chat/completions"
     assert base.join_url("http://h:1/v1/", "/chat/completions") is first  # the same string again

@@ -29,6 +29,7 @@ from gateway.upstream import (
 )
 from gateway.upstream_connection import Connection
 from gateway.upstream_http import _JOIN_MAX, HttpClient
+from tests.routing.upstream_reads import next_chunk
 
 Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection
 
@@ -91,7 +92,7 @@ async def call(client: HttpClient, url: str, stream: bool = False, timeouts: Tim
     async with Upstream(client, request, timeouts or Timeouts(), stream=stream) as upstream:
         if stream:
             chunks = []
-            while chunk := await upstream.next_chunk():
+            while chunk := await next_chunk(upstream):
                 chunks.append(chunk)
             return upstream.status, upstream.headers, b"".join(chunks)
         return upstream.status, upstream.headers, await upstream.read()
@@ -222,7 +223,7 @@ async def test_an_abandoned_body_closes_its_connection(client):
         request = HttpRequest(url, {}, b"{}")
         for _ in range(2):
             async with Upstream(client, request, Timeouts(idle=5)) as upstream:
-                assert await upstream.next_chunk() == b"a"
+                assert await next_chunk(upstream) == b"a"
     assert server.connections == 2  # the first one was not pooled with its answer unread
 
 
@@ -285,14 +286,14 @@ async def test_a_slow_reader_pauses_the_socket_and_resumes_it_when_drained(clien
     async with Server(writes(head, body)) as url:
         request = HttpRequest(url, {}, b"{}")
         async with Upstream(client, request, Timeouts()) as upstream:
-            first = await upstream.next_chunk()
+            first = await next_chunk(upstream)
             await asyncio.sleep(0.05)  # the server writes; the reader holds at most its bound
             connection = upstream._response._connection  # noqa: SLF001 - its buffer is under test
             assert connection._paused  # noqa: SLF001
             held = connection._size  # noqa: SLF001
             assert 2 * UPSTREAM_READ_BUFFER < held <= 2 * UPSTREAM_READ_BUFFER + 256 * 1024
             chunks = [first]
-            while chunk := await upstream.next_chunk():
+            while chunk := await next_chunk(upstream):
                 assert len(chunk) <= MAX_STREAM_CHUNK
                 chunks.append(chunk)
             assert not connection._paused  # noqa: SLF001
@@ -514,14 +515,14 @@ async def test_drained_once_the_body_is_in_whole_and_read(client):
         async with Upstream(client, request, Timeouts(idle=5)) as upstream:
             body = b""
             while body != b"ab":
-                body += await upstream.next_chunk()
+                body += await next_chunk(upstream)
             assert not upstream.drained(), "the body's end is still to come"
             gate.set()
             async with asyncio.timeout(30):  # a bound against a hang, not a timing assertion
                 # the end comes in a socket read of its own: no event to await but that read
                 while not upstream.drained():  # noqa: ASYNC110
                     await asyncio.sleep(0.001)
-            assert await upstream.next_chunk() == b""
+            assert await next_chunk(upstream) == b""
             assert upstream.drained()
         assert not upstream.drained()
 

@@ -14,6 +14,7 @@ from gateway.providers.base import HttpRequest
 from gateway.transcript.events import ErrorCategory
 from gateway.upstream import UPSTREAM_READ_BUFFER, USER_AGENT, Timeouts, Upstream, UpstreamFailure
 from gateway.upstream_http import HttpClient
+from tests.routing.upstream_reads import next_chunk
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ async def _post(client: HttpClient, url: str, stream: bool) -> tuple[int, str, b
     async with Upstream(client, request, Timeouts(connect=5), stream=stream) as upstream:
         if stream:
             body = b""
-            while chunk := await upstream.next_chunk():
+            while chunk := await next_chunk(upstream):
                 body += chunk
         else:
             body = await upstream.read()

@@ -1,17 +1,20 @@
-"""The idle limit between two chunks of a streamed answer: a watchdog in `Upstream.chunks` in
-place of aiohttp's per-chunk `sock_read` timer, failing a stalled stream with the very error
-aiohttp's timer gives (so the same message, metric and client event follow)."""
+"""The idle limit between two chunks of a streamed answer: a watchdog in `Upstream.take` in place
+of aiohttp's per-chunk `sock_read` timer, failing a stalled stream with the very error aiohttp's
+timer gives (so the same message, metric and client event follow), whether the relay awaits the
+upstream's futures or is pushed by its arrivals."""
 
 from __future__ import annotations
 
 import asyncio
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from gateway.providers.base import HttpRequest
 from gateway.transcript.events import UpstreamError
 from gateway.upstream import Timeouts, Upstream, UpstreamFailure, client_session, connection_error
+from tests.routing.upstream_reads import MODES, next_chunk
 
 IDLE = 0.2
 
@@ -38,14 +41,14 @@ async def _served(plan: list[float]):
     return runner, f"http://127.0.0.1:{port}/"
 
 
-async def _read(url: str, busy: float = 0.0) -> tuple[int, UpstreamError | None]:
+async def _read(url: str, mode: str, busy: float = 0.0) -> tuple[int, UpstreamError | None]:
     timeouts = Timeouts(connect=5, idle=IDLE, total=30)
     async with client_session() as session:
         request = HttpRequest(url=url, headers={}, body=b"{}")
         async with Upstream(session, request, timeouts) as upstream:
             seen = 0
             try:
-                while await upstream.next_chunk():
+                while await next_chunk(upstream, pushed=mode == "pushed"):
                     seen += 1
                     if busy:
                         await asyncio.sleep(busy)  # a slow client: the relay is not reading
@@ -66,10 +69,11 @@ async def _aiohttp_own_error(url: str) -> str:
     raise AssertionError("aiohttp did not time the stall out")
 
 
-async def test_a_stall_after_chunks_fails_as_aiohttps_timer_does():
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_stall_after_chunks_fails_as_aiohttps_timer_does(mode):
     runner, url = await _served([0.0, 0.05, 0.05])
     try:
-        seen, error = await _read(url)
+        seen, error = await _read(url, mode)
         expected = await _aiohttp_own_error(url)
     finally:
         await runner.cleanup()
@@ -78,22 +82,24 @@ async def test_a_stall_after_chunks_fails_as_aiohttps_timer_does():
     assert expected == "upstream timed out (SocketTimeoutError: Timeout on reading data from socket)"
 
 
-async def test_chunks_closer_than_the_limit_never_time_out():
+@pytest.mark.parametrize("mode", MODES)
+async def test_chunks_closer_than_the_limit_never_time_out(mode):
     # 1 s of chunks 0.1 s apart against a 0.2 s limit: each chunk restarts the wait
     runner, url = await _served([0.1] * 10)
     try:
-        seen, error = await _read(url)
+        seen, error = await _read(url, mode)
     finally:
         await runner.cleanup()
     assert seen == 10 and error is not None and error.category.value == "timeout"
 
 
-async def test_a_busy_reader_is_not_timed_out_for_its_own_delay_but_still_for_the_stall():
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_busy_reader_is_not_timed_out_for_its_own_delay_but_still_for_the_stall(mode):
     # the upstream sends everything at once; the reader takes longer than the limit per chunk
     # (the watchdog expires while it is busy), then the upstream stalls
     runner, url = await _served([0.0, 0.0])
     try:
-        seen, error = await _read(url, busy=IDLE * 2)
+        seen, error = await _read(url, mode, busy=IDLE * 2)
     finally:
         await runner.cleanup()
     assert seen == 2
