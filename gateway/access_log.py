@@ -210,11 +210,11 @@ def log_access(record: RequestRecord) -> None:
         if usage is None:
             used = "null"
         else:
-            used = (
-                f'{{"input":{_count(usage.input_tokens)},"output":{_count(usage.output_tokens)},'
-                f'"cache_read":{_count(usage.cache_read_tokens)},'
-                f'"cache_write":{_count(usage.cache_write_tokens)},"reasoning":{_count(usage.reasoning_tokens)}}}'
-            )
+            a, b, c = usage.input_tokens, usage.output_tokens, usage.cache_read_tokens
+            d, e = usage.cache_write_tokens, usage.reasoning_tokens
+            if not type(a) is type(b) is type(c) is type(d) is type(e) is int:  # (as `_count` writes them)
+                a, b, c, d, e = _count(a), _count(b), _count(c), _count(d), _count(e)
+            used = f'{{"input":{a},"output":{b},"cache_read":{c},"cache_write":{d},"reasoning":{e}}}'
         traced = f',"trace_id":"{trace_id}"' if trace_id else ""
         text = (
             f'{{"ts":"{_timestamp()}","request_id":"{request_id}",{head}{session}",{middle}{duration},'

@@ -29,6 +29,8 @@ FIGURE = st.one_of(
     st.sampled_from([0.0, 1e-7, 1.5e-5, 123456789012345678.0, 0.1]),
 )
 COUNT = st.integers(min_value=0, max_value=2**63 - 1)
+# what an upstream's usage might carry that is not an int (written as orjson writes it)
+ODD = COUNT | st.floats(min_value=0, max_value=1e20) | st.booleans()
 
 
 @st.composite
@@ -48,7 +50,9 @@ def records(draw: st.DrawFn) -> RequestRecord:
         repairs=draw(
             st.lists(st.tuples(NAMES, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
         ),
-        usage=draw(st.none() | st.builds(Usage, COUNT, COUNT, COUNT, COUNT, COUNT)),
+        usage=draw(
+            st.none() | st.builds(Usage, COUNT, COUNT, COUNT, COUNT, COUNT) | st.builds(Usage, *[ODD] * 5)
+        ),
         ignored_tokens=draw(st.integers(0, 10**6)),
         cost_usd=draw(FIGURE),
         key=draw(NAMES),
