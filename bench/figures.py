@@ -102,6 +102,7 @@ class Bench:
         gateways: dict[str, Pids],
         floor: str | None,
         rig_parts: dict[str, Pids],
+        connects: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.s = settings
         self.paths = paths  # "direct" first, then the gateway variants
@@ -111,6 +112,7 @@ class Bench:
         self.floor = floor  # the variant that is the bare relay (None: not measured)
         self.above = [name for name in self.variants if name != floor] if floor else []
         self.rig_parts = rig_parts  # "stub", "load" -> pids
+        self.connects = connects  # the connections the stub has accepted so far (None: not counted)
         self.results: dict[str, Any] = {}
 
     def meter(self, path: str) -> rig.CpuMeter:
@@ -120,22 +122,40 @@ class Bench:
         return rig.CpuMeter({"gateway": gateway(), **{name: pids() for name, pids in self.rig_parts.items()}})
 
     async def interleaved(
-        self, rounds: int, measure: Callable[[Path], Awaitable[T]], units: Callable[[T], int]
+        self,
+        rounds: int,
+        measure: Callable[[Path], Awaitable[T]],
+        units: Callable[[T], int],
+        before: Callable[[Path], Awaitable[object]] | None = None,
     ) -> tuple[dict[str, list[T]], dict[str, Any]]:
         """`rounds` rounds of every path, the order reversed every other round (ABBA...), so that a
         change in the machine's load hits every path alike. Returns the per-round results per path,
         and per path the CPU shares, the errors and (gateway variants) the gateway's CPU time per
         unit of work (`units` of a round's result: requests, or chunks), which other programs on
-        the machine change less than they change wall-clock figures."""
+        the machine change less than they change wall-clock figures. `before`, if given, runs
+        untimed and unmetered before each round of a path (e.g. filling its connection pool)."""
         out: dict[str, list[T]] = {name: [] for name in self.names}
         cpu = {name: CpuTotals() for name in self.names}
         errors_before = {name: path.errors.count for name, path in self.paths.items()}
+        # connections the stub accepted while a path was measured: a gateway's upstream connects
+        # (direct: the load generator's own); only one path is measured at a time
+        connects: dict[str, list[int]] = {name: [] for name in self.names}
+        connects_before: dict[str, list[int]] = {name: [] for name in self.names}  # by `before`
         for r in range(rounds):
             for name in self.names if r % 2 == 0 else self.names[::-1]:
+                opened = await self.connects() if self.connects else 0
+                if before is not None:
+                    await before(self.paths[name])
+                    if self.connects:
+                        filled = await self.connects()
+                        connects_before[name].append(filled - opened)
+                        opened = filled
                 meter = self.meter(name)
                 start = time.monotonic()
                 out[name].append(await measure(self.paths[name]))
                 cpu[name].add(meter.shares(), time.monotonic() - start)
+                if self.connects:
+                    connects[name].append(await self.connects() - opened)
         per_unit = {}
         for name in self.variants:
             done = sum(units(result) for result in out[name])
@@ -149,6 +169,10 @@ class Bench:
             },
             "errors": {name: path.errors.count - errors_before[name] for name, path in self.paths.items()},
         }
+        if self.connects:
+            extra["upstream_connects"] = connects  # per round, per path
+            if before is not None:
+                extra["upstream_connects_before"] = connects_before
         return out, extra
 
     def _added(self, values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -229,8 +253,20 @@ class Bench:
 
     async def _streams(self, count: int, rounds: int) -> tuple[dict[str, load.StreamTimes], dict[str, Any]]:
         body = workloads.small_body(self._stream_model(), stream=True)
+
+        async def fill(path: Path) -> None:
+            # every path's upstream pool holds `count` live connections when its burst starts:
+            # pools keep idle connections for a keep-alive time (15 s: aiohttp's, the gateway's)
+            # and reuse them in different orders (aiohttp's oldest first keeps every pooled one
+            # alive under steady load, the gateway's newest first lets those beyond the recent
+            # concurrency expire), so after minutes of other figures one path would time
+            # `count - 64` connects in its burst and another none. The stub's connects during
+            # the timed burst are reported (`upstream_connects`: 0 for a warm gateway)
+            await load.streams(path, body, count, self.s.chunks)
+            await asyncio.sleep(0.5)  # the finished streams' bookkeeping done before the timing
+
         runs, extra = await self.interleaved(
-            rounds, lambda p: load.streams(p, body, count, self.s.chunks), lambda times: times.chunks
+            rounds, lambda p: load.streams(p, body, count, self.s.chunks), lambda times: times.chunks, fill
         )
         pooled = {}
         for name in self.names:

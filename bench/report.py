@@ -101,6 +101,18 @@ def _rows(t: Table, f: dict[str, Any]) -> None:
             "floor +0.3",
             above=lambda n: f"{s['above_floor_gap_ms'][n]['p99']:+.2f}",
         )
+        if connects := s.get("upstream_connects"):  # direct: the load generator's connections
+            filled = s.get("upstream_connects_before", {})
+
+            def both(n: str) -> str:
+                before = filled.get(n, [0] * len(connects[n]))
+                return " ".join(f"{a}+{b}" for a, b in zip(before, connects[n], strict=True))
+
+            t.row(
+                f"{label}: connects fill+timed",
+                both,
+                lambda n: "",
+            )
     if m := f.get("many_streams"):
         t.row(
             f"{m['streams']} streams: worst stall (ms)",

@@ -29,10 +29,12 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `gateway` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import aiohttp  # noqa: E402
 import orjson  # noqa: E402
 
 from bench import load, report, rig  # noqa: E402
 from bench.figures import DIRECT, FLOOR, Bench, Settings  # noqa: E402
+from bench.stub import CONNECTIONS as stub_connections  # noqa: E402
 from gateway import eventloop  # noqa: E402
 from gateway.simulators.base import free_port  # noqa: E402
 
@@ -70,6 +72,31 @@ def gateway_config(
     for model in models:  # each group has the stub model's own name: one body serves both paths
         lines += [f'[models."{model}"]', f'targets = [{{ provider = "stub", model = "{model}" }}]']
     return "\n".join(lines) + "\n"
+
+
+class StubConnections:
+    """Asks the stub how many connections it has accepted (bench/stub.py CONNECTIONS), over one
+    connection of its own opened once, so that asking adds none."""
+
+    def __init__(self, port: int) -> None:
+        self._url = f"http://127.0.0.1:{port}{stub_connections}"
+        self._http: aiohttp.ClientSession | None = None
+
+    async def opened(self) -> int:
+        if self._http is None:
+            connector = aiohttp.TCPConnector(limit=1, keepalive_timeout=None)
+            self._http = aiohttp.ClientSession(connector=connector)
+            await self._count()  # its own connection, opened before any count is taken
+        return await self._count()
+
+    async def _count(self) -> int:
+        assert self._http is not None
+        async with self._http.get(self._url) as resp:
+            return int((await resp.json())["opened"])
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
 
 
 def _git_commit() -> str:
@@ -243,6 +270,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         for gw in gateways:
             gw.start()
+        counter = StubConnections(stub_port)
         try:
             stub.wait_ready("stub listening")
             for gw in gateways:
@@ -269,6 +297,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 {gw.variant.name: gw.pids for gw in gateways},
                 None if args.no_floor else FLOOR,
                 {"stub": lambda: [stub.pid], "load": lambda: [os.getpid()]},
+                counter.opened,
             )
             await bench.warm_up()
             warm_up_errors = {name: path.errors.count for name, path in bench.paths.items()}
@@ -282,6 +311,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     bench.results[name] = await getattr(bench, name)()
             described = [gw.describe() for gw in gateways]
         finally:
+            await counter.close()
             codes = {gw.variant.name: gw.child.stop() for gw in gateways if gw.child}
             stub.stop()
         failed = {name: code for name, code in codes.items() if code != 0}

@@ -234,6 +234,64 @@ def small_blocks() -> str:
     return "pymalloc: " + ", ".join(f"{name} {value:,}" for name, value in found.items())
 
 
+class Stalls:
+    """How long the loop runs without coming back to a timer due every `tick` seconds (1 ms:
+    libuv's timers have no finer grain): each beat records the loop thread's CPU time
+    (`time.thread_time`, so other processes on the machine do not count) since the last one. A
+    chunk that arrives while the loop is busy waits for that stretch: under many streams the
+    chunks of a cycle arrive together and are relayed one after another (a stretch of 128 x a
+    chunk's cost every cycle), besides the bursts of request handlers, the collector and
+    finished streams' bookkeeping."""
+
+    def __init__(self, tick: float = 0.001) -> None:
+        self.tick = tick
+        self.spans: list[float] = []
+        self.long: list[tuple[float, float]] = []  # (wall seconds since start, CPU span) over 1 ms
+        self._last = self._began = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self.spans, self.long = [], []
+        self._last = time.thread_time()
+        self._began = time.perf_counter()
+        self._handle = asyncio.get_running_loop().call_later(self.tick, self._beat)
+
+    def _beat(self) -> None:
+        now = time.thread_time()
+        span = now - self._last
+        self.spans.append(span)
+        if span > 0.001:
+            self.long.append((time.perf_counter() - self._began, span))
+        self._last = now
+        self._handle = asyncio.get_running_loop().call_later(self.tick, self._beat)
+
+    def stop(self) -> str:
+        if self._handle is not None:
+            self._handle.cancel()
+        spans = sorted(self.spans)
+        if not spans:
+            return "stalls: none measured"
+
+        def at(q: float) -> float:
+            return spans[min(len(spans) - 1, int(q * len(spans)))] * 1e3
+
+        long = [s for s in spans if s > 0.001]
+        # when the long ones came: per tenth of the batch's wall time, how many and their CPU
+        whole = max((when for when, _ in self.long), default=0.0) or 1.0
+        tenths = [[0, 0.0] for _ in range(10)]
+        for when, span in self.long:
+            cell = tenths[min(9, int(when / whole * 10))]
+            cell[0] += 1
+            cell[1] += span
+        timeline = " ".join(f"{n}:{cpu * 1e3:.0f}" for n, cpu in tenths)
+        return (
+            f"loop stretches (CPU ms between {self.tick * 1e3:g} ms ticks): {len(spans)} beats,"
+            f" p50 {at(0.5):.3f} p99 {at(0.99):.3f} p99.9 {at(0.999):.3f} max {spans[-1] * 1e3:.2f};"
+            f" over 1 ms: {len(long)}, {sum(long) * 1e3:.1f} ms in all; by tenth of the batch"
+            f" (count:CPU ms) {timeline}"
+        )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -282,35 +340,48 @@ async def measure(args: argparse.Namespace, tmp: Path) -> list[float]:
     )
     assert load.stdin is not None and load.stdout is not None
 
-    collecting = {"start": 0.0, "spent": 0.0, "runs": [0, 0, 0]}
+    collecting: dict[str, Any] = {"start": 0.0, "spent": 0.0, "runs": [0, 0, 0], "longest": [0.0, 0.0, 0.0]}
 
     def collector(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            collecting["start"] = time.process_time()
+            collecting["start"] = time.perf_counter()
         else:
-            collecting["spent"] += time.process_time() - collecting["start"]
-            collecting["runs"][info["generation"]] += 1
+            took = time.perf_counter() - collecting["start"]
+            collecting["spent"] += took
+            generation = info["generation"]
+            collecting["runs"][generation] += 1
+            collecting["longest"][generation] = max(collecting["longest"][generation], took)
 
     gc.callbacks.append(collector)
     captured = capture_timed() if args.gc else [0, 0]
     tail = tail_timed() if args.tail else [0, 0]
 
+    stalls = Stalls() if args.stalls else None
+
     async def batch(count: int) -> float:
-        collecting["spent"], collecting["runs"] = 0.0, [0, 0, 0]
+        collecting.update(spent=0.0, runs=[0, 0, 0], longest=[0.0, 0.0, 0.0])
         captured[:] = [0, 0]
         tail[:] = [0, 0]
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        if stalls is not None:
+            stalls.start()
         started = time.process_time()
         load.stdin.write(b"%d\n" % count)
         line = await load.stdout.readline()
         spent = time.process_time() - started
+        if stalls is not None:
+            print(stalls.stop())
         if args.gc:
             now = resource.getrusage(resource.RUSAGE_SELF)
             user, system = (now.ru_utime - usage.ru_utime, now.ru_stime - usage.ru_stime)
             faults = (now.ru_minflt - usage.ru_minflt) / count
             times = f"user {user / count * 1e6:.0f} system {system / count * 1e6:.0f} us"
             print(f"minor faults {faults:.2f}/request, {times}")
-            print(f"gc: {collecting['spent'] / count * 1e6:.1f} us/request, collections {collecting['runs']}")
+            longest = " / ".join(f"{t * 1e3:.2f}" for t in collecting["longest"])
+            print(
+                f"gc: {collecting['spent'] / count * 1e6:.1f} us/request, collections {collecting['runs']},"
+                f" the longest of each generation {longest} ms (wall-clock: the loop held)"
+            )
             capture = captured[0] / count / 1e3
             print(f"inspector capture call (its ring evictions included): {capture:.1f} us/request")
             print(small_blocks())
@@ -390,6 +461,9 @@ def main() -> None:
         help="per batch: the collector's time, page faults, what the inspector holds",
     )
     parser.add_argument("--dump", default="", help="with --profile: write the pstats file there too")
+    parser.add_argument(
+        "--stalls", action="store_true", help="per batch: how long the loop ran between 1 ms ticks (CPU)"
+    )
     args = parser.parse_args()
     args.inspector = None if args.inspector is None else args.inspector == "on"
     try:

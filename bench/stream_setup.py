@@ -6,8 +6,10 @@ bench's stub; several gateways (checkouts) are measured in the same run, alterna
 
     python bench/stream_setup.py [NAME=TREE ...] [--requests N] [--rounds R]
 
-Without NAME=TREE, this checkout alone. CPU is read from /proc (10 ms ticks): use enough
-requests (the default 600 makes a tick ~2% of a figure) and compare variants of one run.
+Without NAME=TREE, this checkout alone; NAME `floor` runs that tree's bench/relay.py (the bare
+aiohttp relay) instead of a gateway: its per-chunk figure is the least a chunk costs. CPU is read
+from /proc (10 ms ticks): use enough requests (the default 600 makes a tick ~2% of a figure) and
+compare variants of one run. A paced chunk (1 ms apart) costs mostly the process's wake-up.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ KINDS = {  # name: (model, streamed, requests per N)
     "stream 1": ("stub-n1-i0", True, 1.0),
     "stream 4": ("stub-n4-i0", True, 1.0),
     "stream 64": ("stub-n64-i0", True, 0.25),
+    # chunks 1 ms apart: each its own socket read and client write, as in the bench's streams
+    "paced 4": ("stub-n4-i1", True, 0.25),
+    "paced 64": ("stub-n64-i1", True, 0.0625),
 }
+FLOOR = "floor"  # NAME=floor runs bench/relay.py (the bare aiohttp relay) instead of a gateway
 
 
 async def measure(
@@ -58,6 +64,11 @@ async def measure(
                 models = sorted({model for model, _, _ in KINDS.values()})
                 config.write_text(gateway_config(port, stub_port, models, "memory", home, None))
                 args = rig.python("-m", "gateway", "serve", "--config", str(config))
+                if label == FLOOR:
+                    upstream = f"http://127.0.0.1:{stub_port}"
+                    args = rig.python(
+                        "bench/relay.py", "--port", str(port), "--upstream", upstream, "--key-env", KEY_ENV
+                    )
                 child = rig.Child(label, args, env, plan.gateway, home / "gateway.log", cwd=tree)
                 url = f"http://127.0.0.1:{port}/v1/chat/completions"
                 gateways.append((label, child, load.Path(label, url, {"Content-Type": "application/json"})))
@@ -107,9 +118,10 @@ def main() -> None:
             )
         setup = medians["stream 1"] - medians["whole"]
         chunk = (medians["stream 64"] - medians["stream 4"]) / 60
+        paced = (medians["paced 64"] - medians["paced 4"]) / 60
         print(
             f"  {label:10} a stream's setup above a whole answer: {setup:+.0f} us;"
-            f" a chunk sent together: {chunk:.1f} us"
+            f" a chunk sent together: {chunk:.1f} us; a chunk on its own (1 ms apart): {paced:.1f} us"
         )
 
 

@@ -31,6 +31,7 @@ import orjson
 from aiohttp import web
 
 PATH = "/v1/chat/completions"
+CONNECTIONS = "/bench/connections"  # GET: {"opened": N, "closed": N} since the stub started
 _SPEC = re.compile(r"-(d|n|i)(\d+)|-(tool)")
 TOOL_NAME = "tool_00"  # the first of the sweep's 20 tools (bench/workloads.py)
 
@@ -95,6 +96,8 @@ class Stub:
     def __init__(self, delay_ms: float = 0, chunks: int = 4, interval_ms: float = 0) -> None:
         self.defaults = (delay_ms / 1000, chunks, interval_ms / 1000)
         self._cache: dict[str, Behaviour] = {}
+        self.opened = 0
+        self.closed = 0
 
     def behaviour(self, model: str) -> Behaviour:
         found = self._cache.get(model)
@@ -131,15 +134,37 @@ class Stub:
         await response.write_eof()
         return response
 
+    async def connections(self, request: web.Request) -> web.Response:
+        return web.json_response({"opened": self.opened, "closed": self.closed})
+
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post(PATH, self.completions)
+        app.router.add_get(CONNECTIONS, self.connections)
         return app
+
+    def count_connections(self, server: web.Server) -> None:
+        """Count the connections the server accepts and loses: a figure's upstream connects tell
+        whether a gateway reused its pooled connections or opened new ones during the burst."""
+        made, lost = server.connection_made, server.connection_lost
+
+        def connection_made(handler, transport) -> None:  # type: ignore[no-untyped-def]
+            self.opened += 1
+            made(handler, transport)
+
+        def connection_lost(handler, exc) -> None:  # type: ignore[no-untyped-def]
+            self.closed += 1
+            lost(handler, exc)
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
+        server.connection_lost = connection_lost  # type: ignore[method-assign]
 
 
 async def _serve(host: str, port: int, stub: Stub) -> None:
     runner = web.AppRunner(stub.app(), handle_signals=False, access_log=None)
     await runner.setup()
+    assert runner.server is not None
+    stub.count_connections(runner.server)
     await web.TCPSite(runner, host, port, backlog=4096).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -27,7 +27,15 @@ from gateway.ingress.textual import ServerToolsAsText
 from gateway.routing.answer import EventStream
 from gateway.routing.engine import Answer
 from gateway.transcript.assembler import Assembler, AssemblyError
-from gateway.transcript.events import ErrorCategory, Event, Finish, StreamError, UpstreamError, UsageUpdate
+from gateway.transcript.events import (
+    BlockDelta,
+    ErrorCategory,
+    Event,
+    Finish,
+    StreamError,
+    UpstreamError,
+    UsageUpdate,
+)
 from gateway.transcript.model import AssistantTurn, Request, replace
 from gateway.transcript.reasoning import ReasoningFilter, visible_blocks
 from gateway.upstream import MAX_STREAM_CHUNK
@@ -421,6 +429,22 @@ class Relay:
             return b""
         if self._interval:  # only the keep-alive needs the time of the last batch
             self._last = time.monotonic()
+        if (
+            len(batch) == 1
+            and type(event := batch[0]) is BlockDelta
+            and self._hide is None
+            and not self._timing
+            and not self._first
+        ):
+            # nearly every chunk once the first content is out: one delta, shown, neither an
+            # error nor an ending, nothing waiting: what the loop below does for it, without
+            # its bookkeeping
+            try:
+                self._assembler.add(event)
+                return self._encoder.event(event) or b""
+            except FORMAT_ERRORS as exc:
+                self._broken = exc
+                return b""
         encoder, assembler, exchange, hide = self._encoder, self._assembler, self._exchange, self._hide
         out, self._first = self._first, []
         for event in batch:

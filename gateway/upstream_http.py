@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohappyeyeballs import AddrInfoType, start_connection
@@ -95,7 +96,8 @@ class HttpClient:
         self._targets: dict[str, _Target] = {}
         self._defaults: dict[tuple[str, ...], tuple[str, int]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[AddrInfoType]]] = {}
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        # per (scheme, host, port), oldest first: see `_take`
+        self._idle: dict[tuple[str, str, int], deque[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -147,9 +149,14 @@ class HttpClient:
     # the pool
 
     def _take(self, key: tuple[str, str, int], now: float) -> Connection | None:
+        """The connection idle the longest that is still alive (as aiohttp's pool does): under
+        steady traffic every pooled connection is used in turn and none reaches the keep-alive
+        time, so a burst finds as many as the last one left (the newest first would keep only
+        the recent concurrency alive: the rest expire, and a burst then pays a connect, a TLS
+        handshake with a provider, for each one above it)."""
         connections = self._idle.get(key)
         while connections:
-            connection = connections.pop()
+            connection = connections.popleft()
             if connection.reusable(now):
                 return connection
             connection.abort()
@@ -161,7 +168,10 @@ class HttpClient:
             return
         loop = asyncio.get_running_loop()
         connection.idle_since = loop.time()
-        self._idle.setdefault(connection.key, []).append(connection)
+        connections = self._idle.get(connection.key)
+        if connections is None:
+            connections = self._idle[connection.key] = deque()
+        connections.append(connection)
         if self._sweep is None:
             self._sweep = loop.call_later(KEEPALIVE_SECONDS, self._swept)
 

@@ -75,6 +75,11 @@ def test_quick_run_produces_every_figure(tmp_path):
     assert memory["errors"] == 0 and memory["idle_mib"] > 0 and memory["soak_requests"] == 400
     assert figures["c1_latency"]["requests"] == {name: 2 * quick.c1_requests for name in paths}
     assert figures["streams"]["streams"] == quick.streams
+    # every path's pool is filled before its timed burst: the relays connect to the stub in the
+    # fill, never in the timed burst (direct: the load generator's own connections, every round)
+    connects = figures["streams"]["upstream_connects"]
+    assert connects == {"direct": [quick.streams], "floor": [0], "gateway": [0]}
+    assert "connects fill+timed" in table
     meta = results["meta"]
     assert meta["warm_up_errors"] == paths and meta["quick"] is True
     floor, variant = meta["variants"]

@@ -253,6 +253,19 @@ async def test_an_event_the_upstream_broke_while_pushed_is_raised_after_what_cam
     assert stack.client.text() == b"<a><b>"
 
 
+async def test_a_broken_event_alone_in_its_arrival_is_raised_after_what_came_before():
+    # one delta an arrival (nearly every chunk: the relay's shortest way), the broken one too
+    stack = Stack()
+    task = await stack.relaying()
+    stack.arrive(body(b"b\n"))
+    stack.arrive(body(b"!\n"))
+    stack.arrive(body(b"c\n"))
+    with pytest.raises(AssemblyError):
+        await asyncio.wait_for(task, 10)
+    assert stack.client.text() == b"<a><b>"
+    assert stack.client.writes[-1].endswith(b"<b>\r\n")  # "b" went out in its own arrival
+
+
 async def test_a_client_gone_while_pushed_raises_the_writes_error():
     stack = Stack()
     task = await stack.relaying()

@@ -553,3 +553,35 @@ async def test_a_streams_error_answer_is_read_whole_however_slowly_its_body_come
         async with Upstream(client, request, Timeouts(idle=0.1, total=5), stream=True) as upstream:
             assert upstream.status == 500
             assert await upstream.read() == b"oops"
+
+
+class _Pooled:
+    """What the pool asks of a connection: its key, whether it is still alive."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.key = ("http", "127.0.0.1", 9)
+        self.idle_since = 0.0
+        self.aborted = False
+
+    def reusable(self, now: float) -> bool:
+        return True
+
+    def abort(self) -> None:  # the pool closing at the test's end
+        self.aborted = True
+
+
+async def test_the_connection_idle_the_longest_is_reused_first(client):
+    # oldest first (aiohttp's order): under steady traffic every pooled connection is used in
+    # turn, so none expires and a burst finds the pool as the last burst left it
+    pooled = [_Pooled(name) for name in "abc"]
+    for connection in pooled:
+        client.give_back(connection)  # type: ignore[arg-type]
+    now = asyncio.get_running_loop().time()
+    taken = []
+    for _ in range(6):
+        connection = client._take(pooled[0].key, now)  # noqa: SLF001 - the pool's order is under test
+        taken.append(connection.name)
+        client.give_back(connection)
+    assert taken == list("abcabc")
+    assert not any(connection.aborted for connection in pooled)
