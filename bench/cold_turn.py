@@ -118,6 +118,8 @@ def main() -> None:
         raw = workloads.agent_body("m", workloads.agent_messages(ARGS.messages, seed), tools)
         gc.collect()  # each turn from the same start: the last one's garbage gone
         figures = turn(memo, raw)
+        # what the exchange's bookkeeping does once the answer is on its way (a tree that has it)
+        getattr(memo, "settle", lambda: None)()
         if n >= 2:
             runs.append(figures)
     print(f"{ARGS.messages} messages cold, ms per turn (median of {len(runs)}; min):")

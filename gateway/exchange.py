@@ -204,6 +204,8 @@ def _account(exchange: Exchange, record: RequestRecord, headers: Mapping[str, st
         _finish_trace(exchange.trace, exchange, record)
     if exchange.offload is not None:  # what its worker-thread jobs froze is thawed (gateway/offload.py)
         exchange.offload.end()
+    # a long body the memo holds for the next turn, bounded now that the answer is on its way
+    state.memo.settle()
 
 
 def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:

@@ -17,7 +17,8 @@ a share of the budget; reading a body in parts and keeping its items cost 30-40%
 parsing it whole (bench/memo.py), which traffic that never repeats must not pay. A long
 transcript (`_LONG_TRANSCRIPT` items: it went on before) is the exception: at first sight its
 body and what its items decoded to wait on probation whole, read in parts only when the next turn
-opens the same way (`_recall`), so that turn finds them. Second sight: the new items of a
+opens the same way (`_recall`), so that turn finds them (a body whose bound needs a pass over
+its bytes is bounded once its answer is on its way: `settle`). Second sight: the new items of a
 request are kept together on probation (one entry per request: the request decoded them anyway),
 under the request's opening items. A later request of the same scope that opens the same way is
 the same conversation going on: that turn's items are protected then, and found by their bytes
@@ -120,6 +121,9 @@ class DecodeMemo(Chains):
         # a first sight `admit` found held for the request it admitted, read in parts by the
         # `split` or `items` of that request (or the next `admit`)
         self._pending: tuple[tuple[str, int], _FirstSight] | None = None
+        # a body to hold whose bound waits for a pass over its bytes, placed after its request's
+        # answer (`settle`): where it goes, it, and a run of it known narrow
+        self._unsized: tuple[tuple[str, bytes, bytes], _FirstSight, tuple[int, int] | None] | None = None
 
     def __len__(self) -> int:
         return sum(len(turn.entries) for turn in self._probation.values()) + len(self._index)
@@ -149,6 +153,7 @@ class DecodeMemo(Chains):
             return False, None
         if self._admit_after == 1:
             return True, None
+        self._settle()
         found = opening_hash(raw, field)
         if found is None:
             return False, None
@@ -180,6 +185,7 @@ class DecodeMemo(Chains):
         if not self.lock.acquire(blocking=False):
             return None
         try:
+            self._settle()
             found = opening_hash(raw, field)
             if found is None:
                 return None
@@ -225,14 +231,11 @@ class DecodeMemo(Chains):
         self.misses += count
         if opening is None or count < _LONG_TRANSCRIPT:
             return items
-        size, sight_narrow = self._held_size(raw, body_values, count)
-        if size <= self._items_max:
-            sight = _FirstSight(raw, field, parts, size)
-            sight.values = body_values
-            sight.narrow = sight_narrow
-            sight.span = span
-            items._record = sight.records
-            self._on_probation(first_key(opening), sight)
+        sight = _FirstSight(raw, field, parts, 0)
+        sight.values = body_values
+        sight.span = span
+        items._record = sight.records
+        self._place(first_key(opening), sight, None)
         return items
 
     def _recall(self, opening: tuple[str, int], raws: list[bytes] | None = None) -> None:

@@ -104,7 +104,12 @@ class Rendered:
         list's text in that place, the list's pieces copied once, into the body. A list rendered
         afresh is written with the body, in one `orjson.dumps` (its text and then the body's
         made a second copy of a long transcript's bytes: ~5.6 MB for 5,000 messages); where it
-        lies in the body is where the body written around `PLACE` holds the NUL."""
+        lies in the body is where the body written around `PLACE` holds the NUL. A short list,
+        held nowhere, is written with the body at once: its place is never looked for."""
+        if self._wire is None and self._fresh is not None:
+            wire = _dumps_in_place(body, self._fresh)
+            if wire is not None:
+                return wire
         out = orjson.dumps(body)
         at = out.find(b"\0")
         if at < 0 or out.find(b"\0", at + 1) >= 0:  # a NUL of a fragment's own: not its place

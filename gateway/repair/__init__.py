@@ -26,8 +26,9 @@ Order matters:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
+
+from msgspec import Struct
 
 from gateway.repair.cache_breakpoints import limit_cache_breakpoints
 from gateway.repair.continuity_fill import fill_reasoning_content, fill_thought_signatures
@@ -55,8 +56,7 @@ from gateway.transcript.target import Capabilities, Target
 _MAX_ROUNDS = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
+class Prepared(Struct, frozen=True):  # one a request: a Struct's init costs a fraction
     request: Request  # repaired and projected for the target
     repairs: tuple[Repair, ...]
     # provider tool id -> canonical id: the inspector's diff pairs the two transcripts' calls by it

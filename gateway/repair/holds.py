@@ -10,7 +10,7 @@ messages, they are no longer those described here and every later pass runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from gateway.transcript.model import (
     Document,
@@ -27,8 +27,7 @@ from gateway.transcript.model import (
 from gateway.transcript.resume import Resumable
 
 
-@dataclass(frozen=True, slots=True)
-class Holds:
+class Holds(Struct, frozen=True, gc=False):  # one a request: a Struct's init costs a tenth
     """Each flag: whether any block of the transcript is one a pass acts on (over every role:
     a pass that only looks at assistant messages is skipped only when none has it anywhere)."""
 

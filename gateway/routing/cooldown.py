@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
 
 from cachetools import LRUCache
+from msgspec import Struct
 
 from gateway.config import CooldownConfig, GatewayConfig
 from gateway.transcript.events import RETRYABLE_CATEGORIES, ErrorCategory, UpstreamError
@@ -33,8 +33,7 @@ def target_key(target: Target) -> TargetKey:
     return (target.provider, target.model)
 
 
-@dataclass(frozen=True, slots=True)
-class Ticket:
+class Ticket(Struct, frozen=True, gc=False):
     """The right to send one request to a target, as granted by `Breaker.acquire`."""
 
     probe: bool  # this request is the half-open probe

@@ -35,6 +35,7 @@ from gateway.routing.router import Plan, Router
 from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMemory
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
 from gateway.transcript.model import Request
+from gateway.transcript.model import replace as struct_replace
 from gateway.transcript.target import Target
 from gateway.upstream import HttpClient, Timeouts
 
@@ -377,7 +378,7 @@ class Engine:
             else:
                 prepared = prepare(request, target, adapter.capabilities, strict=strict)
             if strict:
-                prepared = replace(prepared, repairs=(*prepared.repairs, _RETRIED))
+                prepared = struct_replace(prepared, repairs=(*prepared.repairs, _RETRIED))
             started = self._clock()
             if trace is None and offload is None:
                 # awaited here with no coroutine of its own in between: every frame of the chain

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from gateway.bounded_cache import BoundedCache
 from gateway.transcript.decision import MODEL_DEFAULT, OFF_CHOICE, Decision, ReasoningChoice
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event
 from gateway.transcript.model import Reasoning
@@ -102,8 +103,29 @@ def fit(want: ReasoningChoice, model: ThinkingModel, rule: ThinkingRule) -> tupl
     return ReasoningChoice(True), False
 
 
+# the decision for a request that asks nothing of reasoning or output (most requests): a function
+# of the target and its capabilities alone, worked out once per target (found by identity: the
+# entry holds both alive, so their ids name no other object meanwhile)
+_UNASKED: BoundedCache[int, tuple[Target, Capabilities, Decision]] = BoundedCache(256)
+
+
 def decide(request: Request, target: Target, caps: Capabilities) -> Decision:
     """The decision for `request` on `target` (the module docstring gives the precedence)."""
+    if (
+        request.thinking is None
+        and request.reasoning_effort is None
+        and request.thinking_budget is None
+        and request.thinking_default is None
+        and request.response_format is None
+    ):
+        found = _UNASKED.get(id(target))
+        if found is not None and found[0] is target and found[1] is caps:
+            return found[2]
+        return _UNASKED.keep(id(target), (target, caps, _decide(request, target, caps)))[2]
+    return _decide(request, target, caps)
+
+
+def _decide(request: Request, target: Target, caps: Capabilities) -> Decision:
     asked = client_choice(request)
     configured = target_choice(target)
     by = None

@@ -240,3 +240,48 @@ async def test_gemini_session_as_gemini_cli_sends_it_across_families_sends_the_s
 
     opening = [{"role": "user", "parts": [{"text": "Weather, city by city."}]}]
     await _across_families(gateway, opening, turn, went_on)
+
+
+async def test_a_long_first_sight_is_bounded_after_its_request_went_upstream(gateway, monkeypatch):
+    """A long transcript's first sight is held for its next turn; when only a scan of its bytes
+    for \\u escapes shows it fits the memo's budget, that scan runs once the request went upstream
+    (the exchange's bookkeeping: `DecodeMemo.settle`), not on its way there; the next turn goes on
+    from the held body all the same."""
+    from bench.workloads import agent_messages
+    from gateway.ingress import memo_chain
+    from gateway.ingress.budget import value_bound
+    from gateway.ingress.memo import SHORT_BODY
+    from gateway.ingress.memo_items import _FirstSight
+    from gateway.ingress.memo_size import body_turn_size
+
+    name, kind, _, _ = next(f for f in FAMILIES if f[1] == "openai_chat")
+    messages = agent_messages(memo_chain.LONG_TRANSCRIPT + 6, "settle")
+    raw = orjson.dumps({"model": name, "messages": messages})
+    count = len(messages)
+
+    def bound(narrow_text: bool) -> int:
+        return body_turn_size(raw, value_bound(raw, 0, len(raw)), count, 0, narrow_text=narrow_text)
+
+    max_bytes = bound(False)  # a budget the body fits only once scanned narrow
+    while DecodeMemo(max_bytes)._items_max >= bound(False):
+        max_bytes -= max_bytes // 64
+    memo = gateway.state.memo = DecodeMemo(max_bytes, min_bytes=SHORT_BODY)
+    assert bound(True) <= memo._items_max
+    upstream = gateway.hub.states[kind].requests
+    scanned: list[int] = []
+    scan = memo_chain.narrow
+    monkeypatch.setattr(memo_chain, "narrow", lambda body: scanned.append(len(upstream)) or scan(body))
+    async with aiohttp.ClientSession() as http:
+        for turn in range(2):
+            gateway.hub.states[kind].push(Reply(text=f"Answer {turn}."))
+            headers = {"Content-Type": "application/json"}
+            async with http.post(gateway.url + "/v1/chat/completions", data=raw, headers=headers) as resp:
+                answer = await resp.json()
+                assert resp.status == 200, answer
+            if turn == 0:
+                assert scanned == [1]  # after the request reached the provider
+                held = [v for v in memo._probation.values() if type(v) is _FirstSight]
+                assert memo._unsized is None and len(held) == 1 and held[0].narrow is True
+            messages = [*messages, answer["choices"][0]["message"], {"role": "user", "content": "Go on."}]
+            raw = orjson.dumps({"model": name, "messages": messages})
+    assert memo.hits == count  # the second turn found every held item

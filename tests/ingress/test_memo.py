@@ -145,6 +145,9 @@ def _decode(codec: Any, body: dict[str, Any] | bytes, memo: DecodeMemo | None, t
         inbound = codec.decode(parsed, {}, SEALER, items)
     except ClientError as exc:
         return ("error", exc.status, str(exc), exc.param)
+    finally:
+        if memo is not None:
+            memo.settle()  # the exchange's bookkeeping, once the answer is on its way
     return inbound
 
 
@@ -729,7 +732,8 @@ def test_a_first_seen_opening_is_parsed_whole_and_a_repeated_one_read_in_parts(m
     items = parse_transcript(orjson.dumps({"messages": long}), "messages", memo, "chat\0alice", LIMITS)[1]
     for index in range(len(long)):
         items.decode(index, lambda index=index: index)
-    assert paths == ["whole"] and len(memo._probation) == 2
+    # bounded once the answer is on its way (`settle`); else by the next request's admission, as here
+    assert paths == ["whole"] and len(memo._probation) == 1 and memo._unsized is not None
     more = orjson.dumps({"messages": [*long, {"role": "user", "content": "go on"}]})
     assert parse_transcript(more, "messages", memo, "chat\0alice", LIMITS)[1].found == [
         *range(len(long)),

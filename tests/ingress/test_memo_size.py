@@ -18,7 +18,8 @@ from gateway.ingress.budget import value_bound
 from gateway.ingress.memo import _LONG_TRANSCRIPT, DecodeMemo
 from gateway.ingress.memo_items import _FirstSight
 from gateway.ingress.memo_size import body_turn_size, narrow, narrow_around
-from tests.ingress.test_memo import CHAT, TOOLS, _decode
+from gateway.ingress.split import parse_transcript
+from tests.ingress.test_memo import CHAT, LIMITS, SEALER, TOOLS, _decode
 
 # bytes that make a body wide (not ASCII, a \u escape) and their neighbours
 _BYTES = st.lists(st.sampled_from([b"a", b"\\", b"u", b"n", b'"', b"\xc3", b"\xa9", b"0"]), max_size=12)
@@ -103,14 +104,40 @@ def test_a_turn_going_on_from_a_held_body_is_accounted_as_when_scanned_whole(tur
     assert runs[0] == runs[1]
 
 
-def test_a_long_narrow_session_scans_only_around_what_it_shares(monkeypatch):
+def _narrow_session(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], list[int], DecodeMemo]:
+    """Two turns of a long narrow session, the lengths of the bodies `narrow` scans (as they are
+    scanned), and a memo that holds each only when scanned narrow."""
     messages = agent_messages(_LONG_TRANSCRIPT + 2, "narrow")
     turns = [_raw(messages, True), _raw([*messages, {"role": "user", "content": "Go on."}], True)]
     scanned: list[int] = []
     whole = memo_chain.narrow
     monkeypatch.setattr(memo_chain, "narrow", lambda raw: scanned.append(len(raw)) or whole(raw))
-    memo = _scanning_memo(turns)
+    return turns, scanned, _scanning_memo(turns)
+
+
+def test_a_long_narrow_session_scans_only_around_what_it_shares(monkeypatch):
+    turns, scanned, memo = _narrow_session(monkeypatch)
     for raw in turns:
         _decode(CHAT, raw, memo)
     assert scanned == [len(turns[0])]  # the first sight only; the next turn read around it
+    assert _held(memo) == [(int(_bound(turns[1], True)), True)]
+
+
+def test_a_held_body_is_bounded_after_its_answer_or_by_the_next_admission(monkeypatch):
+    """A first sight whose bound needs the scan waits for it (`DecodeMemo.settle`, the exchange's
+    bookkeeping) off its request's way upstream; a `settle` that finds the lock taken (the worker
+    thread in the memo) does not wait, and the next request's admission bounds it first: that
+    request goes on from the held body all the same."""
+    turns, scanned, memo = _narrow_session(monkeypatch)
+    body, items = parse_transcript(turns[0], "messages", memo, "s", LIMITS)
+    CHAT.decode(body, {}, SEALER, items)
+    assert scanned == [] and _held(memo) == []  # on its way upstream: not scanned
+    with memo.lock:
+        memo.settle()
+    assert scanned == [] and _held(memo) == []
+    body, items = parse_transcript(turns[1], "messages", memo, "s", LIMITS)
+    assert scanned == [len(turns[0])]  # by the admission, before it looked for the held body
+    assert None not in items.found[:-1]  # every held item found
+    CHAT.decode(body, {}, SEALER, items)
+    memo.settle()
     assert _held(memo) == [(int(_bound(turns[1], True)), True)]

@@ -91,21 +91,30 @@ def test_a_long_agent_session_renders_only_its_new_messages(kind, monkeypatch):
     adapter = get_adapter(kind)
     encoded: list[object] = []  # the messages (chat) or blocks (Messages) encoded
     if kind == "anthropic":
-        owner, name, renders_all = anthropic_content, "_block", False
-    else:
-        owner, name, renders_all = type(adapter._encoder), "_message", adapter.dialect.tool_message_name
-    real = getattr(owner, name)
+        owner, names, renders_all = anthropic_content, ("_block",), False
+    else:  # an assistant message goes to `_assistant` (from `_message` or not), the others to `_message`
+        owner, names, renders_all = (
+            type(adapter._encoder),
+            ("_message", "_assistant"),
+            adapter.dialect.tool_message_name,
+        )
 
-    def counting(*args):
-        encoded.append(args[1] if owner is not anthropic_content else args[0])
-        return real(*args)
+    def counting(real):
+        def count(*args):
+            item = args[1] if owner is not anthropic_content else args[0]
+            if not encoded or encoded[-1] is not item:  # once when `_message` hands it on
+                encoded.append(item)
+            return real(*args)
+
+        return count
 
     for turn in range(3):
         request = Request("m", tuple(messages), system=(Text("Be terse."),))
         want = _cold(request, kind, monkeypatch)
         encoded.clear()
         with monkeypatch.context() as m:
-            m.setattr(owner, name, counting)
+            for name in names:
+                m.setattr(owner, name, counting(getattr(owner, name)))
             assert _send(request, kind) == want
         if turn and not renders_all:
             newest = messages[-2:]
@@ -127,11 +136,13 @@ _json = st.recursive(
     st.dictionaries(st.text(max_size=4), _json, max_size=4),
     st.lists(_json, max_size=4),
     st.booleans(),
+    st.sampled_from([1, 10**9]),
 )
-def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, items, nul):
+def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, items, nul, least):
     """`Rendered.dumps`: the body written around the list (its one NUL the list's place) is the
     body orjson writes with the list's text as a fragment; a fragment holding a NUL of its own
-    (never orjson's text) leaves it to orjson."""
+    (never orjson's text) leaves it to orjson. So is a short list's (`least`: `MIN_MESSAGES` above
+    its length: held nowhere, written with the body at once)."""
     wire = held_wire.HeldWire(1 << 20)
     messages = (Message(Role.USER, (Text("a"),)),)
 
@@ -143,7 +154,7 @@ def test_a_list_joined_into_its_body_is_the_body_written_with_it(before, after, 
     if nul:  # before the list's place: the first NUL in the text is not it
         body = {"raw": orjson.Fragment(b'"\0"'), **body}
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+        monkeypatch.setattr(held_wire, "MIN_MESSAGES", least)
         text = wire.rendered(messages, None, [], encode).text()
         want = orjson.dumps({**body, "messages": orjson.Fragment(text)})
         assert wire.rendered(messages, None, [], encode).dumps(dict(body)) == want
@@ -158,7 +169,8 @@ def _nested(depth: int) -> object:
     return value
 
 
-def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before():
+@pytest.mark.parametrize("least", [1, 10**9])
+def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before(least):
     """A list written afresh is written with its body in one `orjson.dumps`, one level deeper than
     written alone: a list at orjson's nesting limit is then written alone and joined, as before
     (the same bytes, no refusal)."""
@@ -175,7 +187,7 @@ def test_a_list_nested_to_orjsons_limit_is_joined_into_its_body_as_before():
 
     body = {"model": "m", "messages": held_wire.PLACE}
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(held_wire, "MIN_MESSAGES", 1)
+        monkeypatch.setattr(held_wire, "MIN_MESSAGES", least)
         sent = wire.rendered(messages, None, [], encode).dumps(dict(body))
         text = orjson.dumps(items)
         assert sent == b'{"model":"m","messages":' + text + b"}"

@@ -5,11 +5,10 @@ the same object either way."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from gateway.providers import KINDS, get_adapter
 from gateway.repair import prepare

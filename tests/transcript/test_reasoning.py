@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.providers import get_adapter
+from gateway.providers import KINDS, get_adapter
+from gateway.transcript import reasoning
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Finish
 from gateway.transcript.model import Message, Reasoning, Request, ResponseFormat, Role, Text
 from gateway.transcript.reasoning import (
@@ -169,3 +170,16 @@ def test_hidden_reasoning_leaves_the_client_stream_and_answer_but_not_the_record
     assert [e for e in events if hide.passes(e)] == events[3:]
     blocks = [Reasoning("hmm"), Text("hi")]
     assert visible_blocks(blocks, False) == [Text("hi")] and visible_blocks(blocks, True) is blocks
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("effort", [None, "none", "low", "high"])
+def test_a_request_asking_nothing_is_decided_once_per_target_as_afresh(kind, effort):
+    """Most requests ask nothing of reasoning or output: their decision, kept per target, is the
+    one worked out afresh, and the next request on the same target gets it."""
+    caps = get_adapter(kind).capabilities
+    for model in {m.pattern for m in caps.thinking.models} | {"other-model"}:
+        on = target(kind, model, reasoning_effort=effort)
+        first, again = decide(Request("m", HI), on, caps), decide(Request("n", HI, stream=True), on, caps)
+        assert first == again == reasoning._decide(Request("m", HI), on, caps)
+        assert again is first

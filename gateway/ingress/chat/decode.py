@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
 from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
-from gateway.ingress.chat.typed import TYPED, typed_message
+from gateway.ingress.chat.typed import TYPED, typed_head, typed_message
 from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
@@ -70,7 +70,7 @@ def decode_request(
     # (the memo hands back the same objects for them, none of them new: gateway/transcript/resume.py)
     start, held = _DECODED.find(found_all, None)  # type: ignore[arg-type]
     try:
-        wire = w.ChatRequestHead.model_validate(body)
+        wire = typed_head(body) or w.ChatRequestHead.model_validate(body)
         raw_tools = body.get("tools")
         if type(raw_tools) is list:
             tools = _TOOL_LISTS.decoded(raw_tools)

@@ -160,11 +160,17 @@ class ChatEncoder:
             messages.append({"role": "system", "content": system})
 
         def encode(listed: tuple[Message, ...], start: int, out: list[dict[str, Any]]) -> None:
-            message = self._message
+            message, assistant, keep = self._message, self._assistant, out.append
             position = start
             try:
+                # an agent's transcript is mostly assistant turns: theirs called without the
+                # dispatch (a cold 1,000-message turn's encode pays a call a message)
                 for position in range(start, len(listed)):
-                    message(listed[position], target, names, out)
+                    item = listed[position]
+                    if item.role is _ASSISTANT:
+                        keep(assistant(item, target))
+                    else:
+                        message(item, target, names, out)
             except EncodeError as exc:
                 raise EncodeError(f"messages[{position}]: {exc}") from None
 
