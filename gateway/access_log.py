@@ -14,8 +14,6 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -147,7 +145,24 @@ def _timestamp() -> str:
 
 # distinct shapes kept (`_shape`): past 4,096, they are worked out anew
 _shapes: BoundedCache[tuple[Any, ...], tuple[str, str, str, bool]] = BoundedCache(4096)
-_USAGE = '{{"input":{},"output":{},"cache_read":{},"cache_write":{},"reasoning":{}}}'
+
+
+def _figure(value: float | None) -> str:
+    """A duration in ms (`_ms`) as orjson writes it: a float of magnitude 1e-4 to 1e16 (or 0) is
+    its shortest round-trip digits in plain notation, there as in `repr` (a line is written for
+    every request; one orjson call per line and its text split apart cost more than the rest)."""
+    if value is None:
+        return "null"
+    if type(value) is float and (1e-4 <= abs(value) < 1e16 or value == 0):
+        return repr(value)
+    return orjson.dumps(value).decode()
+
+
+def _count(value: int) -> str:
+    """A count as orjson writes it (an int: its decimal digits)."""
+    return str(value) if type(value) is int else orjson.dumps(value).decode()
+
+
 # the fields of a line between the session and the figures, in `_line`'s order
 _MIDDLE = ("model", "provider", "upstream_model", "status", "outcome", "attempts", "tried", "repairs")
 
@@ -187,16 +202,19 @@ def log_access(record: RequestRecord) -> None:
     checked = clean and _HEX.fullmatch(f"{request_id}{session}{trace_id}") is not None
     if checked:
         # the text orjson makes of `_line`'s object with "ts" first: strings that need no escape
-        # (hex digits, the time) written in, the numbers as orjson writes them, in one array
+        # (hex digits, the time) written in, the numbers as orjson writes them (`_figure`, `_count`)
         usage = record.usage
-        figures: tuple[Any, ...] = (_ms(record.duration), _ms(record.ttft), record.cost_usd)
-        figures += (record.ignored_tokens,)
-        if usage is not None:
-            figures += (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens)
-            figures += (usage.cache_write_tokens, usage.reasoning_tokens)
-        written = orjson.dumps(figures).decode()[1:-1].split(",")
-        duration, ttft, cost, ignored = written[:4]
-        used = "null" if usage is None else _USAGE.format(*written[4:])
+        duration, ttft, cost = _figure(_ms(record.duration)), _figure(_ms(record.ttft)), record.cost_usd
+        cost = "null" if cost is None else orjson.dumps(cost).decode()  # (its exponents are orjson's)
+        ignored = _count(record.ignored_tokens)
+        if usage is None:
+            used = "null"
+        else:
+            a, b, c = usage.input_tokens, usage.output_tokens, usage.cache_read_tokens
+            d, e = usage.cache_write_tokens, usage.reasoning_tokens
+            if not type(a) is type(b) is type(c) is type(d) is type(e) is int:  # (as `_count` writes them)
+                a, b, c, d, e = _count(a), _count(b), _count(c), _count(d), _count(e)
+            used = f'{{"input":{a},"output":{b},"cache_read":{c},"cache_write":{d},"reasoning":{e}}}'
         traced = f',"trace_id":"{trace_id}"' if trace_id else ""
         text = (
             f'{{"ts":"{_timestamp()}","request_id":"{request_id}",{head}{session}",{middle}{duration},'
@@ -217,37 +235,52 @@ def log_access(record: RequestRecord) -> None:
     _access.handle(entry)
 
 
-@contextmanager
-def lines_held() -> Iterator[None]:
+class lines_held:  # noqa: N801  (used as a function: `with lines_held():`)
     """Access-log lines written within reach the stream as they are, and are flushed once at the
     end (one write to the file for the requests accounted for together:
-    `exchange._account_pending`) instead of once each."""
-    handler = _handler
-    if handler is None or handler not in _access.handlers:  # not (or no longer) writing the lines
-        yield
-        return
-    handler.held += 1
-    try:
-        yield
-    finally:
-        handler.held -= 1
-        if not handler.held:
-            handler.flush_held()
+    `exchange._account_pending`) instead of once each. (A class, not a generator: it is entered
+    on every batch of bookkeeping, and a generator's context manager costs several times more.)"""
+
+    __slots__ = ("_handler",)
+
+    def __enter__(self) -> None:
+        handler = _handler
+        if handler is None or handler not in _access.handlers:  # not (or no longer) writing the lines
+            self._handler = None
+            return
+        handler.held += 1
+        self._handler = handler
+
+    def __exit__(self, *exc: object) -> None:
+        handler = self._handler
+        if handler is not None:
+            handler.held -= 1
+            if not handler.held:
+                handler.flush_held()
 
 
 class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The access log's handler: each record's message is its whole line (what its "%(message)s"
     formatter writes), written and flushed without the formatter's per-record work; within
-    `lines_held`, flushed once at its end."""
+    `lines_held`, kept and written in one piece at its end, then flushed: one write to the
+    stream for the batch, whatever its buffering (stderr is line-buffered: written line by line,
+    each line would reach the file in a system call of its own)."""
 
-    held = 0  # `lines_held` scopes open: lines are flushed when the last one ends
+    held = 0  # `lines_held` scopes open: lines are written when the last one ends
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self._pending: list[str] = []  # lines held (with their terminators), in order
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            text = record.getMessage() + self.terminator
+            if self.held:
+                self._pending.append(text)
+                return
             stream = self.stream
-            stream.write(record.getMessage() + self.terminator)
-            if not self.held:
-                stream.flush()
+            stream.write(text)
+            stream.flush()
         except RecursionError:  # as logging.StreamHandler
             raise
         except Exception:
@@ -269,11 +302,13 @@ class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """`line`, which the redacting filter would pass unchanged, written as `emit` writes a
         record whose message it is."""
         with self.lock:  # type: ignore[union-attr]  # (made by Handler.__init__)
+            if self.held:
+                self._pending.append(line + self.terminator)
+                return
             try:
                 stream = self.stream
                 stream.write(line + self.terminator)
-                if not self.held:
-                    stream.flush()
+                stream.flush()
             except RecursionError:
                 raise
             except Exception:
@@ -281,14 +316,21 @@ class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
                 self.handleError(entry)
 
     def flush_held(self) -> None:
-        """The lines written within `lines_held`, flushed (a failure reported as a line's would be)."""
+        """The lines held within `lines_held`, written in one piece and flushed (a failure
+        reported as a line's would be)."""
         with self.lock:  # type: ignore[union-attr]
+            pending = self._pending
+            text = "".join(pending)
+            pending.clear()
             try:
-                self.stream.flush()
+                stream = self.stream
+                if text:
+                    stream.write(text)
+                stream.flush()
             except RecursionError:
                 raise
             except Exception:
-                entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, "", None, None)
+                entry = _access.makeRecord(ACCESS_LOGGER, logging.INFO, __file__, 0, text, None, None)
                 self.handleError(entry)
 
 

@@ -74,8 +74,9 @@ class InFlight:
 
     def __init__(self) -> None:
         self._open: dict[int, _Open] = {}  # by id(request): aiohttp requests are not hashable
-        self._idle = asyncio.Event()
-        self._idle.set()
+        # set when the last request leaves; made by the first `drain` that waits (until then no
+        # request pays for clearing and setting it)
+        self._idle: asyncio.Event | None = None
         self._end_by = 0.0  # loop time: when ending the cancelled requests must be done
 
     def __len__(self) -> int:
@@ -101,12 +102,13 @@ class InFlight:
         task = asyncio.current_task()
         assert task is not None
         entry = self._open[id(request)] = _Open(task, task.cancelling())
-        self._idle.clear()
+        if self._idle is not None:
+            self._idle.clear()
         return entry
 
     def leave(self, request: web.BaseRequest) -> None:
         del self._open[id(request)]
-        if not self._open:
+        if not self._open and self._idle is not None:
             self._idle.set()
 
     async def last_answer(self, request: web.BaseRequest, entry: _Open) -> web.StreamResponse:
@@ -135,6 +137,11 @@ class InFlight:
             )
 
     async def _wait_idle(self, seconds: float) -> bool:
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        if not self._open:
+            return True
+        self._idle.clear()
         try:
             async with asyncio.timeout(seconds):
                 await self._idle.wait()

@@ -359,10 +359,9 @@ class RequestGuard:
         browser = self.browser
         host = check_host(request, browser)
         origin = check_origin(request, browser, host)
-        if origin is not None:
-            if is_preflight(request):
-                return preflight(request, origin)
-            request[CORS_ORIGIN] = origin
+        if origin is not None and is_preflight(request):
+            return preflight(request, origin)
+        request[CORS_ORIGIN] = origin
         request[TENANT] = self.tenants.of(check_access(request, self.tokens, self.metrics_loopback_open))
         check_json_body(request)
         return None

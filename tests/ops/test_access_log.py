@@ -222,6 +222,40 @@ def test_lines_held_are_the_same_lines_flushed_once_at_the_end(restore_logging):
     assert held.flushes == 2
 
 
+class _CountingRaw(io.RawIOBase):
+    """What a line-buffered text stream (stderr) hands to the OS: one `write` per system call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+def test_lines_held_reach_a_line_buffered_stream_in_one_write(restore_logging):
+    from gateway.access_log import lines_held
+
+    records = [RequestRecord("chat_completions", request_id=f"r{n}", status=200) for n in range(3)]
+    raw = _CountingRaw()
+    stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", line_buffering=True)
+    configure_logging("info", Redactor(), stream)
+    log_access(records[0])  # alone: written (and flushed) at once
+    assert len(raw.writes) == 1
+    with lines_held():
+        for record in records:
+            log_access(record)
+        assert len(raw.writes) == 1  # held, even by a stream that flushes at every newline
+    assert len(raw.writes) == 2
+    lines = b"".join(raw.writes).decode().splitlines()
+    assert [orjson.loads(line)["request_id"] for line in lines] == ["r0", "r0", "r1", "r2"]
+    assert raw.writes[1].decode().splitlines() == lines[1:]
+
+
 async def test_requests_ending_in_one_step_are_accounted_together_in_order(monkeypatch):
     """One callback for the requests that ended since the last: each accounted for as before,
     in the order they ended; one that fails is reported and the others still are."""

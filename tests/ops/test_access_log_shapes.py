@@ -29,6 +29,8 @@ FIGURE = st.one_of(
     st.sampled_from([0.0, 1e-7, 1.5e-5, 123456789012345678.0, 0.1]),
 )
 COUNT = st.integers(min_value=0, max_value=2**63 - 1)
+# what an upstream's usage might carry that is not an int (written as orjson writes it)
+ODD = COUNT | st.floats(min_value=0, max_value=1e20) | st.booleans()
 
 
 @st.composite
@@ -48,7 +50,9 @@ def records(draw: st.DrawFn) -> RequestRecord:
         repairs=draw(
             st.lists(st.tuples(NAMES, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
         ),
-        usage=draw(st.none() | st.builds(Usage, COUNT, COUNT, COUNT, COUNT, COUNT)),
+        usage=draw(
+            st.none() | st.builds(Usage, COUNT, COUNT, COUNT, COUNT, COUNT) | st.builds(Usage, *[ODD] * 5)
+        ),
         ignored_tokens=draw(st.integers(0, 10**6)),
         cost_usd=draw(FIGURE),
         key=draw(NAMES),
@@ -87,3 +91,22 @@ def test_the_time_is_isoformat_milliseconds_whenever_asked(monkeypatch, steps):
         seconds, rest = divmod(now, 10**9)
         moment = datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=rest // 1000)
         assert access_log._timestamp() == moment.isoformat(timespec="milliseconds")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    value=st.none()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(min_value=-1e17, max_value=1e17)
+    | st.sampled_from([0.0, -0.0, 1e-4, 9.9999e-5, 1e16, 9999999999999998.0, 0.1])
+)
+def test_a_figure_is_written_as_orjson_writes_it(value):
+    assert access_log._figure(value) == orjson.dumps(value).decode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats(allow_nan=False) | st.booleans()
+)
+def test_a_count_is_written_as_orjson_writes_it(value):
+    assert access_log._count(value) == orjson.dumps(value).decode()
