@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.client_exceptions import ClientConnectionResetError
 from aiohttp.http_writer import StreamWriter
 
+from gateway.continuity.recorder import carries_continuity
 from gateway.continuity.restore import answer_position
 from gateway.ingress.base import Inbound, StreamEncoder
 from gateway.ingress.errors import ClientError
@@ -54,10 +55,13 @@ async def record_turn(exchange: Exchange, inbound: Inbound, request: Request, tu
     the moment it has the last byte, on another connection)."""
     state, tenant = exchange.state, exchange.tenant
     # awaited: in this process a write in flight is read from `pending`, but another replica or
-    # worker sharing the store reads the store itself
-    written = state.recorder.record(turn.blocks, exchange.session, answer_position(request), tenant)
-    if written is not None:
-        await written
+    # worker sharing the store reads the store itself. A turn with nothing to record (plain
+    # text from a family that issues no continuity) is not placed in its conversation either
+    if carries_continuity(turn.blocks):
+        position = answer_position(request)
+        written = state.recorder.record(turn.blocks, exchange.session, position, tenant)
+        if written is not None:
+            await written
     if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end
         assert exchange.reply is not None
         assert exchange.answer is not None
@@ -80,13 +84,19 @@ async def answer_whole(
     assembler = Assembler()
     hide = None if answer.prepared.decision.shown else ReasoningFilter()
     stream = answer.stream
+    timing = exchange.ttft is None  # until the first content the client sees (`exchange.saw`)
     try:
-        # the batches read directly (two async generators less per event than `answer.events()`)
+        # the batches polled directly: a whole answer's are in (decoded whole at its commit
+        # point), so no coroutine is made per batch nor an async generator per event
         try:
-            while (batch := await stream.next_batch()) is not None:
+            while (batch := stream.poll()) is not None:
+                if type(batch) is not list:
+                    await batch  # type: ignore[misc]  # a future: a whole answer is never pushed
+                    continue
                 for event in batch:
-                    if hide is None or hide.passes(event):  # the first content is what the client sees
+                    if timing and (hide is None or hide.passes(event)):
                         exchange.saw(event)
+                        timing = exchange.ttft is None
                     assembler.add(event)
         finally:
             await stream.aclose()

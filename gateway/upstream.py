@@ -78,8 +78,8 @@ class Upstream:
     the body was not read to the end, closes) the connection, which cancels the provider's work."""
 
     __slots__ = (
-        "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_deadline",
-        "_idle", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
+        "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_timed",
+        "_watched", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -96,9 +96,9 @@ class Upstream:
         self._stream = stream
         self._response: Response | None = None
         self._headers: CIMultiDictProxy[str] | None = None
-        self._deadline: asyncio.TimerHandle | None = None
+        self._timed = False  # its `total` deadline is in the client's book (`expire`)
         # the idle watchdog of `take` (see there)
-        self._idle: asyncio.Handle | None = None
+        self._watched = False  # in the client's book of idle watchdogs (`check_idle`)
         self._waiting = False
         self._overdue = False
         self._heading = False  # a stream waiting for its headers (the watchdog bounds that too)
@@ -116,20 +116,22 @@ class Upstream:
             raise UpstreamFailure(UpstreamError(ErrorCategory.PROTOCOL, str(exc))) from None
         self._response = response
         # `total` bounds the whole call, whatever it waits for: the connection, the headers, a
-        # body read, or a caller blocked on a slow client while holding the connection
+        # body read, or a caller blocked on a slow client while holding the connection (one
+        # timer for every call of the client: gateway/deadlines.py)
         now = loop.time()
-        self._deadline = loop.call_at(now + t.total, self._expire)
+        self._session.deadlines.add(self, now + t.total, loop)
+        self._timed = True
         if self._stream:
             # `idle` bounds the wait for the headers (from the request's write) and every gap
-            # after them: one lazy watchdog for both, armed once here (`_check_idle`), not a
+            # after them: one lazy watchdog for both, armed once here (`check_idle`), not a
             # header timer and then the watchdog. A whole answer arrives in one piece after the
             # whole generation: no idle gap applies to it (nor to its headers), only `total`
             self._clock = loop.time
             self._last = now
             self._heading = self._waiting = True
-            self._idle = loop.call_at(now + t.idle, self._check_idle)
+            self._watch(now + t.idle, loop)
         try:
-            await response.start(min(t.connect, t.total))
+            await response.start(min(t.connect, t.total), loop)
         except FAILURES as exc:
             self.close()
             raise UpstreamFailure(connection_error(exc)) from None
@@ -143,8 +145,10 @@ class Upstream:
             self._last = loop.time()
         return self
 
-    def _expire(self) -> None:
-        self._deadline = None
+    def expire(self) -> None:
+        """The `total` deadline passed (the client's book calls it): the call fails, whatever it
+        waits for."""
+        self._timed = False
         response = self._response
         if response is not None:
             response.fail(TimeoutError(f"no complete answer within {self._timeouts.total:g}s"))
@@ -156,12 +160,12 @@ class Upstream:
         """What leaving the context does (safe to call more than once): nothing in it waits. An
         answer read to the end frees its connection for the next call; any other is closed
         (abandoned: the provider stops generating)."""
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        if self._timed:
+            self._timed = False
+            self._session.deadlines.remove(self)
+        if self._watched:
+            self._watched = False
+            self._session.idles.remove(self)
         if self._response is not None:
             self._response.release()
 
@@ -196,8 +200,16 @@ class Upstream:
         chunks = []
         size = 0
         try:
-            # one byte past the limit tells a body over it from one that fills it exactly
-            while chunk := await response.read(limit + 1 - size):
+            # one byte past the limit tells a body over it from one that fills it exactly. What
+            # is in is taken at once (a whole answer is usually in whole with its headers): a
+            # wait only while nothing is
+            while True:
+                chunk = response.take(limit + 1 - size)
+                if type(chunk) is not bytes:
+                    await chunk  # type: ignore[misc]  # a future: no sink hears this answer
+                    continue
+                if not chunk:
+                    break
                 size += len(chunk)
                 chunks.append(chunk)
                 if size > limit:
@@ -230,7 +242,7 @@ class Upstream:
             loop = asyncio.get_running_loop()
             clock = self._clock = loop.time
             self._last = loop.time()
-            self._idle = loop.call_at(self._last + self._timeouts.idle, self._check_idle)
+            self._watch(self._last + self._timeouts.idle, loop)
         try:
             chunk = response.take(MAX_STREAM_CHUNK)
         except FAILURES as exc:
@@ -243,7 +255,8 @@ class Upstream:
             return chunk
         if self._overdue:  # it expired while the caller was busy: checked now that it waits
             self._overdue = False
-            self._idle = asyncio.get_running_loop().call_soon(self._check_idle)
+            loop = asyncio.get_running_loop()
+            self._watch(loop.time(), loop)
         self._waiting = True
         return chunk
 
@@ -255,24 +268,30 @@ class Upstream:
         assert response is not None
         response.on_arrival(sink)
 
-    def _check_idle(self) -> None:
+    def _watch(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
+        """The idle watchdog checks again at `when` (`check_idle`; one timer for the client's
+        streams: gateway/deadlines.py)."""
+        self._session.idles.add(self, when, loop)
+        self._watched = True
+
+    def check_idle(self) -> None:
+        """The idle watchdog's check (the client's book calls it when it is due): a stream
+        waiting for the upstream past `idle` fails, one that is not is checked again later."""
+        self._watched = False
         response = self._response
         if response is None:
-            self._idle = None
             return
         loop = asyncio.get_running_loop()
         if self._heading:
             if not response.sent:  # still connecting (`connect` bounds that): not yet waiting
-                self._idle = loop.call_at(loop.time() + self._timeouts.idle, self._check_idle)
+                self._watch(loop.time() + self._timeouts.idle, loop)
                 return
             due = response.sent + self._timeouts.idle
         else:
             due = self._last + self._timeouts.idle
         if loop.time() < due:
-            self._idle = loop.call_at(due, self._check_idle)
+            self._watch(due, loop)
         elif self._waiting:
-            self._idle = None
             response.fail(read_timeout())
         else:
-            self._idle = None
             self._overdue = True

@@ -87,6 +87,7 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self._lost = False
         self._active = False  # between a request sent and its answer's end
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the last exchange
         self._reset()
 
     def _reset(self) -> None:
@@ -204,11 +205,12 @@ class Connection(asyncio.Protocol):
 
     # the exchange
 
-    async def exchange(self, data: bytes | tuple[bytes, bytes]) -> None:
+    async def exchange(self, data: bytes | tuple[bytes, bytes], loop: asyncio.AbstractEventLoop) -> None:
         """Write the request (`data`: its bytes, or its head and body, written together) and
         wait for the answer's headers (bounded by whoever `fail`s it: the caller's watchdog or
-        deadline)."""
+        deadline). `loop`: the running loop, kept for the waits of the answer's reads."""
         self._active = True
+        self._loop = loop
         transport = self._transport
         assert transport is not None
         if type(data) is bytes:
@@ -218,7 +220,6 @@ class Connection(asyncio.Protocol):
         if self._headers_done or self._error is not None:
             self._raise_error()
             return
-        loop = asyncio.get_running_loop()
         try:
             while not self._headers_done:
                 self._raise_error()
@@ -227,11 +228,6 @@ class Connection(asyncio.Protocol):
         finally:
             self._waiter = None
         self._raise_error()
-
-    async def read(self, n: int) -> bytes:
-        while type(chunk := self.take(n)) is not bytes:
-            await chunk
-        return chunk
 
     def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
         """At most `n` bytes of the body already in (every piece held, joined, up to `n`); b""
@@ -247,7 +243,8 @@ class Connection(asyncio.Protocol):
                 return b""
             if self._sink is not None:
                 return LATER
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            loop = self._loop or asyncio.get_running_loop()  # (a test's connection sent nothing)
+            waiter = self._waiter = loop.create_future()
             return waiter
         chunk = chunks.popleft()
         if len(chunk) > n:

@@ -18,11 +18,14 @@ import asyncio
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
+from operator import methodcaller
 
 from aiohappyeyeballs import AddrInfoType, start_connection
 from yarl import URL
 
+from gateway.bounded_cache import BoundedCache
+from gateway.deadlines import Deadlines
 from gateway.upstream_connection import (
     FAILURES,
     KEEPALIVE_SECONDS,
@@ -38,7 +41,7 @@ from gateway.upstream_connection import (
 __all__ = ["FAILURES", "HttpClient", "Response", "read_timeout"]
 
 DNS_TTL_SECONDS = 300.0
-_MAX_CACHED = 1024  # URLs parsed, names resolved, header sets judged: bounded caches
+_MAX_CACHED = 1024  # call heads made, names resolved: bounded caches
 # a body this long or longer is written after its head by the transport, not joined to it first
 _JOIN_MAX = 64 * 1024
 
@@ -93,13 +96,17 @@ class HttpClient:
         self._user_agent = user_agent
         self._high = 2 * read_buffer
         self._ssl = ssl_context
-        self._targets: dict[str, _Target] = {}
-        self._defaults: dict[tuple[str, ...], tuple[str, int]] = {}
+        # (url, *header items) -> the target and the call's head up to its Content-Length value
+        self._heads: BoundedCache[tuple[object, ...], tuple[_Target, bytes]] = BoundedCache(_MAX_CACHED)
         self._dns: dict[tuple[str, int], tuple[float, list[AddrInfoType]]] = {}
         # per (scheme, host, port), oldest first: see `_take`
         self._idle: dict[tuple[str, str, int], deque[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+        # the `total` limits of the calls in flight and the idle watchdogs of the streams
+        # (gateway/upstream.py), each behind one timer
+        self.deadlines = Deadlines(methodcaller("expire"))
+        self.idles = Deadlines(methodcaller("check_idle"))
 
     async def __aenter__(self) -> HttpClient:
         return self
@@ -119,32 +126,31 @@ class HttpClient:
 
     def request(self, url: str, headers: Mapping[str, str], body: bytes) -> Response:
         """A POST of `body` to `url`, not yet sent: `await response.start(...)` sends it."""
-        target = self._targets.get(url)
-        if target is None:
-            target = _Target(url)
-            if len(self._targets) >= _MAX_CACHED:
-                self._targets.clear()
-            self._targets[url] = target
-        names = tuple(headers)
-        defaults = self._defaults.get(names)
-        if defaults is None:
-            defaults = _defaults(names, self._user_agent)
-            if len(self._defaults) >= _MAX_CACHED:
-                self._defaults.clear()
-            self._defaults[names] = defaults
-        extra, lines = defaults
-        items = headers.items()
-        head = "".join(
-            (target.head, *[f"{k}: {v}\r\n" for k, v in items], extra, f"Content-Length: {len(body)}\r\n\r\n")
-        )
-        if head.count("\n") != lines or head.count("\r") != lines:
+        # a provider's calls carry the same headers every time (its key, its version...): their
+        # head up to the body's length is made and checked once
+        key = (url, *headers.items())
+        found = self._heads.get(key)
+        if found is None:
+            found = self._heads.keep(key, self._head(url, headers))
+        target, head = found
+        # one write either way; a long body is not copied behind its head (5.6 MB for an agent's
+        # 5,000-message turn): the transport writes both (uvloop: one writev, no copy)
+        if len(body) < _JOIN_MAX:
+            return Response(self, target, b"%b%d\r\n\r\n%b" % (head, len(body), body))
+        return Response(self, target, (b"%b%d\r\n\r\n" % (head, len(body)), body))
+
+    def _head(self, url: str, headers: Mapping[str, str]) -> tuple[_Target, bytes]:
+        """The target of `url` and a call's head with these headers, up to its Content-Length's
+        value."""
+        target = _Target(url)
+        extra, lines = _defaults(tuple(headers), self._user_agent)
+        head = "".join((target.head, *[f"{k}: {v}\r\n" for k, v in headers.items()], extra))
+        # the Content-Length line and the blank line are added per call: not counted here
+        if head.count("\n") != lines - 2 or head.count("\r") != lines - 2:
             # a header value holding a line break would smuggle a header; the value (a key
             # perhaps) is never named
             raise ValueError("an upstream request header holds a line break")
-        data = head.encode("utf-8")
-        # one write either way; a long body is not copied behind its head (5.6 MB for an agent's
-        # 5,000-message turn): the transport writes both (uvloop: one writev, no copy)
-        return Response(self, target, data + body if len(body) < _JOIN_MAX else (data, body))
+        return target, head.encode("utf-8") + b"Content-Length: "
 
     # the pool
 
@@ -236,7 +242,7 @@ class HttpClient:
 
 
 class Response:
-    """One call and its answer: `start` sends it and waits for the headers, `read` hands the body
+    """One call and its answer: `start` sends it and waits for the headers, `take` hands the body
     over, `release` ends it (back to the pool if read to the end, else the connection is closed).
     `fail` ends it from outside (a timer) whatever it is waiting for."""
 
@@ -257,11 +263,12 @@ class Response:
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
 
-    async def start(self, connect_timeout: float) -> None:
+    async def start(self, connect_timeout: float, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the call and wait for the answer's headers (`loop`: the running loop, which the
+        caller has: Python 3.11 asks the kernel for the pid at each `get_running_loop`)."""
         client = self._client
         if client._closed:
             raise HttpError("the upstream client is closed")
-        loop = asyncio.get_running_loop()
         now = loop.time()
         connection = client._take(self._target.key, now)
         if connection is None:
@@ -273,15 +280,9 @@ class Response:
         self._connection = connection
         self.sent = now
         data, self._data = self._data, b""
-        await connection.exchange(data)
+        await connection.exchange(data, loop)
         self.status = connection.status
         self.raw_headers = connection.raw_headers
-
-    def read(self, n: int) -> Awaitable[bytes]:  # the connection's own coroutine: no frame of ours
-        """At most `n` bytes of the body, as soon as any are in; b"" at its end."""
-        connection = self._connection
-        assert connection is not None
-        return connection.read(n)
 
     def take(self, n: int) -> bytes | asyncio.Future[None] | Later:
         """At most `n` bytes of the body already in, b"" at its end, or a future to await before

@@ -68,6 +68,16 @@ class IdMapper:
         self._target = target
         self._native: dict[int, str] = {}
 
+    def all(self, events: list[Event]) -> list[Event]:
+        """`events` mapped: the list itself when none needs it (nearly every batch, and every
+        answer without a tool call), no call per event."""
+        native = self._native
+        for at, event in enumerate(events):
+            t = type(event)
+            if (t is BlockStart and event.kind is BlockKind.TOOL_CALL) or (t is BlockStop and native):
+                return events[:at] + [self(e) for e in events[at:]]
+        return events
+
     def __call__(self, event: Event) -> Event:
         t = type(event)
         if t is BlockStart and event.kind is BlockKind.TOOL_CALL:
@@ -224,9 +234,7 @@ class EventStream:
     def _map(self, events: list[Event]) -> list[Event]:
         if self._custom is not None:
             events = self._custom(events)
-        mapper = self._mapper
-        # a delta (nearly every event) is never mapped: one call less per event
-        return [e if type(e) is BlockDelta else mapper(e) for e in events]
+        return self._mapper.all(events)
 
     def _watch(self, events: list[Event]) -> list[Event]:
         if self._on_failure is not None:

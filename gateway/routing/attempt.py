@@ -162,7 +162,7 @@ def _whole(
                 else:
                     early = True
             committed = True
-        elif is_first_content(event):
+        elif not content and is_first_content(event):
             committed = content = True
     if early or (late and not content):
         return _empty_error_answer(target)

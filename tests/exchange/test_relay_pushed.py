@@ -28,7 +28,7 @@ from gateway.transcript.events import (
     Finish,
 )
 from gateway.transcript.model import StopReason
-from gateway.upstream import UPSTREAM_READ_BUFFER, Timeouts, Upstream
+from gateway.upstream import UPSTREAM_READ_BUFFER, Timeouts, Upstream, client_session
 from gateway.upstream_connection import Connection
 from gateway.upstream_http import Response
 from tests.routing.test_event_stream import TARGET
@@ -157,7 +157,10 @@ class Stack:
         self.connection.data_received(HEAD)
         response = Response(None, None, b"")  # type: ignore[arg-type]
         response._connection = self.connection  # noqa: SLF001 - as `start` leaves it
-        self.upstream = Upstream(None, HttpRequest("http://up.invalid/", {}, b""), Timeouts(idle=idle))  # type: ignore[arg-type]
+        # a client of its own: its book holds the stream's idle watchdog (nothing is sent)
+        self.upstream = Upstream(
+            client_session(), HttpRequest("http://up.invalid/", {}, b""), Timeouts(idle=idle)
+        )
         self.upstream._response = response  # noqa: SLF001 - as `__aenter__` leaves it
         self.stream = EventStream(IdMapper(TARGET), self.upstream, Decoder())  # type: ignore[arg-type]
         self.stream.unread([BlockStart(0, BlockKind.TEXT)])

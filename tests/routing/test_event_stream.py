@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gateway.routing.answer import EventStream, IdMapper
 from gateway.transcript.events import (
     BlockDelta,
@@ -144,3 +148,31 @@ async def test_a_whole_answer_is_one_batch_with_canonical_call_ids():
     assert stop.meta is not None and stop.meta.data[NATIVE_ID] == "call_native"
     assert stop.meta.provider == TARGET.provider and stop.meta.model == TARGET.model
     await stream.aclose()
+
+
+# any run of events a decoder may hand over: tool calls (with or without a native id) among text
+_EVENTS = st.lists(
+    st.one_of(
+        st.builds(MessageStart, st.just("r"), st.just("m")),
+        st.builds(
+            BlockStart, st.integers(0, 3), st.sampled_from(list(BlockKind)), st.sampled_from(["", "n1"])
+        ),
+        st.builds(BlockDelta, st.integers(0, 3), st.sampled_from(["", "x"])),
+        st.builds(BlockStop, st.integers(0, 3)),
+        st.builds(Finish, st.just(StopReason.END_TURN)),
+    ),
+    max_size=12,
+)
+
+
+@given(st.lists(_EVENTS, max_size=4))
+def test_a_batch_mapped_whole_is_each_event_mapped(batches):
+    """`IdMapper.all` (no call per event that needs none) maps as mapping each event does, batch
+    after batch (a tool call may start in one batch and stop in a later one)."""
+    minted = iter(range(10**6))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gateway.routing.answer.mint_tool_call_id", lambda: f"call_{next(minted)}")
+        whole, each = IdMapper(TARGET), IdMapper(TARGET)
+        got = [whole.all(list(batch)) for batch in batches]
+        minted = iter(range(10**6))
+        assert got == [[each(e) for e in batch] for batch in batches]

@@ -22,6 +22,7 @@ from gateway.transcript.events import ErrorCategory
 from gateway.upstream import (
     MAX_STREAM_CHUNK,
     UPSTREAM_READ_BUFFER,
+    USER_AGENT,
     Timeouts,
     Upstream,
     UpstreamFailure,
@@ -145,6 +146,32 @@ def test_a_body_of_any_length_is_sent_exactly_after_its_head(loop):
         assert head.startswith(b"POST /v1/x HTTP/1.1\r\n")
         assert b"\r\nContent-Length: %d" % len(body) in head
         assert sent == body
+
+
+def test_a_calls_head_is_made_once_per_url_and_headers_and_is_exact_every_time():
+    client = client_session()
+    url = "http://h.example:8080/v1/x?q=1"
+
+    def sent(headers: dict[str, str], body: bytes) -> object:
+        return client.request(url, headers, body)._data  # noqa: SLF001 - what the call writes
+
+    first = sent({"x-api-key": "k1", "content-type": "application/json"}, b"{}")
+    assert first == (
+        b"POST /v1/x?q=1 HTTP/1.1\r\nHost: h.example:8080\r\nx-api-key: k1\r\n"
+        b"content-type: application/json\r\nUser-Agent: %b\r\nAccept: */*\r\n"
+        b"Accept-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}" % USER_AGENT.encode()
+    )
+    assert sent({"x-api-key": "k1", "content-type": "application/json"}, b"{}") == first  # made once
+    # another value under the same names is another head, never the one made for the first
+    other = sent({"x-api-key": "k2", "content-type": "application/json"}, b"[10]")
+    assert other == first.replace(b"k1", b"k2").replace(b"Length: 2\r\n\r\n{}", b"Length: 4\r\n\r\n[10]")
+    with pytest.raises(ValueError, match="line break"):  # after a clean call with the same names
+        sent({"x-api-key": "k1\r\nX-Evil: 1", "content-type": "application/json"}, b"{}")
+    long = bytes(_JOIN_MAX)  # written after its head, not joined to it
+    assert sent({"x-api-key": "k1", "content-type": "application/json"}, long) == (
+        first[: -len(b"2\r\n\r\n{}")] + b"%d\r\n\r\n" % len(long),
+        long,
+    )
 
 
 async def test_the_request_carries_framing_and_the_callers_headers():
@@ -367,13 +394,11 @@ def _body_of(pieces: list[bytes]) -> bytes:
         connection.data_received(piece)
     assert connection.complete and connection.status == 200
 
-    async def drain() -> bytes:
-        out = []
-        while chunk := await connection.read(MAX_STREAM_CHUNK):
-            out.append(chunk)
-        return b"".join(out)
-
-    return asyncio.run(drain())
+    out = []
+    while chunk := connection.take(MAX_STREAM_CHUNK):  # complete: every take hands bytes
+        assert type(chunk) is bytes
+        out.append(chunk)
+    return b"".join(out)
 
 
 @settings(max_examples=60, deadline=None)

@@ -4,12 +4,11 @@ gateway held every answer of the last `total_seconds` (600 s by default) in memo
 
 from __future__ import annotations
 
-import asyncio
 import gc
 
 import pytest
 
-from gateway.routing.engine import AllTargetsFailed
+from gateway.routing.engine import AllTargetsFailed, Engine
 from gateway.simulators.base import Fault, Reply
 from gateway.upstream import Upstream
 from tests.routing.sim_stack import ask, collect, engine_for, group
@@ -17,15 +16,10 @@ from tests.routing.sim_stack import ask, collect, engine_for, group
 SOLO = {"solo": group("openai-chat")}
 
 
-def pending_deadlines() -> int:
-    """Upstream deadline timers still to fire (the loop's schedule: the only place they live)."""
-    loop = asyncio.get_running_loop()
-    return sum(
-        1
-        for handle in loop._scheduled  # noqa: SLF001 - what the loop keeps is what is under test
-        if not handle.cancelled()
-        and getattr(getattr(handle, "_callback", None), "__func__", None) is Upstream._expire
-    )
+def pending_deadlines(engine: Engine) -> int:
+    """Upstream `total` deadlines and idle watchdogs still pending (the client's books: the only
+    place they live)."""
+    return len(engine.session.deadlines) + len(engine.session.idles)
 
 
 def live_upstreams() -> int:
@@ -46,5 +40,5 @@ async def test_an_answer_releases_its_upstream(hub, stream):
             del answer
         with pytest.raises(AllTargetsFailed):  # a refused request lets go of its upstream too
             await engine.open(ask("solo", stream=stream), engine.router.plan("solo"))
-        assert pending_deadlines() == 0
+        assert pending_deadlines(engine) == 0
         assert live_upstreams() == 0

@@ -24,6 +24,7 @@ from gateway.providers.base import (
 )
 from gateway.providers.held_wire import PLACE, HeldWire, Rendered
 from gateway.providers.openai_compat.decode import ChatStreamDecoder, classify_payload
+from gateway.providers.openai_compat.text_body import text_events
 from gateway.providers.structured import schema_instructions
 from gateway.transcript.events import ErrorCategory, Event, StreamError, UpstreamError
 from gateway.transcript.model import (
@@ -413,6 +414,12 @@ class ChatAdapter:
         return ChatStreamDecoder(target, self.dialect)
 
     def decode_response(self, body: bytes, target: Target, request: Request | None = None) -> list[Event]:
+        try:  # nearly every body: its events made at once (text_body.py)
+            events = text_events(body, self.dialect)
+        except (AttributeError, TypeError) as exc:
+            return [StreamError(UpstreamError(ErrorCategory.PROTOCOL, f"malformed response body: {exc}"))]
+        if events is not None:
+            return events
         # a complete message has the shape of one big delta: decode it as a one-chunk stream
         decoder = ChatStreamDecoder(target, self.dialect)
         out: list[Event] = []

@@ -379,22 +379,28 @@ class ChatStreamDecoder(SSEStreamDecoder):
             out.append(StreamError(error))
 
     def _parse_usage(self, raw: dict[str, Any]) -> Usage:
-        cache_read = 0
-        for path in self.dialect.cache_read_paths:
-            value: Any = raw
-            for key in path:
-                value = value.get(key) if type(value) is dict else None
-            if value:
-                cache_read = value
-                break
-        details = raw.get("completion_tokens_details")
-        reasoning = (details.get("reasoning_tokens") or 0) if type(details) is dict else 0
-        return Usage(
-            input_tokens=raw.get("prompt_tokens") or 0,
-            output_tokens=raw.get("completion_tokens") or 0,
-            cache_read_tokens=cache_read,
-            reasoning_tokens=reasoning,
-        )
+        return usage_of(self.dialect, raw)
+
+
+def usage_of(dialect: ChatDialect, raw: dict[str, Any]) -> Usage:
+    """A usage object as the gateway counts it (AttributeError/TypeError when it is no object:
+    the caller reports a malformed answer)."""
+    cache_read = 0
+    for path in dialect.cache_read_paths:
+        value: Any = raw
+        for key in path:
+            value = value.get(key) if type(value) is dict else None
+        if value:
+            cache_read = value
+            break
+    details = raw.get("completion_tokens_details")
+    reasoning = (details.get("reasoning_tokens") or 0) if type(details) is dict else 0
+    return Usage(
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        cache_read_tokens=cache_read,
+        reasoning_tokens=reasoning,
+    )
 
 
 def classify_payload(
