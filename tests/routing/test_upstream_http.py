@@ -596,17 +596,20 @@ class _Pooled:
         self.aborted = True
 
 
-async def test_the_connection_idle_the_longest_is_reused_first(client):
-    # oldest first (aiohttp's order): under steady traffic every pooled connection is used in
-    # turn, so none expires and a burst finds the pool as the last burst left it
+async def test_the_connection_given_back_last_is_reused_first(client):
+    # newest first: a connection used a moment ago has not restarted TCP slow start (a large
+    # body on it needs fewer round trips); the older ones stay idle and expire
     pooled = [_Pooled(name) for name in "abc"]
     for connection in pooled:
         client.give_back(connection)  # type: ignore[arg-type]
     now = asyncio.get_running_loop().time()
     taken = []
-    for _ in range(6):
+    for _ in range(4):
         connection = client._take(pooled[0].key, now)  # noqa: SLF001 - the pool's order is under test
         taken.append(connection.name)
         client.give_back(connection)
-    assert taken == list("abcabc")
+    first = client._take(pooled[0].key, now)  # noqa: SLF001
+    second = client._take(pooled[0].key, now)  # noqa: SLF001
+    assert taken == list("cccc")
+    assert (first.name, second.name) == ("c", "b")
     assert not any(connection.aborted for connection in pooled)
