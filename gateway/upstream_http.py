@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections import deque
 from collections.abc import Callable, Mapping
 from operator import methodcaller
 
@@ -100,7 +99,7 @@ class HttpClient:
         self._heads: BoundedCache[tuple[object, ...], tuple[_Target, bytes]] = BoundedCache(_MAX_CACHED)
         self._dns: dict[tuple[str, int], tuple[float, list[AddrInfoType]]] = {}
         # per (scheme, host, port), in the order given back: see `_take`
-        self._idle: dict[tuple[str, str, int], deque[Connection]] = {}
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
         # the `total` limits of the calls in flight and the idle watchdogs of the streams
@@ -177,10 +176,7 @@ class HttpClient:
             return
         loop = asyncio.get_running_loop()
         connection.idle_since = loop.time()
-        connections = self._idle.get(connection.key)
-        if connections is None:
-            connections = self._idle[connection.key] = deque()
-        connections.append(connection)
+        self._idle.setdefault(connection.key, []).append(connection)
         if self._sweep is None:
             self._sweep = loop.call_later(KEEPALIVE_SECONDS, self._swept)
 

@@ -118,16 +118,23 @@ def tool_call(
             code="invalid_value",
         )
     seen.add(call_id)
+    if not arguments_ok(args):
+        raise invalid(
+            "tool call arguments must be a JSON string",
+            param=f"{where}.tool_calls[{j}].function.arguments",
+            code="invalid_value",
+        )
+    return ToolCall(call_id, name, args or "{}", signature)
+
+
+def arguments_ok(args: str) -> bool:
+    """Whether a call's `arguments` are JSON text or blank (what `tool_call` refuses otherwise)."""
     if args.strip():
         try:
             orjson.loads(args)
         except orjson.JSONDecodeError:
-            raise invalid(
-                "tool call arguments must be a JSON string",
-                param=f"{where}.tool_calls[{j}].function.arguments",
-                code="invalid_value",
-            ) from None
-    return ToolCall(call_id, name, args or "{}", signature)
+            return False
+    return True
 
 
 def assistant_end(

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import msgspec
-import orjson
 
-from gateway.ingress.chat.plain import assistant_message, tool_call
+from gateway.ingress.chat.plain import arguments_ok, assistant_message, tool_call
 from gateway.ingress.reasoning_details import plain_blocks
 from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.model import REASONING_EFFORTS, Message, Role, Text, ToolCall, ToolResult
@@ -25,7 +24,6 @@ from gateway.transcript.seal import Sealer
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
 _SYSTEM, _USER, _ASSISTANT, _TOOL = Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL
-_loads = orjson.loads
 
 
 class Function(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -92,11 +90,8 @@ def typed_message(msg: PlainMessage, index: int, sealer: Sealer) -> tuple[Messag
         call = calls[0]
         function = call.function
         arguments = function.arguments
-        if arguments.strip():
-            try:
-                _loads(arguments)
-            except orjson.JSONDecodeError:
-                tool_call(call.id, function.name, arguments, None, set(), f"messages[{index}]", 0)
+        if not arguments_ok(arguments):
+            tool_call(call.id, function.name, arguments, None, set(), f"messages[{index}]", 0)  # raises
         block = ToolCall(call.id, function.name, arguments or "{}", None)
         text = msg.content or msg.refusal or ""
         return Message(_ASSISTANT, plain_blocks(text, (block,), msg.reasoning_content)), 0
