@@ -50,7 +50,6 @@ from gateway.state import TENANT
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 # liveness and readiness (probes carry no token), and the static example UI page (its API calls
 # carry the token)

@@ -194,16 +194,14 @@ def _dumps_in_place(body: dict[str, Any], items: list[Any]) -> bytes | None:
     # GeneratorExit in it, on every request
     for name, value in body.items():
         if value is PLACE:
-            break
-    else:  # not a field of the body's own
-        return None
-    body[name] = items
-    try:
-        return orjson.dumps(body)
-    except orjson.JSONEncodeError:
-        return None
-    finally:
-        body[name] = PLACE
+            body[name] = items
+            try:
+                return orjson.dumps(body)
+            except orjson.JSONEncodeError:
+                return None
+            finally:
+                body[name] = PLACE
+    return None  # not a field of the body's own
 
 
 def _items(
