@@ -149,8 +149,17 @@ class FailOpenStore:
         # TimeoutError covers our own bound and backends that translate their client timeouts.
         outcome = "timeout" if isinstance(exc, TimeoutError) else "error"
         self._start_backoff()
+        # said here once: the lookups the back-off skips are counted (get/error), not logged
+        backing_off = (
+            f"; backing off {self.backoff_seconds:g} s (lookups miss)" if self.backoff_seconds > 0 else ""
+        )
         log.warning(
-            "continuity store %s %s failed (%s: %s); failing open", self.backend, op, type(exc).__name__, exc
+            "continuity store %s %s failed (%s: %s); failing open%s",
+            self.backend,
+            op,
+            type(exc).__name__,
+            exc,
+            backing_off,
         )
         return outcome
 

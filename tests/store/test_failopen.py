@@ -378,3 +378,19 @@ async def test_a_lookup_of_many_keys_is_reported_once_per_outcome_with_its_count
         ("scripted", "get", "hit", 2),
         ("scripted", "get", "miss", 500),
     ]
+
+
+async def test_the_failure_that_starts_a_back_off_says_so(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lookups a back-off skips are only counted: the warning of the failure that began it is
+    where a missed record is explained."""
+    store = wrap(inner, seen, clock, backoff_seconds=1.5)
+    inner.error = TimeoutError()
+    await store.put(["a"], b"v")
+    inner.error = None
+    assert await store.get_many(["b"]) == [None]  # skipped
+    assert inner.calls == ["put"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "continuity store scripted put failed (TimeoutError: ); failing open; backing off 1.5 s (lookups miss)"
+    ]
