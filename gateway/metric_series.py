@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics_core import (
@@ -36,7 +37,7 @@ _CREATED_PROBE = Counter(
 
 
 def _created_shown() -> bool:
-    return len(_CREATED_PROBE.collect()[0].samples) > 1
+    return len(next(iter(_CREATED_PROBE.collect())).samples) > 1
 
 
 class CounterSeries:
@@ -73,7 +74,10 @@ class HistogramSeries:
             self.counts[i] += 1
 
 
-class _Family(Collector):
+S = TypeVar("S", CounterSeries, HistogramSeries)
+
+
+class _Family(Collector, Generic[S]):
     """A labelled family registered in `registry`; its series appear when first asked for."""
 
     def __init__(
@@ -82,45 +86,56 @@ class _Family(Collector):
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
-        self._series: dict[tuple[str, ...], object] = {}
+        self._series: dict[tuple[str, ...], S] = {}
         if registry is not None:
             registry.register(self)
 
-    def describe(self) -> Iterable[Metric]:
-        return [self._family()]
-
-    def _family(self) -> Metric:
-        raise NotImplementedError
-
-    def _items(self) -> list[tuple[tuple[str, ...], object]]:
-        # dict.copy runs whole under the GIL: a scrape from another thread sees no half update
-        return list(self._series.copy().items())
-
-
-class CounterFamily(_Family):
-    """`Counter(name, documentation, labelnames)` with unlocked series."""
-
-    def labels(self, *values: str) -> CounterSeries:
+    def labels(self, *values: str) -> S:
+        """The series of these label values (made when first asked for, as `labels` does)."""
         if len(values) != len(self.labelnames):
             raise ValueError("Incorrect label count")
         series = self._series.get(values)
         if series is None:
-            series = self._series[values] = CounterSeries()
-        return series  # type: ignore[return-value]
+            series = self._series[values] = self._new()
+        return series
 
-    def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+    def describe(self) -> Iterable[Metric]:
+        return [self._kind(self.name, self.documentation, labels=self.labelnames)]
 
     def collect(self) -> Iterable[Metric]:
-        family = self._family()
+        family = self._kind(self.name, self.documentation, labels=self.labelnames)
         created = _created_shown()
         for values, series in self._items():
-            assert type(series) is CounterSeries
-            family.add_metric(values, series.value, series.created if created else None)
+            self._add(family, values, series, created)
         return [family]
 
+    # a family's own: its series, the prometheus-client family it renders as, a series' samples
+    _kind: type[CounterMetricFamily] | type[HistogramMetricFamily]
 
-class HistogramFamily(_Family):
+    def _new(self) -> S:
+        raise NotImplementedError
+
+    def _add(self, family: Any, values: tuple[str, ...], series: S, created: bool) -> None:
+        raise NotImplementedError
+
+    def _items(self) -> list[tuple[tuple[str, ...], S]]:
+        # dict.copy runs whole under the GIL: a scrape from another thread sees no half update
+        return list(self._series.copy().items())
+
+
+class CounterFamily(_Family[CounterSeries]):
+    """`Counter(name, documentation, labelnames)` with unlocked series."""
+
+    _kind = CounterMetricFamily
+
+    def _new(self) -> CounterSeries:
+        return CounterSeries()
+
+    def _add(self, family: Any, values: tuple[str, ...], series: CounterSeries, created: bool) -> None:
+        family.add_metric(values, series.value, series.created if created else None)
+
+
+class HistogramFamily(_Family[HistogramSeries]):
     """`Histogram(name, documentation, labelnames, buckets=...)` with unlocked series."""
 
     def __init__(
@@ -140,36 +155,20 @@ class HistogramFamily(_Family):
         self._les = tuple(floatToGoString(b) for b in bounds)
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> HistogramSeries:
-        if len(values) != len(self.labelnames):
-            raise ValueError("Incorrect label count")
-        series = self._series.get(values)
-        if series is None:
-            series = self._series[values] = HistogramSeries(self.bounds)
-        return series  # type: ignore[return-value]
+    _kind = HistogramMetricFamily
 
-    def _family(self) -> HistogramMetricFamily:
-        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+    def _new(self) -> HistogramSeries:
+        return HistogramSeries(self.bounds)
 
-    def collect(self) -> Iterable[Metric]:
-        family = self._family()
-        created = _created_shown()
-        for values, series in self._items():
-            assert type(series) is HistogramSeries
-            cumulative, buckets = 0.0, []
-            for le, count in zip(self._les, series.counts, strict=True):
-                cumulative += count
-                buckets.append((le, cumulative))
-            family.add_metric(values, buckets, series.sum)  # the buckets, _count and _sum
-            if created:
-                family.samples.append(
-                    Sample(
-                        f"{self.name}_created",
-                        dict(zip(self.labelnames, values, strict=True)),
-                        series.created,
-                    )
-                )
-        return [family]
+    def _add(self, family: Any, values: tuple[str, ...], series: HistogramSeries, created: bool) -> None:
+        cumulative, buckets = 0.0, []
+        for le, count in zip(self._les, series.counts, strict=True):
+            cumulative += count
+            buckets.append((le, cumulative))
+        family.add_metric(values, buckets, series.sum)  # the buckets, _count and _sum
+        if created:
+            labels = dict(zip(self.labelnames, values, strict=True))
+            family.samples.append(Sample(f"{self.name}_created", labels, series.created))
 
 
 class GaugeValue(Collector):
