@@ -16,7 +16,7 @@ before any body is read:
   only send one after a preflight, which an origin not listed does not pass. Else 415.
 
 The same decisions are made for every dialect: a refusal is a ClientError answered in the path's
-envelope by the edge middleware (gateway/app.py).
+envelope by the edge (gateway/app.py).
 """
 
 from __future__ import annotations
