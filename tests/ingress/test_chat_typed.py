@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import orjson
+import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -236,3 +237,45 @@ def test_a_body_read_typed_knows_where_its_list_is_as_list_span_finds_it(raw: by
     event("read typed" if read is not None else "parsed whole")
     if read is not None:
         assert read[1] == list_span(raw, "messages")
+
+
+def _first_sight_records(raw: bytes, typed: bool) -> tuple[Any, list[Any]]:
+    memo = DecodeMemo(8 << 20, min_bytes=0)
+    extra = {"typed": CODEC.typed_items} if typed else {}
+    body, items = parse_transcript(
+        raw, "messages", memo, "s", ServerConfig(), value_bound(raw, 0, len(raw)), **extra
+    )
+    assert (items is not None and items._body is not None) == typed  # read typed, or parsed whole
+    try:
+        outcome: Any = CODEC.decode(body, {}, SEALER, items).request
+    except ClientError as exc:
+        outcome = ("error", str(exc), exc.param)
+    (sight,) = memo._probation.values()  # a long transcript's first sight waits whole
+    return outcome, sight.records
+
+
+@pytest.mark.parametrize("bad", [None, 0, 41, 99])
+def test_a_long_first_sight_read_typed_keeps_what_its_messages_decode_to_as_parsed_whole(
+    bad: int | None,
+) -> None:
+    # the typed path decodes a long transcript in one loop: it keeps each message's decoded value
+    # for the next turn as the item-by-item decode does, and those before one that raises
+    from bench.workloads import agent_messages
+
+    messages = agent_messages(100, "records")
+    if bad is not None:
+        messages[bad] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "read", "arguments": "{bad"}}
+            ],
+        }
+    raw = orjson.dumps({"model": "m", "messages": messages})
+    typed, whole = _first_sight_records(raw, typed=True), _first_sight_records(raw, typed=False)
+    assert typed == whole
+    outcome, records = typed
+    assert records[:bad] == [r for r in records[:bad] if r is not None]  # every one before kept
+    if bad is not None:
+        assert outcome[2] == f"messages[{bad}].tool_calls[0].function.arguments"
+        assert records[bad:] == [None] * (len(messages) - bad)
