@@ -18,7 +18,7 @@ twice is parsed whole.
 Finding the fields means msgspec skipping the whole list (~0.4 ms a MB) before the list is read.
 An agent opens every conversation with the same fields around its transcript (model, tools,
 parameters), so the outside of a body read typed is remembered per scope (a dialect and a
-tenant, as the decode memo's: `Outside`): a body with the same bytes before its list and after
+tenant, as the decode memo's: `Outside`; a few a scope, `BUDGET` in all): a body with the same bytes before its list and after
 it, and a list between (`[` to `]`), has that body's fields, and its list is decoded alone as one
 JSON value (msgspec refuses anything after it, so a member hidden behind the list is not read
 as part of it; such a body is parsed whole).
@@ -26,13 +26,14 @@ as part of it; such a body is parsed whole).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import msgspec
 import orjson
+from cachetools import LRUCache
 
-from gateway.bounded_cache import BoundedCache
 from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.slices import FIELDS, UNREADABLE, field_at, last_item_end
 
@@ -72,8 +73,19 @@ class Outside(NamedTuple):
 OUTSIDE_BYTES = 64 << 10
 # outsides remembered per scope (the agent apps of a tenant), the last read first
 OUTSIDES_PER_SCOPE = 4
+# what the remembered outsides may hold in all (each charged its bytes twice: its head and tail,
+# and its fields' texts), the scope least recently read typed forgotten first
+BUDGET = 4 << 20
+
+
+def _charge(outsides: tuple[Outside, ...]) -> int:
+    return sum(2 * (len(o.head) + len(o.tail)) + 512 for o in outsides)
+
+
 # (scope, field) -> the outsides of the bodies read typed lately in that scope
-_OUTSIDES: BoundedCache[tuple[str, str], tuple[Outside, ...]] = BoundedCache(256)
+_OUTSIDES: LRUCache[tuple[str, str], tuple[Outside, ...]] = LRUCache(maxsize=BUDGET, getsizeof=_charge)
+# cachetools is not thread-safe: the event loop's thread and the worker thread both read bodies
+_LOCK = threading.Lock()
 
 
 def typed_read(
@@ -85,7 +97,11 @@ def typed_read(
     tenant), and a body with the same outside is read without reading its fields again."""
     if max_depth < typed.depth:
         return None
-    outside = None if scope is None else _outside_of(raw, _OUTSIDES.get((scope, field), ()))
+    outside = None
+    if scope is not None:
+        with _LOCK:
+            outsides = _OUTSIDES.get((scope, field), ())
+        outside = _outside_of(raw, outsides)
     if outside is not None:
         # the same bytes around a list as a body read so: its fields are that body's, and the
         # list between them, decoded alone as one JSON value, is where msgspec would have found it
@@ -140,11 +156,10 @@ def _remember(raw: bytes, at: int, end: int, texts: dict[str, Any], key: tuple[s
     if len(raw) - (end - at) > OUTSIDE_BYTES:
         return
     head, tail = raw[:at], raw[end:]
-    kept = _OUTSIDES.get(key, ())
-    if kept and kept[0].head == head and kept[0].tail == tail:
-        return
     fields = tuple(
         (name, None if name == key[1] else bytes(memoryview(text))) for name, text in texts.items()
     )
-    others = tuple(o for o in kept if o.head != head or o.tail != tail)
-    _OUTSIDES.keep(key, (Outside(head, tail, fields), *others[: OUTSIDES_PER_SCOPE - 1]))
+    with _LOCK:
+        kept = _OUTSIDES.get(key, ())
+        others = tuple(o for o in kept if o.head != head or o.tail != tail)
+        _OUTSIDES[key] = (Outside(head, tail, fields), *others[: OUTSIDES_PER_SCOPE - 1])
