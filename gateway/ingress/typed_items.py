@@ -18,10 +18,10 @@ twice is parsed whole.
 Finding the fields means msgspec skipping the whole list (~0.4 ms a MB) before the list is read.
 An agent opens every conversation with the same fields around its transcript (model, tools,
 parameters), so the outside of a body read typed is remembered per scope (a dialect and a
-tenant, as the decode memo's: `Outside`; a few a scope, `BUDGET` in all): a body with the same bytes before its list and after
-it, and a list between (`[` to `]`), has that body's fields, and its list is decoded alone as one
-JSON value (msgspec refuses anything after it, so a member hidden behind the list is not read
-as part of it; such a body is parsed whole).
+tenant, as the decode memo's: `Outside`; a few a scope, `BUDGET` in all): a body with the same
+bytes before its list and after it, and a list between (`[` to `]`), has that body's fields, and
+its list is decoded alone as one JSON value (msgspec refuses anything after it, so a member
+hidden behind the list is not read as part of it; such a body is parsed whole).
 """
 
 from __future__ import annotations
