@@ -9,7 +9,7 @@ content and loses its tokens, which the provider would reject as modified anyway
 from __future__ import annotations
 
 from collections.abc import Mapping
-from operator import eq
+from operator import attrgetter, eq
 
 import orjson
 from cachetools import LRUCache
@@ -22,6 +22,7 @@ from gateway.transcript.resume import Resumable
 
 # Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
 _ASSISTANT = Role.ASSISTANT
+_ROLE = attrgetter("role")
 
 
 # a conversation's keys so far (a message's key depends on it and the assistant turns before it)
@@ -82,7 +83,7 @@ def answer_position(request: Request) -> int:
     """The position the answer to `request` takes among the conversation's assistant turns."""
     messages = request.messages
     done, held = _ASSISTANTS_SO_FAR.find(messages, None)
-    position = sum(1 for m in (messages[done:] if done else messages) if m.role is _ASSISTANT)
+    position = list(map(_ROLE, messages[done:] if done else messages)).count(_ASSISTANT)
     if held is not None:
         position += held
     _ASSISTANTS_SO_FAR.hold(messages, None, position)
