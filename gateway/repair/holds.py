@@ -66,14 +66,8 @@ def holds(messages: tuple[Message, ...]) -> Holds:
             results = True
         for b in blocks:
             t = type(b)
-            if t is text_kind:
-                if not b.text or b.text.isspace():
-                    blank = True
-                if b.meta is not None:
-                    meta = True
-                if b.citations:
-                    server = True
-            elif t is call_kind:
+            # an agent's blocks are mostly calls, results and reasoning: asked first
+            if t is call_kind:
                 calls = True
                 if b.custom:
                     custom = True
@@ -86,6 +80,13 @@ def holds(messages: tuple[Message, ...]) -> Holds:
             elif t is reasoning_kind:
                 reasoning = True
                 continue  # never carries a cache breakpoint
+            elif t is text_kind:
+                if not b.text or b.text.isspace():
+                    blank = True
+                if b.meta is not None:
+                    meta = True
+                if b.citations:
+                    server = True
             elif t is Image or t is Document:
                 media = True
             elif t is ServerToolCall or t is ServerToolResult:

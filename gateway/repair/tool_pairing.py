@@ -189,24 +189,33 @@ def already_paired(messages: tuple[Message, ...]) -> bool:
     pending: set[str] = set() if held is None else set(held)
     # the walk's names, local: it looks them up for every block
     tool, assistant, call_kind, result_kind = Role.TOOL, Role.ASSISTANT, ToolCall, ToolResult
+    add, remove = pending.add, pending.remove
     for message in messages[done:] if done else messages:
-        role = message.role
+        role, blocks = message.role, message.blocks
         if role is tool:
             if not pending:
                 return False
-            for block in message.blocks:
+            for block in blocks:
                 if type(block) is not result_kind or block.call_id not in pending:
                     return False
-                pending.remove(block.call_id)
+                remove(block.call_id)
             continue
         if pending:
             return False
         if role is assistant:
-            calls = 0
-            for block in message.blocks:
+            if len(blocks) == 1:  # an agent's turn: one call (or text)
+                block = blocks[0]
                 t = type(block)
                 if t is call_kind:
-                    pending.add(block.id)
+                    add(block.id)
+                elif t is result_kind:
+                    return False
+                continue
+            calls = 0
+            for block in blocks:
+                t = type(block)
+                if t is call_kind:
+                    add(block.id)
                     calls += 1
                 elif t is result_kind:
                     return False
