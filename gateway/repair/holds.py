@@ -5,7 +5,9 @@ server-tool history, cache marks or blank text), and each pass would still walk 
 find that out. `prepare` walks once and skips a pass whose subject the client's transcript does
 not hold: such a pass hands back its input object and reports nothing, so skipping it changes no
 result (tests/repair/test_holds.py compares with every pass run). Once a pass changed the
-messages, they are no longer those described here and every later pass runs.
+messages, they are no longer those described here and every later pass runs, with one exception
+`prepare` knows: the reasoning policy dropping reasoning and foreign meta leaves messages without
+blank text as they were (no text blanked, an emptied message dropped).
 """
 
 from __future__ import annotations
