@@ -77,15 +77,19 @@ _PAIRED_SO_FAR = Resumable()
 
 def _reuses_a_call_id(messages: tuple[Message, ...]) -> bool:
     done, held = _IDS_SO_FAR.find(messages, None)
-    seen: set[str] = set() if held is None else set(held)
-    assistant, call_kind, add = Role.ASSISTANT, ToolCall, seen.add  # looked up for every message
-    for message in messages[done:] if done else messages:
-        if message.role is assistant:
-            for block in message.blocks:
-                if type(block) is call_kind:
-                    if block.id in seen:
-                        return True
-                    add(block.id)
+    assistant, call_kind = Role.ASSISTANT, ToolCall  # looked up for every message
+    ids = [
+        b.id
+        for m in (messages[done:] if done else messages)
+        if m.role is assistant
+        for b in m.blocks
+        if type(b) is call_kind
+    ]
+    seen = set(ids)
+    if len(seen) != len(ids) or (held is not None and not seen.isdisjoint(held)):
+        return True
+    if held is not None:
+        seen |= held
     _IDS_SO_FAR.hold(messages, None, seen)
     return False
 
