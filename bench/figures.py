@@ -321,7 +321,7 @@ class Bench:
 
             async def measure(path: Path, size: int = size, reps: int = reps) -> dict[str, list[float]]:
                 cold, warm = [], []
-                async with load.client(1) as http:
+                async with load.client(path, 1) as http:
                     for rep in range(reps):
                         seed = f"{path.name[:3]}{size}x{rep}x{time.monotonic_ns() % 10**9}"
                         messages = workloads.agent_messages(size, seed)
