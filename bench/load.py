@@ -22,6 +22,8 @@ DEFAULT_HEADERS = {
     "Accept-Encoding": "gzip, deflate",
     "User-Agent": "Python/3.11 bench-load",
 }
+# a body this large is written beside its head rather than copied into one buffer with it
+JOIN_BELOW = 64 * 1024
 # no request of the bench may take longer (a hung path fails its figure, not the whole bench)
 TIMEOUT = 300.0
 
@@ -47,14 +49,15 @@ class Path:
     errors: Errors = field(default_factory=Errors)
     _heads: dict[tuple[int, tuple[tuple[str, str], ...]], bytes] = field(default_factory=dict, repr=False)
 
-    def request(self, body: bytes, headers: Mapping[str, str] | None = None) -> bytes:
-        """The whole request: its head rendered once per body length (and extra headers)."""
+    def request(self, body: bytes, headers: Mapping[str, str] | None = None) -> wire.Request:
+        """The whole request: its head rendered once per body length (and extra headers), joined
+        to a small body (one write, one packet), beside a large one (no copy of megabytes)."""
         key = (len(body), tuple(headers.items()) if headers else ())
         head = self._heads.get(key)
         if head is None:
             every = {**self.headers, **(headers or {}), **DEFAULT_HEADERS}
             head = self._heads[key] = wire.request_head(self.url, every, len(body))
-        return head + body
+        return head + body if len(body) < JOIN_BELOW else (head, body)
 
     async def post(self, http: wire.Client, body: bytes, headers: Mapping[str, str] | None = None):
         """The answer's body, or None (counted) when it is not a 200."""

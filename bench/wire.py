@@ -22,6 +22,8 @@ import httptools
 
 # what a read of a streamed body is handed to: the bytes, and when the read returned
 Sink = Callable[[bytes, float], None]
+# a whole request: its bytes, or its head and its (large) body, written together
+Request = bytes | tuple[bytes, bytes]
 
 
 class WireError(Exception):
@@ -87,10 +89,13 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(exc)
 
     # -- one exchange
-    def send(self, request: bytes, sink: Sink | None) -> asyncio.Future[tuple[int, bytes]]:
+    def send(self, request: Request, sink: Sink | None) -> asyncio.Future[tuple[int, bytes]]:
         self.waiter = waiter = asyncio.get_running_loop().create_future()
         self.sink = sink
-        self.transport.write(request)  # type: ignore[union-attr]
+        if type(request) is bytes:
+            self.transport.write(request)  # type: ignore[union-attr]
+        else:
+            self.transport.writelines(request)  # type: ignore[union-attr]
         return waiter
 
 
@@ -161,7 +166,7 @@ class Client:
                 wait.set_result(None)
                 return
 
-    async def exchange(self, request: bytes, sink: Sink | None = None) -> tuple[int, bytes]:
+    async def exchange(self, request: Request, sink: Sink | None = None) -> tuple[int, bytes]:
         """Send one whole request (head and body); the answer's status and body (with a sink, the
         body's reads go to the sink as they arrive and the body returned is empty)."""
         conn = await self._acquire()
