@@ -27,7 +27,9 @@ import asyncio
 import re
 import signal
 import socket
+import time
 from dataclasses import dataclass
+from email.utils import formatdate
 
 import httptools
 import orjson
@@ -90,8 +92,11 @@ def _chunk(frame: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(frame), frame)
 
 
-_WHOLE = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
-_STREAM = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+# the headers aiohttp's server sent for the stub (until the ninth round of issue 23), so that a
+# relay reads answers of the same shape: the type, the framing, Date and Server
+_WHOLE = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%b\r\n%b"
+_STREAM = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n%b\r\n"
+_SERVER = b"Server: Python/3.11 bench-stub\r\n"
 _END = b"0\r\n\r\n"
 _NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 _BAD = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -105,6 +110,16 @@ class Stub:
         self._cache: dict[str, Behaviour] = {}
         self.opened = 0
         self.closed = 0
+        self._second = 0
+        self._dated = b""
+
+    def dated(self) -> bytes:
+        """The Date and Server header lines, the date rendered once a second."""
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._dated = b"Date: %b\r\n%b" % (formatdate(now, usegmt=True).encode(), _SERVER)
+        return self._dated
 
     def behaviour(self, model: str) -> Behaviour:
         found = self._cache.get(model)
@@ -180,7 +195,7 @@ class StubConnection(asyncio.Protocol):
         self.keep = self.parser.should_keep_alive()
         if url == CONNECTIONS.encode() and self.parser.get_method() == b"GET":
             counts = orjson.dumps({"opened": self.stub.opened, "closed": self.stub.closed})
-            self._whole(_WHOLE % (len(counts), counts))
+            self._whole(_WHOLE % (len(counts), self.stub.dated(), counts))
             return
         if url != PATH.encode() or self.parser.get_method() != b"POST":
             self._whole(_NOT_FOUND)
@@ -189,7 +204,7 @@ class StubConnection(asyncio.Protocol):
         b = self.stub.behaviour(str(request.get("model", "stub")))
         loop = asyncio.get_running_loop()
         if not request.get("stream"):
-            answer = _WHOLE % (len(b.body), b.body)
+            answer = _WHOLE % (len(b.body), self.stub.dated(), b.body)
             if b.delay:
                 self.timer = loop.call_later(b.delay, self._whole, answer)
             else:
@@ -210,7 +225,7 @@ class StubConnection(asyncio.Protocol):
         each content chunk the next frame, and the finish and usage frames together."""
         self.timer = None
         if n == 0:
-            self._write(_STREAM)
+            self._write(_STREAM % self.stub.dated())
         last = len(b.frames) - 1
         while n <= last:
             self._write(_chunk(b.frames[n]) + (_END if n == last else b""))

@@ -145,6 +145,7 @@ async def test_the_stub_answers_aiohttp_alike():
         async with aiohttp.ClientSession() as http:
             async with http.post(origin + PATH, data=workloads.small_body("stub-tool")) as resp:
                 assert resp.status == 200 and resp.content_type == "application/json"
+                assert {"Date", "Server"} <= set(resp.headers)  # as aiohttp's server sent them
                 whole = await resp.json()
             async with http.post(origin + PATH, data=workloads.small_body("stub-n3-i1", stream=True)) as resp:
                 assert resp.status == 200 and resp.content_type == "text/event-stream"
