@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from gateway.metric_series import CounterFamily, GaugeValue, HistogramFamily
 from gateway.repair.report import Repair
 from gateway.transcript.model import Usage
 
@@ -86,92 +86,40 @@ class RequestRecord:
     trace_id: str = ""  # the request's OpenTelemetry trace, when tracing is on
 
 
-class PlainValue:
-    """prometheus-client's value of a single process (`values.MutexValue`: a float and an
-    exemplar behind a lock) without the lock, for the series only the event loop's thread
-    updates (`Metrics.record`, the in-flight gauge): a scrape reads the float whole under the
-    GIL. The lock was most of a counter's update, and a request makes about eleven."""
-
-    __slots__ = ("_value", "_exemplar")
-
-    def __init__(self, value: float = 0.0, exemplar: Any = None) -> None:
-        self._value = value
-        self._exemplar = exemplar
-
-    def inc(self, amount: float) -> None:
-        self._value += amount
-
-    def set(self, value: float, timestamp: float | None = None) -> None:
-        self._value = value
-
-    def set_exemplar(self, exemplar: Any) -> None:
-        self._exemplar = exemplar
-
-    def get(self) -> float:
-        return self._value
-
-    def get_exemplar(self) -> Any:
-        return self._exemplar
-
-
-def _plain(value: Any) -> Any:
-    """`value` as a PlainValue when it is a single process's locked one; a multi-process value
-    (`--workers`: a slot in a file the other workers read) is kept."""
-    if type(value) is values.MutexValue:
-        return PlainValue(value.get(), value.get_exemplar())
-    return value
-
-
-def unlocked(child: Any) -> Any:
-    """A labelled counter, gauge or histogram child whose values are PlainValues from now on (the
-    same figures, rendered by the same child). Only for series the loop's thread alone updates."""
-    for name in ("_value", "_sum"):
-        if hasattr(child, name):
-            setattr(child, name, _plain(getattr(child, name)))
-    if hasattr(child, "_buckets"):
-        child._buckets = [_plain(bucket) for bucket in child._buckets]
-    return child
-
-
-def _counted(amount: float) -> float:
-    """A counter's increment as `Counter.inc` takes it: an upstream's malformed figure (a
-    negative count) fails the update as it did there."""
-    if amount < 0:
-        raise ValueError("Counters can only be incremented by non-negative amounts.")
-    return amount
-
-
-class _Observer:
-    """`Histogram.observe` of one labelled child, made on its values directly: its bucket found
-    by bisection rather than a walk of the bounds, and its values PlainValues (`unlocked`)."""
-
-    __slots__ = ("_sum", "_buckets", "_bounds", "_last")
-
-    def __init__(self, child: Any) -> None:
-        unlocked(child)
-        self._sum, self._buckets = child._sum, child._buckets
-        self._bounds = tuple(child._upper_bounds)
-        self._last = len(self._bounds)
-
-    def observe(self, amount: float) -> None:
-        self._sum.inc(amount)
-        i = bisect_left(self._bounds, amount)
-        if i < self._last and amount <= self._bounds[i]:  # (never for NaN, as observe)
-            self._buckets[i].inc(1)
-
-
 @dataclass(slots=True)
 class _Bound:
-    """The values of the labelled children of one (ingress, model, provider, outcome): what
-    every request updates, looked up once per label set (`Metrics._bound`); the others once first
-    updated (a series appears in /metrics when it first counts something, as through `labels`)."""
+    """The series of one (ingress, model, provider, outcome): what every request updates, looked
+    up once per label set (`Metrics._bound`); the others once first updated (a series appears in
+    /metrics when it first counts something, as through `labels`)."""
 
     requests: Any
-    duration: _Observer
-    ttft: _Observer | None = None
+    duration: Any
+    ttft: Any = None
     tokens: list[Any] = field(default_factory=lambda: [None] * len(TOKEN_TYPES))  # by TOKEN_TYPES
     cost: Any = None
     cost_unknown: Any = None
+
+
+def _counter(
+    plain: bool, name: str, documentation: str, labelnames: list[str], *, registry: CollectorRegistry
+) -> Any:
+    if plain:
+        return CounterFamily(name, documentation, labelnames, registry)
+    return Counter(name, documentation, labelnames, registry=registry)
+
+
+def _histogram(
+    plain: bool,
+    name: str,
+    documentation: str,
+    labelnames: list[str],
+    *,
+    buckets: tuple[float, ...],
+    registry: CollectorRegistry,
+) -> Any:
+    if plain:
+        return HistogramFamily(name, documentation, labelnames, buckets, registry)
+    return Histogram(name, documentation, labelnames, buckets=buckets, registry=registry)
 
 
 # How often a worker writes its targets' availability for the others to read (see watch_targets).
@@ -200,43 +148,53 @@ class Metrics:
         # collapses to UNKNOWN_MODEL / NO_PROVIDER)
         self._models: frozenset[str] | None = None
         self._providers: frozenset[str] | None = None
-        self.requests = Counter(
+        # What each request updates: unlocked series of our own in a single process
+        # (gateway/metric_series.py); prometheus-client's metrics with several workers, whose
+        # values live in the files a scrape of any worker reads. Both take `labels(...)`, their
+        # series `inc` / `observe`, and both render the same exposition.
+        plain = multiprocess_dir is None
+        self.requests = _counter(
+            plain,
             "gateway_requests_total",
             "Client requests by outcome",
             ["ingress", "model", "provider", "outcome"],
             registry=r,
         )
-        self.duration = Histogram(
+        self.duration = _histogram(
+            plain,
             "gateway_request_duration_seconds",
             "Client request duration",
             ["ingress", "model", "provider"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.ttft = Histogram(
+        self.ttft = _histogram(
+            plain,
             "gateway_time_to_first_token_seconds",
             "Time to the first content delta",
             ["model", "provider"],
             buckets=TTFT_BUCKETS,
             registry=r,
         )
-        self.upstream_attempts = Counter(
+        self.upstream_attempts = _counter(
+            plain,
             "gateway_upstream_attempts_total",
             "Upstream attempts by outcome",
             ["provider", "outcome"],
             registry=r,
         )
-        self.failovers = Counter(
+        self.failovers = _counter(
+            plain,
             "gateway_failovers_total",
             "Moves from one target to the next",
             ["model", "from_provider", "to_provider", "reason"],
             registry=r,
         )
-        self.repairs = Counter(
-            "gateway_repairs_total", "Transcript repairs applied", ["provider", "kind"], registry=r
+        self.repairs = _counter(
+            plain, "gateway_repairs_total", "Transcript repairs applied", ["provider", "kind"], registry=r
         )
-        self.tokens = Counter(
-            "gateway_tokens_total", "Tokens by type", ["provider", "model", "type"], registry=r
+        self.tokens = _counter(
+            plain, "gateway_tokens_total", "Tokens by type", ["provider", "model", "type"], registry=r
         )
         self.store_operations = Counter(
             "gateway_store_operations_total",
@@ -251,13 +209,16 @@ class Metrics:
         self.worker_restarts = Counter(
             "gateway_worker_restarts_total", "Worker processes restarted after they died", registry=r
         )
-        # with several workers: the sum over the live workers
-        self.inflight = Gauge(
-            "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
+        # run_exchange adds 1 and -1 on the loop's thread; with several workers: the sum over the
+        # live workers
+        self.inflight: Any = (
+            GaugeValue("gateway_inflight_requests", "Requests in flight", r)
+            if plain
+            else Gauge(
+                "gateway_inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
+            )
         )
-        # its value, as `inc`/`dec` change it (without their checks of the metric's labels):
-        # run_exchange adds 1 and -1 on the loop's thread, a plain float in a single process
-        self.requests_in_flight = unlocked(self.inflight)._value
+        self.requests_in_flight = self.inflight  # (its `inc(1)` / `inc(-1)`)
         # with several workers (each has its own circuit breakers): 1 while any live worker sends
         # the target traffic, as the dashboard's max() across replicas reads it
         self.target_available = Gauge(
@@ -267,43 +228,52 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",
         )
-        self.affinity_breaks = Counter(
+        self.affinity_breaks = _counter(
+            plain,
             "gateway_affinity_breaks_total",
             "Sessions moved off the target that served their previous turn, by reason",
             ["model", "reason"],
             registry=r,
         )
-        self.ignored_tokens = Counter(
+        self.ignored_tokens = _counter(
+            plain,
             "gateway_ignored_continuity_tokens_total",
             "Echoed continuity tokens that did not parse and were not forwarded",
             ["ingress"],
             registry=r,
         )
 
-        self.cost = Counter(
+        self.cost = _counter(
+            plain,
             "gateway_cost_usd_total",
             "USD spent with providers, at their prices for the upstream model",
             ["provider", "model"],
             registry=r,
         )
-        self.cost_unknown = Counter(
+        self.cost_unknown = _counter(
+            plain,
             "gateway_cost_unknown_total",
             "Answers with token usage but no known price for their upstream model",
             ["provider", "model"],
             registry=r,
         )
-        self.key_requests = Counter(
+        self.key_requests = _counter(
+            plain,
             "gateway_key_requests_total",
             "Requests per named client key by outcome (limited_requests, limited_tokens,"
             " limited_budget, forbidden_model, or the request's outcome)",
             ["key", "outcome"],
             registry=r,
         )
-        self.key_tokens = Counter(
-            "gateway_key_tokens_total", "Input plus output tokens per named client key", ["key"], registry=r
+        self.key_tokens = _counter(
+            plain,
+            "gateway_key_tokens_total",
+            "Input plus output tokens per named client key",
+            ["key"],
+            registry=r,
         )
-        self.key_cost = Counter(
-            "gateway_key_cost_usd_total", "USD spent per named client key", ["key"], registry=r
+        self.key_cost = _counter(
+            plain, "gateway_key_cost_usd_total", "USD spent per named client key", ["key"], registry=r
         )
         self._keys: frozenset[str] | None = None
 
@@ -355,38 +325,38 @@ class Metrics:
             self.refresh_targets()
 
     def _child(self, metric: Any, *labels: str) -> Any:
-        """The value of `metric.labels(*labels)` (`unlocked`), resolved once per label set: label
-        values are config names and outcomes (bounded by `bind`), and a lookup through
-        prometheus-client's `labels` costs about 1.5 us, several per request."""
+        """`metric.labels(*labels)`, resolved once per label set: label values are config names
+        and outcomes (bounded by `bind`), and a lookup through prometheus-client's `labels` costs
+        about 1.5 us, several per request."""
         key = (id(metric), *labels)
-        value = self._children.get(key)
-        if value is None:
-            value = self._children[key] = unlocked(metric.labels(*labels))._value
-        return value
+        series = self._children.get(key)
+        if series is None:
+            series = self._children[key] = metric.labels(*labels)
+        return series
 
     def _bound(self, ingress: str, model: str, provider: str, outcome: str) -> _Bound:
-        """The values a request of this label set updates, resolved together once."""
+        """The series a request of this label set updates, resolved together once."""
         key = (ingress, model, provider, outcome)
         bound = self._bound_sets.get(key)
         if bound is None:
             bound = self._bound_sets[key] = _Bound(
-                unlocked(self.requests.labels(ingress, model, provider, outcome))._value,
-                _Observer(self.duration.labels(ingress, model, provider)),
+                self.requests.labels(ingress, model, provider, outcome),
+                self.duration.labels(ingress, model, provider),
             )
         return bound
 
     def record(self, rec: RequestRecord) -> None:
-        """The request's figures, added to its series' values directly (as each metric's `inc`
-        and `observe` would add them, in the same order, failing as they would on a negative
-        count): the same series appear when they first count, with the same figures."""
+        """The request's figures, added to its series (a negative upstream count fails the update
+        where `Counter.inc` fails): the same series appear when they first count, with the same
+        figures, as through each metric's `labels(...).inc()` / `.observe()`."""
         model, provider = self._model(rec.model), self._provider(rec.provider)
-        child = self._child  # (a value: see _child)
+        child = self._child
         bound = self._bound(rec.ingress, model, provider, rec.outcome)
         bound.requests.inc(1)
         bound.duration.observe(rec.duration)
         if rec.ttft is not None:
             if bound.ttft is None:
-                bound.ttft = _Observer(self.ttft.labels(model, provider))
+                bound.ttft = self.ttft.labels(model, provider)
             bound.ttft.observe(rec.ttft)
         previous = ""
         previous_outcome = "ok"
@@ -419,25 +389,24 @@ class Metrics:
                 if value:
                     counter = tokens[i]
                     if counter is None:
-                        series = self.tokens.labels(provider, model, TOKEN_TYPES[i])
-                        counter = tokens[i] = unlocked(series)._value
-                    counter.inc(_counted(value))
+                        counter = tokens[i] = self.tokens.labels(provider, model, TOKEN_TYPES[i])
+                    counter.inc(value)
             if rec.cost_usd is None:
                 if bound.cost_unknown is None:
-                    bound.cost_unknown = unlocked(self.cost_unknown.labels(provider, model))._value
+                    bound.cost_unknown = self.cost_unknown.labels(provider, model)
                 bound.cost_unknown.inc(1)
             elif rec.cost_usd:
                 if bound.cost is None:
-                    bound.cost = unlocked(self.cost.labels(provider, model))._value
-                bound.cost.inc(_counted(rec.cost_usd))
+                    bound.cost = self.cost.labels(provider, model)
+                bound.cost.inc(rec.cost_usd)
         if rec.key and (self._keys is None or rec.key in self._keys):
             child(self.key_requests, rec.key, rec.key_refusal or rec.outcome).inc(1)
             if u is not None:
-                child(self.key_tokens, rec.key).inc(_counted(u.input_tokens + u.output_tokens))
+                child(self.key_tokens, rec.key).inc(u.input_tokens + u.output_tokens)
             if rec.cost_usd:
-                child(self.key_cost, rec.key).inc(_counted(rec.cost_usd))
+                child(self.key_cost, rec.key).inc(rec.cost_usd)
         if rec.ignored_tokens:
-            child(self.ignored_tokens, rec.ingress).inc(_counted(rec.ignored_tokens))
+            child(self.ignored_tokens, rec.ingress).inc(rec.ignored_tokens)
         if rec.affinity_break is not None:
             child(self.affinity_breaks, model, rec.affinity_break).inc(1)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 
+from gateway.bounded_cache import BoundedCache
 from gateway.transcript.model import Request, Role
 
 _VALID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -18,12 +18,17 @@ def valid_session_id(value: str) -> bool:
 # Keys derived lately, by the texts they were derived from: every turn of a conversation derives
 # its key again from the same opening, often the very same string objects (the decode memo's),
 # whose hashes Python keeps; an agent's system prompt (Claude Code's: ~20 KB) is not hashed with
-# SHA-256 again. Bounded by the text it keeps alive; emptied whole when full.
+# SHA-256 again. Bounded by the text it keeps alive; emptied whole when full. (A long request's
+# session is derived in a worker thread: BoundedCache's keep locks a weighed cache.)
 _HELD_CHARS = 2 << 20  # (~100 agent conversations with a 20 KB system prompt)
 _HELD_KEYS = 4096
-_derived: dict[tuple[str, str, str], str] = {}
-_held = 0
-_holding = threading.Lock()  # (a long request's session is derived in a worker thread)
+
+
+def _chars(opening: tuple[str, str, str], key: str) -> int:
+    return len(opening[0]) + len(opening[1]) + len(opening[2])
+
+
+_derived: BoundedCache[tuple[str, str, str], str] = BoundedCache(_HELD_KEYS, _chars, _HELD_CHARS)
 
 
 def derive_session_key(request: Request, tenant: str = "") -> str:
@@ -39,8 +44,7 @@ def derive_session_key(request: Request, tenant: str = "") -> str:
     opening = (tenant, request.system_text(), user)
     key = _derived.get(opening)
     if key is None:
-        key = _derive(*opening)
-        _hold(opening, key)
+        key = _derived.keep(opening, _derive(*opening))
     return key
 
 
@@ -48,15 +52,3 @@ def _derive(tenant: str, system: str, user: str) -> str:
     # one digest of the joined text: the same bytes as hashing the parts in turn
     text = f"{tenant}\x00{system}\x00{user}"
     return "sess_" + hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _hold(opening: tuple[str, str, str], key: str) -> None:
-    global _held
-    size = len(opening[0]) + len(opening[1]) + len(opening[2])
-    with _holding:
-        if _held + size > _HELD_CHARS or len(_derived) >= _HELD_KEYS:
-            _derived.clear()
-            _held = 0
-        if size <= _HELD_CHARS:
-            _derived[opening] = key
-            _held += size

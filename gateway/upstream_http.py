@@ -97,7 +97,7 @@ class HttpClient:
         self._ssl = ssl_context
         # (url, *header items) -> the target and the call's head up to its Content-Length value
         self._heads: BoundedCache[tuple[object, ...], tuple[_Target, bytes]] = BoundedCache(_MAX_CACHED)
-        self._dns: dict[tuple[str, int], tuple[float, list[AddrInfoType]]] = {}
+        self._dns: BoundedCache[tuple[str, int], tuple[float, list[AddrInfoType]]] = BoundedCache(_MAX_CACHED)
         # per (scheme, host, port), in the order given back: see `_take`
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
@@ -203,9 +203,7 @@ class HttpClient:
             return cached[1]
         # the resolver runs off the loop (asyncio's executor, or libuv's pool under uvloop)
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        if len(self._dns) >= _MAX_CACHED:
-            self._dns.clear()
-        self._dns[(host, port)] = (loop.time() + DNS_TTL_SECONDS, infos)
+        self._dns.keep((host, port), (loop.time() + DNS_TTL_SECONDS, infos))
         return infos
 
     def _context(self) -> ssl.SSLContext:

@@ -41,6 +41,7 @@ LAYERS = {
     "upstream_connection": 1,
     "headers": 2,  # the upstream header allow-list, from the family records; upstream checks it
     "metrics": 2,
+    "metric_series": 0,  # unlocked metric families under metrics.py (no gateway imports)
     "cost": 2,
     "tracing": 2,
     "limits": 3,

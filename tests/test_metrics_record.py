@@ -1,8 +1,9 @@
-"""`Metrics.record` adds a request's figures to its series' values directly (unlocked values,
-bisected buckets): the exposition after any sequence of requests is the one prometheus-client's
-own `labels(...).inc()` / `.observe()` make (the reference below is that path, written out as
-the gateway took it before), series, order, values and all; a negative upstream count fails the
-update at the same point."""
+"""`Metrics.record` adds a request's figures to unlocked series of our own (gateway/metric_series.py,
+bisected buckets) in a single process: the exposition after any sequence of requests is the one
+prometheus-client's own metrics make through their `labels(...).inc()` / `.observe()` (the
+reference below is that path, written out as the gateway took it before, on the metrics a worker
+of `--workers` uses), series, order, values, HELP/TYPE and all; a negative upstream count fails
+the update at the same point."""
 
 from __future__ import annotations
 
@@ -11,19 +12,33 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client import generate_latest
+from prometheus_client import (
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    enable_created_metrics,
+    generate_latest,
+)
 
+from gateway.metric_series import CounterSeries, GaugeValue, HistogramSeries
 from gateway.metrics import (
     LATENCY_BUCKETS,
     NO_PROVIDER,
     TOKEN_TYPES,
     AttemptOutcome,
     Metrics,
-    PlainValue,
     RequestRecord,
 )
 from gateway.repair.report import Repair
 from gateway.transcript.model import Usage
+
+
+def prometheus_own() -> Metrics:
+    """Metrics on prometheus-client's own Counter / Histogram / Gauge: those of a `--workers`
+    worker (the directory is only read by `render`, which the tests here do not call), here with
+    the single-process values prometheus-client picks when no directory is set in its module."""
+    return Metrics(multiprocess_dir="/nonexistent/never-read")
 
 
 def reference_record(m: Metrics, rec: RequestRecord) -> None:
@@ -119,29 +134,57 @@ def bound(metrics: Metrics) -> Metrics:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(records, max_size=12))
-def test_scrape_is_the_one_prometheus_own_updates_make(batch):
-    fast, reference = bound(Metrics()), bound(Metrics())
+@given(st.lists(records, max_size=12), st.integers(min_value=0, max_value=3))
+def test_scrape_is_the_one_prometheus_own_updates_make(batch, in_flight):
+    fast, reference = bound(Metrics()), bound(prometheus_own())
     for rec in batch:
         fast.record(rec)
         reference_record(reference, rec)
+    for _ in range(in_flight):
+        fast.requests_in_flight.inc(1)
+        reference.inflight.inc()
     assert exposition(fast) == exposition(reference)
 
 
-def test_values_of_a_single_process_are_unlocked():
+def test_the_same_scrape_without_created_series():
+    fast, reference = bound(Metrics()), bound(prometheus_own())
+    rec = RequestRecord("openai_chat", model="claude", provider="anthropic", duration=0.3, ttft=0.1)
+    fast.record(rec)
+    reference_record(reference, rec)
+    disable_created_metrics()
+    try:
+        scrape = generate_latest(fast.registry)
+        assert scrape == generate_latest(reference.registry)
+    finally:
+        enable_created_metrics()
+    assert b"_created" not in scrape and b"_created" in generate_latest(fast.registry)
+
+
+def test_created_is_when_a_series_first_counted():
+    metrics = Metrics()
+    metrics.record(RequestRecord("openai_chat", provider=NO_PROVIDER, duration=0.2))
+    series = metrics.requests.labels("openai_chat", "unknown", "none", "ok")
+    labels = {"ingress": "openai_chat", "model": "unknown", "provider": "none", "outcome": "ok"}
+    assert metrics.registry.get_sample_value("gateway_requests_created", labels) == series.created
+
+
+def test_values_of_a_single_process_are_ours_and_a_workers_prometheus_own():
     metrics = Metrics()
     metrics.record(RequestRecord("openai_chat", provider=NO_PROVIDER, duration=0.2, ttft=0.1))
-    child = metrics.requests.labels("openai_chat", "unknown", "none", "ok")
-    assert type(child._value) is PlainValue and child._value.get() == 1.0
-    histogram = metrics.duration.labels("openai_chat", "unknown", "none")
-    assert {type(b) for b in histogram._buckets} == {PlainValue} and type(histogram._sum) is PlainValue
-    assert (
-        type(metrics.inflight._value) is PlainValue and metrics.requests_in_flight is metrics.inflight._value
+    series = metrics.requests.labels("openai_chat", "unknown", "none", "ok")
+    assert type(series) is CounterSeries and series.value == 1.0
+    assert type(metrics.duration.labels("openai_chat", "unknown", "none")) is HistogramSeries
+    assert type(metrics.inflight) is GaugeValue and metrics.requests_in_flight is metrics.inflight
+    worker = prometheus_own()  # its values are what prometheus-client writes to the shared files
+    assert (type(worker.requests), type(worker.duration), type(worker.inflight)) == (
+        Counter,
+        Histogram,
+        Gauge,
     )
 
 
 def test_a_negative_upstream_count_fails_where_the_counter_did():
-    fast, reference = bound(Metrics()), bound(Metrics())
+    fast, reference = bound(Metrics()), bound(prometheus_own())
     rec = RequestRecord(
         "openai_chat",
         model="claude",
@@ -154,3 +197,11 @@ def test_a_negative_upstream_count_fails_where_the_counter_did():
         with pytest.raises(ValueError, match="non-negative"):
             record(rec)
     assert exposition(fast) == exposition(reference)
+
+
+def test_the_families_are_registered_under_their_names():
+    metrics = Metrics()
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Counter("gateway_requests_total", "again", registry=metrics.registry)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Histogram("gateway_request_duration_seconds", "again", registry=metrics.registry)

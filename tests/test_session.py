@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway import session
+from gateway.bounded_cache import BoundedCache
 from gateway.session import derive_session_key
 from gateway.transcript.model import Message, Request, Role, Text, ToolCall
 
@@ -44,10 +45,7 @@ REQUESTS = st.builds(
 )
 def test_each_key_is_the_digest_of_its_opening(turns, held_chars, held_keys):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(session, "_HELD_CHARS", held_chars)
-        patch.setattr(session, "_HELD_KEYS", held_keys)
-        patch.setattr(session, "_derived", {})
-        patch.setattr(session, "_held", 0)
+        patch.setattr(session, "_derived", BoundedCache(held_keys, session._chars, held_chars))
         for request, tenant in turns * 2:
             assert derive_session_key(request, tenant) == reference(request, tenant)
         assert len(session._derived) <= held_keys

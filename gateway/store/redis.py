@@ -1,9 +1,13 @@
 """Shared continuity store on Redis, for several gateway replicas behind one balancer.
 
-Tuned to fail fast rather than to persevere: short connect/read timeouts, no client-side retries
-(a retry storm against a struggling Redis only adds latency to every request; `FailOpenStore` backs
-off instead), and no connection at construction, so the gateway starts and serves while Redis is
-down and picks it up when it comes back.
+Tuned to fail fast rather than to persevere: no client-side retries (a retry storm against a
+struggling Redis only adds latency to every request; `FailOpenStore` backs off instead), and no
+connection at construction, so the gateway starts and serves while Redis is down and picks it up
+when it comes back. The bound of each operation is `FailOpenStore`'s (1 s of the event loop's
+running time); the client's own connect/read timeouts are hang guards behind it, longer than that
+bound: their timers run on wall time, and one that fires after a stall of this process (a long
+garbage collection, the process descheduled on a loaded laptop) would call a Redis that answered
+in time failed, back the store off and cost the next turns their recorded continuity.
 
 Each tenant's share is bounded (`tenant_max_bytes`): a tenant's writes go through one server-side
 script that keeps an index of that tenant's keys (write time, size) and evicts its own oldest
@@ -65,6 +69,8 @@ redis.call('PEXPIRE', index, ttl)
 redis.call('PEXPIRE', sizes, ttl)
 return evicted
 """
+# the client's own timeouts (see the module's docstring): far past FailOpenStore's bound
+HANG_GUARD_SECONDS = 5.0
 # More concurrent operations than this wait (up to the op timeout) for a pooled connection
 # instead of opening ever more sockets.
 _MAX_CONNECTIONS = 64
@@ -80,8 +86,8 @@ class RedisStore:
         url: str,
         ttl_seconds: float,
         *,
-        connect_timeout: float = 0.25,
-        op_timeout: float = 0.5,
+        connect_timeout: float = HANG_GUARD_SECONDS,
+        op_timeout: float = HANG_GUARD_SECONDS,
         key_prefix: str = KEY_PREFIX,
         tenant_max_bytes: int | None = None,
         clock: Callable[[], float] = time.time,

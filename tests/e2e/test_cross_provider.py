@@ -5,9 +5,16 @@ scenario runs with each continuity store backend (redis: a real redis-server fro
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
+
 import pytest
+import redis
 
 from gateway.simulators.base import Fault, SimulatorHub
+from gateway.store.redis import RedisStore
 from tests.e2e.scenarios import KIND, NAMES, SIGNING, answer_calls, calls_reply, running, text_reply, turn
 
 PAIRS = [pytest.param(a, b, id=f"{KIND[a]}-{KIND[b]}") for a in NAMES for b in NAMES if a != b]
@@ -54,6 +61,35 @@ async def _switch_and_return(hub: SimulatorHub, store: dict, a: str, b: str) -> 
 @pytest.mark.parametrize("a,b", PAIRS)
 async def test_manual_switch_and_back_to_the_issuer(hub, store, a, b):
     await _switch_and_return(hub, store, a, b)
+
+
+async def test_a_machine_stall_while_a_turn_is_recorded_loses_no_turn(hub, redis_url, monkeypatch):
+    """What made test_manual_switch_and_back_to_the_issuer[redis-openai_chat-gemini] flaky under
+    CPU load, made to happen: while turn 2's record waits for Redis's reply, neither Redis nor
+    this process runs for longer than the store's bound (1 s); then both run again. Redis did
+    answer: the turn is recorded, nothing backs off, and turn 3 gets both turns back."""
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
+        pid = int(client.info("server")["process_id"])
+    put, writes = RedisStore.put, []
+
+    async def stalled_second_write(self, keys, value, *, tenant=""):
+        writes.append(keys)
+        if len(writes) == 2:
+            os.kill(pid, signal.SIGSTOP)
+            asyncio.get_running_loop().call_later(0.05, stall)
+        return await put(self, keys, value, tenant=tenant)
+
+    def stall():
+        time.sleep(1.2)
+        os.kill(pid, signal.SIGCONT)
+
+    monkeypatch.setattr(RedisStore, "put", stalled_second_write)
+    try:
+        await _switch_and_return(hub, {"backend": "redis", "url": redis_url}, "openai-chat", "gemini")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert len(writes) == 2  # turn 1's record and turn 2's
 
 
 @pytest.mark.parametrize("a,b", PAIRS)

@@ -4,6 +4,7 @@ backed off, and cancellation still propagates. Driven by a scripted backend and 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -27,10 +28,13 @@ class ScriptedStore:
         self.ping_result = True
         self.short_reply = False
         self.called = asyncio.Event()
+        self.reply: asyncio.Future[None] | None = None  # set: each call answers when it is done
 
     async def _misbehave(self, op: str) -> None:
         self.calls.append(op)
         self.called.set()
+        if self.reply is not None:
+            await self.reply
         if self.hang:
             await asyncio.Event().wait()
         if self.error is not None:
@@ -142,6 +146,41 @@ async def test_a_hanging_backend_is_cut_off_by_the_op_timeout(
         ("scripted", "retry", "dropped"),  # still queued at shutdown (its last try timed out)
     ]
     assert inner.calls == ["get", "put", "ping", "put"]
+
+
+def stall(loop: asyncio.AbstractEventLoop, after: float, seconds: float) -> None:
+    """This process stops running the loop for `seconds` (a long garbage collection, the process
+    descheduled on a loaded machine), starting `after` seconds from now."""
+    loop.call_later(after, time.sleep, seconds)
+
+
+async def test_a_reply_that_came_while_the_loop_stalled_past_the_bound_is_read(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    """The backend answered in time; this process was not running when the bound's deadline
+    passed. Not a failure: the write is done, nothing backs off, the next lookup is answered."""
+    loop = asyncio.get_running_loop()
+    store = wrap(inner, seen, clock, op_timeout_seconds=0.1, backoff_seconds=1.5)
+    inner.data["earlier"] = b"v"
+    inner.reply = loop.create_future()
+    loop.call_later(0.01, inner.reply.set_result, None)  # the answer comes at once...
+    stall(loop, 0.005, 0.3)  # ...while the loop stands still for three times the bound
+    await store.put(["turn"], b"w")
+    assert await store.get_many(["earlier", "turn"]) == [b"v", b"w"]
+    assert seen == [("scripted", "put", "ok"), ("scripted", "get", "hit"), ("scripted", "get", "hit")]
+    assert store.queued == 0
+
+
+async def test_a_backend_that_never_answers_is_cut_off_though_the_loop_stalled(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock
+) -> None:
+    store = wrap(inner, seen, clock, op_timeout_seconds=0.05)
+    inner.hang = True
+    stall(asyncio.get_running_loop(), 0.001, 0.2)
+    assert await store.get_many(["a"]) == [None]
+    stall(asyncio.get_running_loop(), 0.06, 0.1)  # after the deadline passed on time: no grace
+    assert await store.get_many(["a"]) == [None]
+    assert seen == [("scripted", "get", "timeout"), ("scripted", "get", "timeout")]
 
 
 async def test_an_unreachable_ping_is_an_error(
@@ -338,4 +377,20 @@ async def test_a_lookup_of_many_keys_is_reported_once_per_outcome_with_its_count
         ("scripted", "put", "ok"),
         ("scripted", "get", "hit", 2),
         ("scripted", "get", "miss", 500),
+    ]
+
+
+async def test_the_failure_that_starts_a_back_off_says_so(
+    inner: ScriptedStore, seen: list[Op], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lookups a back-off skips are only counted: the warning of the failure that began it is
+    where a missed record is explained."""
+    store = wrap(inner, seen, clock, backoff_seconds=1.5)
+    inner.error = TimeoutError()
+    await store.put(["a"], b"v")
+    inner.error = None
+    assert await store.get_many(["b"]) == [None]  # skipped
+    assert inner.calls == ["put"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "continuity store scripted put failed (TimeoutError: ); failing open; backing off 1.5 s (lookups miss)"
     ]
