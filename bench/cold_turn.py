@@ -2,7 +2,8 @@
 time of each step the exchange runs on the sweep's body (bench/workloads.py) before the upstream
 call, one fresh conversation per turn, as `bench/turns.py` sends them through the whole gateway:
 
-- `bound`: the body's C-speed value bound (`values_within_budget`);
+- `bound`: the body's C-speed value bound, as the exchange makes it (`values_within_budget`: a
+  long body in steps);
 - `parse`: the memo's admission, the body's parse, its depth checks and part counts
   (`parse_transcript`);
 - `decode`: the Chat dialect's decode into the canonical Request, the memo recording the items;
@@ -24,7 +25,9 @@ import gc
 import statistics
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +48,8 @@ sys.path.insert(1, str(ROOT))
 
 from bench import workloads  # noqa: E402
 from gateway.config.loading import config_from_dict  # noqa: E402
-from gateway.ingress.budget import offloads, value_bound  # noqa: E402
+from gateway.ingress.admission import values_within_budget  # noqa: E402
+from gateway.ingress.budget import offloads  # noqa: E402
 from gateway.ingress.chat.codec import CODEC  # noqa: E402
 from gateway.ingress.memo import SHORT_BODY, DecodeMemo  # noqa: E402
 from gateway.ingress.split import parse_transcript  # noqa: E402
@@ -71,13 +75,23 @@ SERVER = config_from_dict(
 ).server
 
 
+def _complete(step: Coroutine[Any, Any, Any]) -> Any:
+    """What `step` returns, run without an event loop: between its steps it only yields to let
+    other requests run (`asyncio.sleep(0)`)."""
+    try:
+        while True:
+            step.send(None)
+    except StopIteration as done:
+        return done.value
+
+
 def turn(memo: DecodeMemo, raw: bytes) -> dict[str, float]:
     """Each step's CPU time (ms) for one cold turn of `raw`."""
     took: dict[str, float] = {}
     clock = time.process_time
 
     started = clock()
-    values = value_bound(raw, 0, len(raw))
+    values = _complete(values_within_budget(raw, SERVER))
     took["bound"] = clock() - started
 
     # a body the exchange works on in its worker thread is, as there, out of the collector's sight

@@ -161,9 +161,17 @@ class Bench:
             done = sum(units(result) for result in out[name])
             used = cpu[name].seconds.get("gateway", 0.0)
             per_unit[name] = round(used / done * 1e6, 1) if done else math.nan
+        # the rig's own CPU per unit (the stub and the load generator, every path): what it takes
+        # from the core they share (small, or the rig rather than the relay sets the pace)
+        rig_unit = {}
+        for name in self.names:
+            done = sum(units(result) for result in out[name])
+            used = sum(cpu[name].seconds.get(part, 0.0) for part in self.rig_parts)
+            rig_unit[name] = round(used / done * 1e6, 1) if done else math.nan
         extra = {
             "cpu": {name: cpu[name].shares() for name in self.names},
             "gateway_cpu_us_per_unit": per_unit,
+            "rig_cpu_us_per_unit": rig_unit,
             "above_floor_cpu_us_per_unit": {
                 name: round(per_unit[name] - per_unit[self.floor], 1) for name in self.above
             },
@@ -321,7 +329,7 @@ class Bench:
 
             async def measure(path: Path, size: int = size, reps: int = reps) -> dict[str, list[float]]:
                 cold, warm = [], []
-                async with load.client(1) as http:
+                async with load.client(path, 1) as http:
                     for rep in range(reps):
                         seed = f"{path.name[:3]}{size}x{rep}x{time.monotonic_ns() % 10**9}"
                         messages = workloads.agent_messages(size, seed)

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import gc
 import time
+from operator import methodcaller
 from types import SimpleNamespace
 
 import orjson
@@ -26,6 +27,7 @@ import uvloop
 from aiohttp.http_writer import StreamWriter
 
 from gateway.answering import Relay
+from gateway.deadlines import Deadlines
 from gateway.ingress.chat.encode import ChatStreamEncoder
 from gateway.ingress.textual import ServerToolsAsText
 from gateway.providers import get_adapter
@@ -116,7 +118,10 @@ def _upstream(frames: list[bytes]) -> Upstream:
     response = Response(None, None, b"")  # type: ignore[arg-type]
     response._connection = connection  # noqa: SLF001 - as `start` leaves it
     request = HttpRequest(url="http://bench.invalid/", headers={}, body=b"")
-    upstream = Upstream(None, request, Timeouts())  # type: ignore[arg-type]
+    # the session only for its books of deadlines (the idle watchdog's one timer), as the real
+    # client's (gateway/upstream_http.py)
+    session = SimpleNamespace(idles=Deadlines(methodcaller("check_idle")), deadlines=None)
+    upstream = Upstream(session, request, Timeouts())  # type: ignore[arg-type]
     upstream._response = response  # noqa: SLF001 - as `__aenter__` leaves it
     return upstream
 

@@ -176,8 +176,18 @@ def _cpu_lines(name: str, figure: dict[str, Any], variants: list[str]) -> list[s
         parts = ", ".join(f"{part} {share * 100:.0f}%" for part, share in shares.items())
         who = f" [{variant}]" if len(variants) > 1 else ""
         unit = _UNIT.get(name, "request")
-        lines.append(f"  {name + who:<24} {parts}; gateway CPU {per_unit:,.0f} us/{unit}{above}")
+        rig = _rig_cpu(figure, variant, unit)
+        lines.append(f"  {name + who:<24} {parts}; gateway CPU {per_unit:,.0f} us/{unit}{above}{rig}")
+    if (direct := _rig_cpu(figure, "direct", _UNIT.get(name, "request"))) and len(variants) > 1:
+        lines.append(f"  {name + ' [direct]':<24}{direct.removeprefix(';')}")
     return lines
+
+
+def _rig_cpu(figure: dict[str, Any], path: str, unit: str) -> str:
+    """The stub's and the load generator's CPU per unit while `path` was measured (runs from
+    before the rig's figure was kept have none)."""
+    value = figure.get("rig_cpu_us_per_unit", {}).get(path)
+    return f"; rig CPU {value:,.0f} us/{unit}" if value is not None else ""
 
 
 def _errors(figures: dict[str, Any], variants: list[str]) -> dict[str, Any]:

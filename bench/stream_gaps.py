@@ -31,9 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aiohttp  # noqa: E402
-
-from bench import load, rig, workloads  # noqa: E402
+from bench import load, rig, wire, workloads  # noqa: E402
 from bench.figures import percentile  # noqa: E402
 from bench.run import KEY, KEY_ENV, StubConnections, gateway_config  # noqa: E402
 from gateway.simulators.base import free_port  # noqa: E402
@@ -50,30 +48,33 @@ async def burst(path: load.Path, body: bytes, count: int, chunks: int) -> list[t
     lasts: list[float] = []
     go = asyncio.Event()
 
-    async def one(http: aiohttp.ClientSession, start: list[float]) -> None:
+    async def one(http: wire.Client, start: list[float]) -> None:
         await go.wait()
         last, seen = 0.0, 0
-        async with http.post(path.url, data=body, headers=path.headers) as resp:
-            if resp.status != 200:
-                raise SystemExit(f"{path.name}: {resp.status} {(await resp.read())[:200]!r}")
-            async for data in resp.content.iter_any():
-                now = time.perf_counter() - start[0]
-                n = data.count(MARKER)
-                if not n:
-                    continue
-                if seen:
-                    gaps.append((now, now - last, seen))
-                else:
-                    firsts.append(now)
-                gaps.extend((now, 0.0, seen + k) for k in range(1, n))
-                seen += n
-                last = now
+
+        def sink(data: bytes, read_at: float) -> None:
+            nonlocal last, seen
+            now = read_at - start[0]
+            n = data.count(MARKER)
+            if not n:
+                return
+            if seen:
+                gaps.append((now, now - last, seen))
+            else:
+                firsts.append(now)
+            gaps.extend((now, 0.0, seen + k) for k in range(1, n))
+            seen += n
+            last = now
+
+        status, _ = await http.exchange(path.request(body), sink)
+        if status != 200:
+            raise SystemExit(f"{path.name}: status {status}")
         if seen != chunks:
             raise SystemExit(f"{path.name}: a stream had {seen} content chunks, expected {chunks}")
         lasts.append(last)
 
     start = [0.0]
-    async with load.client(count) as http:
+    async with load.client(path, count) as http:
         tasks = [asyncio.create_task(one(http, start)) for _ in range(count)]
         await asyncio.sleep(0)
         start[0] = time.perf_counter()

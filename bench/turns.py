@@ -56,7 +56,7 @@ import orjson  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from bench import workloads  # noqa: E402
-from bench.stub import PATH, Stub  # noqa: E402
+from bench.stub import PATH  # noqa: E402
 from gateway.app import create_app  # noqa: E402
 from gateway.config.loading import config_from_dict  # noqa: E402
 from gateway.metrics import Metrics  # noqa: E402
@@ -85,6 +85,15 @@ def _dialects() -> Any:
 
 
 DIALECT = _dialects()[ARGS.dialect]
+
+
+def _stub() -> Any:
+    """bench/stub.py's Stub of this checkout (as `_dialects`: `--tree` may hold an older one)."""
+    spec = importlib.util.spec_from_file_location("bench_stub", ROOT / "bench" / "stub.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Stub()
 
 
 async def _turn(http: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, dict]:
@@ -120,7 +129,8 @@ async def _above_direct(
 
 
 async def main() -> None:
-    stub_runner, stub_port = await _site(Stub().app())
+    stub_server = await _stub().serve("127.0.0.1", 0)
+    stub_port = stub_server.sockets[0].getsockname()[1]
     config = config_from_dict(
         {
             "server": {"host": "127.0.0.1", "port": 8000},  # not listened on: _site picks a port
@@ -160,7 +170,7 @@ async def main() -> None:
                     costs["after"].append(after * 1000)
     finally:
         await gw_runner.cleanup()
-        await stub_runner.cleanup()
+        stub_server.close()
     for kind, values in costs.items():
         print(
             f"{ARGS.messages} messages {kind} ({ARGS.dialect}): gateway CPU above direct, median"

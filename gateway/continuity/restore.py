@@ -9,19 +9,20 @@ content and loses its tokens, which the provider would reject as modified anyway
 from __future__ import annotations
 
 from collections.abc import Mapping
-from operator import eq
+from operator import attrgetter, eq
 
 import orjson
 from cachetools import LRUCache
 
 from gateway.continuity.codec import decode_turn
-from gateway.continuity.keys import lookup_key, normalize_text
+from gateway.continuity.keys import call_key, lookup_key, normalize_text
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, replace
 from gateway.transcript.resume import Resumable
 
 # Role's members, looked up once: an enum member's lookup costs ~75 ns, per message here
 _ASSISTANT = Role.ASSISTANT
+_ROLE = attrgetter("role")
 
 
 # a conversation's keys so far (a message's key depends on it and the assistant turns before it)
@@ -40,10 +41,20 @@ def keyed(request: Request, session: str, tenant: str = "") -> tuple[tuple[str |
     distinct: dict[str, None] = {} if held is None else held[1]
     added: dict[str, None] = {}
     position = len(keys)
+    # a turn with a call is found by its first call's key (`lookup_key`), made here: an agent's
+    # turns are mostly calls
+    calls = call_key("", tenant)
+    assistant, call_kind, keep = _ASSISTANT, ToolCall, keys.append
     for message in messages[done:] if done else messages:
-        if message.role is _ASSISTANT:
-            key = lookup_key(message.blocks, session, position, tenant)
-            keys.append(key)
+        if message.role is assistant:
+            blocks = message.blocks
+            for block in blocks:
+                if type(block) is call_kind:
+                    key: str | None = calls + block.id
+                    break
+            else:
+                key = lookup_key(blocks, session, position, tenant)
+            keep(key)
             position += 1
             if key is not None and key not in distinct:
                 added[key] = None
@@ -72,7 +83,7 @@ def answer_position(request: Request) -> int:
     """The position the answer to `request` takes among the conversation's assistant turns."""
     messages = request.messages
     done, held = _ASSISTANTS_SO_FAR.find(messages, None)
-    position = sum(1 for m in (messages[done:] if done else messages) if m.role is _ASSISTANT)
+    position = list(map(_ROLE, messages[done:] if done else messages)).count(_ASSISTANT)
     if held is not None:
         position += held
     _ASSISTANTS_SO_FAR.hold(messages, None, position)

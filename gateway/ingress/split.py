@@ -154,7 +154,7 @@ def parse_transcript(
             return split
     # at first sight the items are decoded as they are parsed; a seen body's are looked up by
     # their JSON text (`DecodeMemo.items`), so it is parsed by orjson
-    read = None if seen or pieces or typed is None else typed_read(raw, field, typed, limit)
+    read = None if seen or pieces or typed is None else typed_read(raw, field, typed, limit, scope)
     if read is not None:
         body, span = read
         check_parts(body, limits, values)

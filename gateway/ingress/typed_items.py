@@ -14,18 +14,30 @@ The other top-level fields are parsed by orjson from the raw texts msgspec found
 as orjson would (UTF-8, numbers too large for a double): the body's members are walked in its
 bytes (`slices.field_at`), each compared with the value kept for its key, and a body naming a key
 twice is parsed whole.
+
+Finding the fields means msgspec skipping the whole list (~0.4 ms a MB) before the list is read.
+An agent opens every conversation with the same fields around its transcript (model, tools,
+parameters), so the outside of a body read typed is remembered per scope (a dialect and a
+tenant, as the decode memo's: `Outside`; a few a scope, `BUDGET` in all): a body with the same
+bytes before its list and after it, and a list between (`[` to `]`), has that body's fields, and
+its list is decoded alone as one JSON value (msgspec refuses anything after it, so a member
+hidden behind the list is not read as part of it; such a body is parsed whole).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
+from cachetools import LRUCache
 
 from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.slices import FIELDS, UNREADABLE, field_at, last_item_end
+
+_OPEN, _CLOSE = ord("["), ord("]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,29 +59,107 @@ def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dic
     return None if read is None else read[0]
 
 
+class Outside(NamedTuple):
+    """A body read typed, without its list: its bytes before the list (`head`, through the key
+    and spaces before the `[`) and after it (`tail`, from the character after the `]`), and its
+    top-level fields' JSON texts in order (the list's field: None)."""
+
+    head: bytes
+    tail: bytes
+    texts: tuple[tuple[str, bytes | None], ...]
+
+
+# an outside at most this long is remembered (an agent's tools and parameters: ~7 KB for 20 tools)
+OUTSIDE_BYTES = 64 << 10
+# outsides remembered per scope (the agent apps of a tenant), the last read first
+OUTSIDES_PER_SCOPE = 4
+# what the remembered outsides may hold in all (each charged its bytes twice: its head and tail,
+# and its fields' texts), the scope least recently read typed forgotten first
+BUDGET = 4 << 20
+
+
+def _charge(outsides: tuple[Outside, ...]) -> int:
+    return sum(2 * (len(o.head) + len(o.tail)) + 512 for o in outsides)
+
+
+# (scope, field) -> the outsides of the bodies read typed lately in that scope
+_OUTSIDES: LRUCache[tuple[str, str], tuple[Outside, ...]] = LRUCache(maxsize=BUDGET, getsizeof=_charge)
+# cachetools is not thread-safe: the event loop's thread and the worker thread both read bodies
+_LOCK = threading.Lock()
+
+
 def typed_read(
-    raw: bytes, field: str, typed: TypedItems, max_depth: int
+    raw: bytes, field: str, typed: TypedItems, max_depth: int, scope: str | None = None
 ) -> tuple[dict[str, Any], tuple[int, int]] | None:
     """`typed_body`, and where its list is in `raw` (`slices.list_span`, from the fields it read
-    anyway: the next turn goes on from it without reading the body again)."""
+    anyway: the next turn goes on from it without reading the body again). `scope`: where the
+    outside of a body read so is remembered (gateway/ingress/memo.py's scopes: a dialect and a
+    tenant), and a body with the same outside is read without reading its fields again."""
     if max_depth < typed.depth:
         return None
-    try:
-        fields = FIELDS.decode(raw)
-        listed = fields.get(field)
-        # each key once, as the whole parse checks every value (slices.field_at walks the members)
-        at = None if listed is None else field_at(raw, fields, field)
-        if at is None:
+    outside = None
+    if scope is not None:
+        with _LOCK:
+            outsides = _OUTSIDES.get((scope, field), ())
+        outside = _outside_of(raw, outsides)
+    if outside is not None:
+        # the same bytes around a list as a body read so: its fields are that body's, and the
+        # list between them, decoded alone as one JSON value, is where msgspec would have found it
+        # (field_at's walk of that body saw each key once, its list's value starting there)
+        listed: Any = memoryview(raw)[len(outside.head) : len(raw) - len(outside.tail)]
+        texts: dict[str, Any] = dict(outside.texts)
+    else:
+        try:
+            texts = FIELDS.decode(raw)
+            listed = texts.get(field)
+            # each key once, as the whole parse checks every value (slices.field_at walks the members)
+            at = None if listed is None else field_at(raw, texts, field)
+            if at is None:
+                return None
+        except UNREADABLE:
             return None
-    except UNREADABLE:
-        return None
     body: dict[str, Any] = {}
     try:
-        for name, value in fields.items():
+        for name, value in texts.items():
             body[name] = None if name == field else orjson.loads(memoryview(value))
         body[field] = typed.decoder.decode(listed)
     except (orjson.JSONDecodeError, *UNREADABLE):
         return None
-    check_fields_depth(body, fields, max_depth, field)
+    check_fields_depth(body, texts, max_depth, field)
+    if outside is not None:
+        at = len(outside.head)
+    elif scope is not None:
+        _remember(raw, at, at + memoryview(listed).nbytes, texts, (scope, field))
     # the list decoded as one, so its text opens with `[` as `list_span` checks
     return body, (at, at + last_item_end(listed))
+
+
+def _outside_of(raw: bytes, outsides: tuple[Outside, ...]) -> Outside | None:
+    """The first of `outsides` that `raw` opens and ends with, a list (`[` to `]`) between."""
+    size = len(raw)
+    for outside in outsides:
+        head, tail = outside.head, outside.tail
+        end = size - len(tail)
+        if (
+            end - len(head) >= 2
+            and raw[len(head)] == _OPEN
+            and raw[end - 1] == _CLOSE
+            and raw.startswith(head)
+            and raw.endswith(tail)
+        ):
+            return outside
+    return None
+
+
+def _remember(raw: bytes, at: int, end: int, texts: dict[str, Any], key: tuple[str, str]) -> None:
+    """The outside of `raw`, read typed with its list at `raw[at:end]`, first of its scope's."""
+    if len(raw) - (end - at) > OUTSIDE_BYTES:
+        return
+    head, tail = raw[:at], raw[end:]
+    fields = tuple(
+        (name, None if name == key[1] else bytes(memoryview(text))) for name, text in texts.items()
+    )
+    with _LOCK:
+        kept = _OUTSIDES.get(key, ())
+        others = tuple(o for o in kept if o.head != head or o.tail != tail)
+        _OUTSIDES[key] = (Outside(head, tail, fields), *others[: OUTSIDES_PER_SCOPE - 1])

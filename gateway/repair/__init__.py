@@ -106,11 +106,18 @@ def prepare(
     if messages is not client or h.media:
         messages, found_ = place_media(messages, target, caps)
         repairs.extend(found_)
+    # messages known to hold no blank text and no empty message (None: not known)
+    clean = None if h.blank else client
     if messages is not client or h.reasoning or h.meta:
+        policed = messages
         messages, found_ = apply_reasoning_policy(messages, target, caps, strict=strict)
         repairs.extend(found_)
+        # dropping reasoning and foreign meta blanks no text, and a message it empties is dropped
+        # (retiring reasoning as text may make blank text): clean messages stay clean
+        if policed is clean and target.reasoning_policy != "as_text":
+            clean = messages
     # first, so that an empty message between calls and results does not count as displacing them
-    if _may_drop_empty_text(messages, client, h, caps):
+    if _may_drop_empty_text(messages, clean, caps):
         messages = drop_empty_text(messages, caps)
     if messages is not client or h.calls:
         messages, found_ = unique_call_ids(messages)
@@ -122,7 +129,7 @@ def prepare(
     decision = decision_of(request, target, caps)  # made here, unless an earlier run made it
     for _ in range(_MAX_ROUNDS):
         before, before_decision = messages, decision
-        if _may_drop_empty_text(messages, client, h, caps):
+        if _may_drop_empty_text(messages, clean, caps):
             messages = drop_empty_text(messages, caps)
         messages, found_ = fix_role_order(messages, caps)
         repairs.extend(found_)
@@ -182,12 +189,11 @@ def prepare(
 
 
 def _may_drop_empty_text(
-    messages: tuple[Message, ...], client: tuple[Message, ...], h: Holds, caps: Capabilities
+    messages: tuple[Message, ...], clean: tuple[Message, ...] | None, caps: Capabilities
 ) -> bool:
-    """Whether `drop_empty_text` can change `messages`: besides blank text and empty messages, a
-    final assistant message's trailing whitespace where the target refuses it."""
-    return (
-        messages is not client
-        or h.blank
-        or (caps.blank_text_forbidden and bool(messages) and messages[-1].role is Role.ASSISTANT)
+    """Whether `drop_empty_text` can change `messages` (`clean`: messages known to hold no blank
+    text and no empty message): besides blank text and empty messages, a final assistant
+    message's trailing whitespace where the target refuses it."""
+    return messages is not clean or (
+        caps.blank_text_forbidden and bool(messages) and messages[-1].role is Role.ASSISTANT
     )

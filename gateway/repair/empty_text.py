@@ -34,17 +34,6 @@ def is_empty_turn(message: Message, caps: Capabilities) -> bool:
     )
 
 
-def _clean(blocks: tuple[Block, ...], blank: bool) -> bool:
-    """Blocks to keep as they are: some, none saying nothing (`says_nothing` inlined: this runs on
-    every block of every request)."""
-    if not blocks:
-        return False
-    for b in blocks:
-        if type(b) is Text and ((not b.text and b.meta is None) or (blank and b.text.isspace())):
-            return False
-    return True
-
-
 # a conversation's walk so far, before the final trim (each message is judged on its own): its
 # next turn walks only the messages after those they share (gateway/transcript/resume.py)
 _SO_FAR = Resumable()
@@ -54,28 +43,41 @@ def drop_empty_text(messages: tuple[Message, ...], caps: Capabilities) -> tuple[
     blank = caps.blank_text_forbidden
     context = (blank, caps.empty_assistant_turn_ok)
     done, held = _SO_FAR.find(messages, context)
-    if held is None:
-        out: list[Message] = []
-        changed = False
-    else:
+    # the messages kept, made once one is dropped or changed (until then: the given ones)
+    out: list[Message] | None = None
+    if held is not None:
         held_out, changed = held
-        out = list(held_out)
+        if changed:
+            out = list(held_out)
     keep_empty_turns = caps.empty_assistant_turn_ok
-    for message in messages[done:] if done else messages:
-        if _clean(message.blocks, blank):
-            out.append(message)
-            continue
+    text_kind = Text  # looked up for every block
+    for position, message in enumerate(messages[done:] if done else messages, done):
+        blocks = message.blocks
+        # kept as it is: some blocks, none saying nothing (`says_nothing` inlined: this runs on
+        # every block of every request)
+        for b in blocks:
+            if type(b) is text_kind and ((not b.text and b.meta is None) or (blank and b.text.isspace())):
+                break
+        else:
+            if blocks:
+                if out is not None:
+                    out.append(message)
+                continue
         if keep_empty_turns and is_empty_turn(message, caps):
-            out.append(message)  # an empty assistant turn the target takes as it is
+            if out is not None:
+                out.append(message)  # an empty assistant turn the target takes as it is
             continue
-        changed = True
-        blocks = tuple(b for b in message.blocks if not says_nothing(b, blank))
-        if blocks:
-            out.append(Message(message.role, blocks))
-    kept = tuple(out) if changed else messages
-    _SO_FAR.hold(messages, context, (kept, changed))
-    if blank and _trim_final_assistant_text(out):
-        return tuple(out)
+        if out is None:
+            out = list(messages[:position])
+        kept_blocks = tuple(b for b in blocks if not says_nothing(b, blank))
+        if kept_blocks:
+            out.append(Message(message.role, kept_blocks))
+    kept = tuple(out) if out is not None else messages
+    _SO_FAR.hold(messages, context, (kept, out is not None))
+    if blank:
+        trimmed = list(kept) if out is None else out
+        if _trim_final_assistant_text(trimmed):
+            return tuple(trimmed)
     return kept
 
 

@@ -5,7 +5,9 @@ server-tool history, cache marks or blank text), and each pass would still walk 
 find that out. `prepare` walks once and skips a pass whose subject the client's transcript does
 not hold: such a pass hands back its input object and reports nothing, so skipping it changes no
 result (tests/repair/test_holds.py compares with every pass run). Once a pass changed the
-messages, they are no longer those described here and every later pass runs.
+messages, they are no longer those described here and every later pass runs, with one exception
+`prepare` knows: the reasoning policy dropping reasoning and foreign meta leaves messages without
+blank text as they were (no text blanked, an emptied message dropped).
 """
 
 from __future__ import annotations
@@ -66,14 +68,8 @@ def holds(messages: tuple[Message, ...]) -> Holds:
             results = True
         for b in blocks:
             t = type(b)
-            if t is text_kind:
-                if not b.text or b.text.isspace():
-                    blank = True
-                if b.meta is not None:
-                    meta = True
-                if b.citations:
-                    server = True
-            elif t is call_kind:
+            # an agent's blocks are mostly calls, results and reasoning: asked first
+            if t is call_kind:
                 calls = True
                 if b.custom:
                     custom = True
@@ -86,6 +82,13 @@ def holds(messages: tuple[Message, ...]) -> Holds:
             elif t is reasoning_kind:
                 reasoning = True
                 continue  # never carries a cache breakpoint
+            elif t is text_kind:
+                if not b.text or b.text.isspace():
+                    blank = True
+                if b.meta is not None:
+                    meta = True
+                if b.citations:
+                    server = True
             elif t is Image or t is Document:
                 media = True
             elif t is ServerToolCall or t is ServerToolResult:

@@ -95,40 +95,39 @@ def fix_role_order(
 def _may_join(messages: tuple[Message, ...], caps: Capabilities) -> bool:
     """Whether the loop over runs can change anything: a system message to move, or two
     neighbours whose roles may join or need a message between them. Most transcripts have
-    neither, and their distinct pairs of neighbouring roles (a handful) tell it at C speed."""
-    pairs, system = _role_pairs(messages)
-    if not caps.system_messages_in_place and system:
+    neither, and their roles written one letter a message tell it at C speed."""
+    codes = _role_codes(messages)
+    if not caps.system_messages_in_place and _SYSTEM in codes:
         return True
-    if (Role.ASSISTANT, Role.ASSISTANT) in pairs:
+    if _ASSISTANT + _ASSISTANT in codes:
         return True
-    if caps.merge_user_turns and any(a in _USER_SIDE and b in _USER_SIDE for a, b in pairs):
+    if caps.merge_user_turns and any(pair in codes for pair in _USER_SIDE_PAIRS):
         return True
-    if caps.merge_tool_runs and (Role.TOOL, Role.TOOL) in pairs:
+    if caps.merge_tool_runs and _TOOL + _TOOL in codes:
         return True
-    return caps.user_after_tool_forbidden and (Role.TOOL, Role.USER) in pairs
+    return caps.user_after_tool_forbidden and _TOOL + _USER in codes
 
 
 _ROLE = attrgetter("role")
-# a conversation's neighbouring role pairs so far (a left-to-right fold), resumed on its next turn
-_PAIRS_SO_FAR = Resumable()
+# one letter a role: two neighbouring messages' roles are a two-letter substring
+_CODE = {Role.USER: "u", Role.ASSISTANT: "a", Role.TOOL: "t", Role.SYSTEM: "s"}
+_USER, _ASSISTANT, _TOOL, _SYSTEM = (_CODE[r] for r in (Role.USER, Role.ASSISTANT, Role.TOOL, Role.SYSTEM))
+_USER_SIDE_PAIRS = tuple(a + b for a in (_USER, _TOOL) for b in (_USER, _TOOL))
+_LETTER = _CODE.__getitem__
+# a conversation's roles so far (a left-to-right fold), resumed on its next turn
+_CODES_SO_FAR = Resumable()
 
 
-def _role_pairs(messages: tuple[Message, ...]) -> tuple[frozenset[tuple[Role, Role]], bool]:
-    """The distinct pairs of neighbouring roles, and whether a system message is among them: from
-    the pairs held after the messages the conversation's last turn shared (gateway/transcript/resume.py),
-    then the pairs from the last of those on."""
-    done, held = _PAIRS_SO_FAR.find(messages, None)
-    if held is None:
-        roles = list(map(_ROLE, messages))
-        pairs = frozenset(zip(roles, roles[1:], strict=False))
-        system = Role.SYSTEM in roles
-    else:
-        roles = list(map(_ROLE, messages[done - 1 :]))
-        pairs = held[0].union(zip(roles, roles[1:], strict=False))
-        system = held[1] or Role.SYSTEM in roles
-    found = (pairs, system)
-    _PAIRS_SO_FAR.hold(messages, None, found)
-    return found
+def _role_codes(messages: tuple[Message, ...]) -> str:
+    """The messages' roles, one letter each (`_CODE`): from those held for the messages the
+    conversation's last turn shared (gateway/transcript/resume.py), then the new messages'.
+    A set of neighbouring role pairs cost ~0.1 ms a 1,000 messages (a tuple built and hashed a
+    pair); the letters cost a third of it and answer the same questions by substring."""
+    done, held = _CODES_SO_FAR.find(messages, None)
+    new = "".join(map(_LETTER, map(_ROLE, messages[done:] if done else messages)))
+    codes = held + new if held is not None else new
+    _CODES_SO_FAR.hold(messages, None, codes)
+    return codes
 
 
 def _system_as_user(message: Message) -> Message:

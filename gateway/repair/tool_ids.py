@@ -17,6 +17,7 @@ from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, 
 from gateway.transcript.resume import Resumable
 from gateway.transcript.target import Target, ToolIdRule
 
+_USER = Role.USER
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -60,7 +61,7 @@ def project_tool_ids(
     context = (target, rule)
     done, held = _SO_FAR.find(messages, context)
     if held is None:
-        out: list[Message] = []
+        so_far: tuple[Message, ...] = ()
         forward: dict[str, str] = {}  # canonical -> provider
         used: set[str] = set()
         changed = call_index = 0
@@ -68,8 +69,65 @@ def project_tool_ids(
         backward: dict[str, str] = {}  # provider -> canonical, as far as held
     else:
         so_far, held_forward, held_used, call_index, changed, rewritten, backward = held
-        out, forward, used = list(so_far), dict(held_forward), set(held_used)
+        forward, used = dict(held_forward), set(held_used)
     known = len(forward)
+    walk = messages[done:] if done else messages
+    plain = rule.style != "kimi"
+    # a transcript whose ids all fit, so far projected to themselves: each new one is its own
+    # projection too (what the walk below finds, one id at a time)
+    fitting = _as_they_are(walk, pattern, rule.max_len) if plain and not rewritten else None
+    if fitting is not None:
+        forward.update(zip(fitting, fitting, strict=True))
+        used.update(fitting)
+        projected = messages
+    else:
+        projected, rewritten, call_index, changed = _walk(
+            messages, walk, so_far, forward, used, rewritten, call_index, changed, target, rule, pattern
+        )
+    if len(forward) > known:  # the reverse of `forward`, extended by what this turn added to it
+        backward = dict(backward)  # a held (and handed out) map never changes
+        added = islice(forward, known, None)
+        backward.update(zip(islice(forward.values(), known, None), added, strict=True))
+    _SO_FAR.hold(messages, context, (projected, forward, used, call_index, changed, rewritten, backward))
+    return projected, backward, changed
+
+
+def _as_they_are(walk: tuple[Message, ...], pattern: re.Pattern[str], max_len: int) -> list[str] | None:
+    """The distinct ids of the calls and results of `walk` (user messages aside, as the walk
+    leaves them), in order, when each fits as it is and no call carries continuity meta (a
+    native id it may go back to); None otherwise. Made at C speed but for one comprehension."""
+    ids = [
+        (b.id if b.meta is None else None) if type(b) is ToolCall else b.call_id
+        for m in walk
+        if m.role is not _USER
+        for b in m.blocks
+        if type(b) is ToolCall or type(b) is ToolResult
+    ]
+    if None in ids:
+        return None
+    distinct = list(dict.fromkeys(ids))
+    if distinct and (max(map(len, distinct)) > max_len or not all(map(pattern.fullmatch, distinct))):
+        return None
+    return distinct
+
+
+def _walk(
+    messages: tuple[Message, ...],
+    walk: tuple[Message, ...],
+    so_far: tuple[Message, ...],
+    forward: dict[str, str],
+    used: set[str],
+    rewritten: bool,
+    call_index: int,
+    changed: int,
+    target: Target,
+    rule: ToolIdRule,
+    pattern: re.Pattern[str],
+) -> tuple[tuple[Message, ...], bool, int, int]:
+    """The projection one id at a time, from the state held after `so_far` (`forward` and
+    `used` are extended in place): the projected messages, whether any changed, the call index
+    and the count of ids rewritten."""
+    out = list(so_far)
 
     def fits(candidate: str) -> bool:
         return (
@@ -111,7 +169,7 @@ def project_tool_ids(
     fullmatch = pattern.fullmatch
     # the walk's names, local: it makes ~10 lookups a message
     user, call_kind, result_kind, keep, lookup = Role.USER, ToolCall, ToolResult, out.append, forward.get
-    for message in messages[done:] if done else messages:
+    for message in walk:
         if message.role is user:
             keep(message)
             continue
@@ -147,10 +205,4 @@ def project_tool_ids(
             rewritten = True
             message = Message(message.role, tuple(blocks))
         keep(message)
-    projected = tuple(out) if rewritten else messages
-    if len(forward) > known:  # the reverse of `forward`, extended by what this turn added to it
-        backward = dict(backward)  # a held (and handed out) map never changes
-        for c, p in islice(forward.items(), known, None):
-            backward[p] = c
-    _SO_FAR.hold(messages, context, (projected, forward, used, call_index, changed, rewritten, backward))
-    return projected, backward, changed
+    return (tuple(out) if rewritten else messages), rewritten, call_index, changed

@@ -77,15 +77,19 @@ _PAIRED_SO_FAR = Resumable()
 
 def _reuses_a_call_id(messages: tuple[Message, ...]) -> bool:
     done, held = _IDS_SO_FAR.find(messages, None)
-    seen: set[str] = set() if held is None else set(held)
-    assistant, call_kind, add = Role.ASSISTANT, ToolCall, seen.add  # looked up for every message
-    for message in messages[done:] if done else messages:
-        if message.role is assistant:
-            for block in message.blocks:
-                if type(block) is call_kind:
-                    if block.id in seen:
-                        return True
-                    add(block.id)
+    assistant, call_kind = Role.ASSISTANT, ToolCall  # looked up for every message
+    ids = [
+        b.id
+        for m in (messages[done:] if done else messages)
+        if m.role is assistant
+        for b in m.blocks
+        if type(b) is call_kind
+    ]
+    seen = set(ids)
+    if len(seen) != len(ids) or (held is not None and not seen.isdisjoint(held)):
+        return True
+    if held is not None:
+        seen |= held
     _IDS_SO_FAR.hold(messages, None, seen)
     return False
 
@@ -189,24 +193,33 @@ def already_paired(messages: tuple[Message, ...]) -> bool:
     pending: set[str] = set() if held is None else set(held)
     # the walk's names, local: it looks them up for every block
     tool, assistant, call_kind, result_kind = Role.TOOL, Role.ASSISTANT, ToolCall, ToolResult
+    add, remove = pending.add, pending.remove
     for message in messages[done:] if done else messages:
-        role = message.role
+        role, blocks = message.role, message.blocks
         if role is tool:
             if not pending:
                 return False
-            for block in message.blocks:
+            for block in blocks:
                 if type(block) is not result_kind or block.call_id not in pending:
                     return False
-                pending.remove(block.call_id)
+                remove(block.call_id)
             continue
         if pending:
             return False
         if role is assistant:
-            calls = 0
-            for block in message.blocks:
+            if len(blocks) == 1:  # an agent's turn: one call (or text)
+                block = blocks[0]
                 t = type(block)
                 if t is call_kind:
-                    pending.add(block.id)
+                    add(block.id)
+                elif t is result_kind:
+                    return False
+                continue
+            calls = 0
+            for block in blocks:
+                t = type(block)
+                if t is call_kind:
+                    add(block.id)
                     calls += 1
                 elif t is result_kind:
                     return False

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import orjson
+import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.slices import list_span
 from gateway.ingress.split import parse_transcript
-from gateway.ingress.typed_items import typed_body, typed_read
+from gateway.ingress.typed_items import _OUTSIDES, _outside_of, typed_body, typed_read
 from gateway.transcript.seal import Sealer
 
 from .test_chat_plain import _message
@@ -236,3 +237,138 @@ def test_a_body_read_typed_knows_where_its_list_is_as_list_span_finds_it(raw: by
     event("read typed" if read is not None else "parsed whole")
     if read is not None:
         assert read[1] == list_span(raw, "messages")
+
+
+def _first_sight_records(raw: bytes, typed: bool) -> tuple[Any, list[Any]]:
+    memo = DecodeMemo(8 << 20, min_bytes=0)
+    extra = {"typed": CODEC.typed_items} if typed else {}
+    body, items = parse_transcript(
+        raw, "messages", memo, "s", ServerConfig(), value_bound(raw, 0, len(raw)), **extra
+    )
+    assert (items is not None and items._body is not None) == typed  # read typed, or parsed whole
+    try:
+        outcome: Any = CODEC.decode(body, {}, SEALER, items).request
+    except ClientError as exc:
+        outcome = ("error", str(exc), exc.param)
+    (sight,) = memo._probation.values()  # a long transcript's first sight waits whole
+    return outcome, sight.records
+
+
+@pytest.mark.parametrize("bad", [None, 0, 41, 99])
+def test_a_long_first_sight_read_typed_keeps_what_its_messages_decode_to_as_parsed_whole(
+    bad: int | None,
+) -> None:
+    # the typed path decodes a long transcript in one loop: it keeps each message's decoded value
+    # for the next turn as the item-by-item decode does, and those before one that raises
+    from bench.workloads import agent_messages
+
+    messages = agent_messages(100, "records")
+    if bad is not None:
+        messages[bad] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "read", "arguments": "{bad"}}
+            ],
+        }
+    raw = orjson.dumps({"model": "m", "messages": messages})
+    typed, whole = _first_sight_records(raw, typed=True), _first_sight_records(raw, typed=False)
+    assert typed == whole
+    outcome, records = typed
+    assert records[:bad] == [r for r in records[:bad] if r is not None]  # every one before kept
+    if bad is not None:
+        assert outcome[2] == f"messages[{bad}].tool_calls[0].function.arguments"
+        assert records[bad:] == [None] * (len(messages) - bad)
+
+
+# what may stand where the list of a body read typed stood, between the same bytes: another list
+# (True), or text that only looks like one at its ends (a member after it, a second value, no list)
+_LISTS = st.lists(_plain_message(), max_size=4).map(lambda messages: _dumps(messages, 0))
+_MIDDLES = st.one_of(
+    st.tuples(_LISTS, st.just(True)),
+    st.tuples(
+        st.sampled_from(
+            [
+                b'[],"model":[1]',
+                b'[{"role": "user", "content": "a"}], "messages": []',
+                b'[], "x": [{"role": "user", "content": "b"}]',
+                b"[] []",
+                b"[1]",
+                b'[{"role": "user", "content": "\xff"}]',
+                b"[ ]",
+                b"[{}]",
+                b"[",
+            ]
+        ),
+        st.just(False),
+    ),
+)
+
+
+@st.composite
+def _outside(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """The bytes of a body before its list and after it: its other fields, some before the list
+    and some after, written in one of the clients' styles (a key given twice at times)."""
+    head = {"model": "m", **draw(_heads)}
+    style = draw(st.integers(0, 3))
+    members = [
+        _dumps(key, style) + b":" + (b" " if style else b"") + _dumps(value, style)
+        for key, value in head.items()
+    ]
+    members = draw(st.permutations(members))
+    if members and draw(st.integers(0, 4)) == 0:
+        members.append(draw(st.sampled_from(members)))
+    cut = draw(st.integers(0, len(members)))
+    comma = b", " if style else b","
+    before = b"{" + b"".join(m + comma for m in members[:cut]) + b'"messages":' + (b" " if style else b"")
+    return before, b"".join(comma + m for m in members[cut:]) + b"}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(_outside(), _outside(), _LISTS, _MIDDLES, st.sampled_from([6, 64]), st.integers(0, 7))
+def test_a_body_with_the_outside_of_one_read_typed_reads_as_it_does_alone(
+    outside: tuple[bytes, bytes],
+    another: tuple[bytes, bytes],
+    first: bytes,
+    middle: tuple[bytes, bool],
+    depth: int,
+    mix: int,
+) -> None:
+    # a cold turn of another conversation of the same agent: its fields (model, tools,
+    # parameters) as the last one's, its list not; read without reading its fields again, or
+    # parsed whole (None) where the bytes between are not one list. Or the bytes before or after
+    # its list another body's: read as that body is.
+    (head, tail), (other_head, other_tail) = outside, another
+    raw = head + first + tail
+    scope = f"outside {raw!r}"
+    assume(typed_read(raw, "messages", TYPED, depth, scope) is not None)
+    text, listed = middle
+    if mix & 4:  # the same length, a value changed (another model)
+        other_head, other_tail = (
+            b.replace(b':"m"', b':"x"').replace(b': "m"', b': "x"') for b in (head, tail)
+        )
+    other = (other_head if mix & 1 else head) + text + (other_tail if mix & 2 else tail)
+    found = _outside_of(other, _OUTSIDES.get((scope, "messages"), ()))
+    assert found is not None or not (text[:1] == b"[" and text[-1:] == b"]" and mix & 3 == 0)
+    event("outside found" if found is not None else "outside not found")
+    alone = typed_read(other, "messages", TYPED, depth)
+    read = typed_read(other, "messages", TYPED, depth, scope)
+    event("read typed" if read is not None else "parsed whole")
+    assert read == alone if listed else read in (None, alone)
+    _outcome(raw, depth, typed=True)  # its outside remembered in the scope the outcome reads in
+    assert _outcome(other, depth, typed=True) == _outcome(other, depth, typed=False)
+
+
+def test_an_agents_next_conversation_is_read_without_its_fields_read_again_in_its_scope_only() -> None:
+    from bench import workloads
+
+    tools = workloads.tools()
+    first, second = (
+        workloads.agent_body("m", workloads.agent_messages(30, seed), tools) for seed in ("one", "two")
+    )
+    assert typed_read(first, "messages", TYPED, 64, "chat\0tenant") is not None
+    assert _outside_of(second, _OUTSIDES.get(("chat\0other", "messages"), ())) is None
+    assert _outside_of(second, _OUTSIDES[("chat\0tenant", "messages")]) is not None
+    read = typed_read(second, "messages", TYPED, 64, "chat\0tenant")
+    assert read is not None and read == typed_read(second, "messages", TYPED, 64)
+    assert read[1] == list_span(second, "messages")

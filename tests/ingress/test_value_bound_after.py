@@ -93,3 +93,16 @@ def test_a_body_counted_in_steps_past_the_cap_is_held_without_a_count():
 def test_knowns_are_the_known_of_each_count(parts):
     assert [k.parts for k in knowns(parts)] == parts
     assert all(a is b for a, b in zip(knowns(parts), map(known, parts), strict=True) if a.parts < 64)
+
+
+async def test_a_body_is_counted_whole_or_in_steps_to_the_same_count():
+    # up to _WHOLE_BOUND in one step (no slice copied), a longer body a step of bytes at a time
+    from gateway.config import ServerConfig
+    from gateway.ingress.admission import _BOUND_STEP, _WHOLE_BOUND, values_within_budget
+
+    filler = b'{"a": [1, "x,{[y", {"b": 2}]},' * 1000
+    for size in (_BOUND_STEP - 7, _BOUND_STEP + 7, _WHOLE_BOUND, _WHOLE_BOUND + 7, 2 * _WHOLE_BOUND + 3):
+        raw = b"[" + (filler * (size // len(filler) + 1))[: size - 2] + b"]"
+        assert await values_within_budget(raw, ServerConfig(max_json_values=10**7)) == value_bound(
+            raw, 0, len(raw)
+        )

@@ -221,3 +221,24 @@ def test_a_final_assistant_text_ending_in_whitespace_is_trimmed_as_by_every_pass
     _same(request, target, False)
     prepared = prepare(request, target, get_adapter(kind).capabilities)
     assert [b.text for m in prepared.request.messages for b in m.blocks if type(b) is Text][-1] != "Done. "
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if get_adapter(k).capabilities.blank_text_forbidden])
+def test_reasoning_retired_as_blank_text_is_dropped_as_by_every_pass(kind):
+    """Dropping reasoning leaves a transcript without blank text without any (prepare then skips
+    `drop_empty_text`), retiring it as text does not: whitespace-only reasoning becomes blank text
+    the target refuses."""
+    target = target_for(kind, policy="as_text")
+    foreign = Continuity("other", "other", "anthropic", "claude-x", {"signature": "s"})
+    request = Request(
+        "m",
+        (
+            Message(Role.USER, (Text("q"),)),
+            Message(Role.ASSISTANT, (Reasoning(" ", foreign), Text("a"))),
+            Message(Role.USER, (Text("b"),)),
+        ),
+    )
+    assert not holds(request.messages).blank
+    _same(request, target, False)
+    prepared = prepare(request, target, get_adapter(kind).capabilities)
+    assert " " not in [b.text for m in prepared.request.messages for b in m.blocks if type(b) is Text]

@@ -113,7 +113,7 @@ def _check_walks(messages, cut: int) -> None:
         (holds_module._SO_FAR, holds_module.holds),
         (tool_pairing._IDS_SO_FAR, tool_pairing._reuses_a_call_id),
         (tool_pairing._PAIRED_SO_FAR, tool_pairing.already_paired),
-        (role_order._PAIRS_SO_FAR, role_order._role_pairs),
+        (role_order._CODES_SO_FAR, role_order._role_codes),
         (admission._BLOCKS_SO_FAR, admission.message_blocks),  # check_size's count
     )
     assert admission.message_blocks(messages) == sum(len(m.blocks) for m in messages)

@@ -56,9 +56,9 @@ def test_what_the_scan_must_not_miss():
     assert changed  # the comparison above compared some changes, not only unchanged transcripts
 
 
-def test_the_pairs_resumed_on_a_longer_turn_are_the_whole_scans():
-    """The next turn's pairs: those held, the one across the boundary, the new ones (a system
-    message and two assistant messages in a row only there)."""
+def test_the_roles_resumed_on_a_longer_turn_are_the_whole_scans():
+    """The next turn's roles: those held, then the new ones (a system message and two assistant
+    messages in a row, across the boundary, only there)."""
     opening = tuple(user(f"q{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(20))
     turns = [
         opening,
@@ -66,11 +66,11 @@ def test_the_pairs_resumed_on_a_longer_turn_are_the_whole_scans():
         (*opening, assistant("again"), Message(Role.SYSTEM, (Text("rules"),)), user("go")),
     ]
     for messages in turns:
-        role_order._PAIRS_SO_FAR.clear()
-        want = role_order._role_pairs(messages)
-        role_order._PAIRS_SO_FAR.clear()
-        role_order._role_pairs(opening)
-        assert role_order._PAIRS_SO_FAR.find(messages, None)[0] == len(opening)  # resumed
-        assert role_order._role_pairs(messages) == want
+        role_order._CODES_SO_FAR.clear()
+        want = role_order._role_codes(messages)
+        role_order._CODES_SO_FAR.clear()
+        role_order._role_codes(opening)
+        assert role_order._CODES_SO_FAR.find(messages, None)[0] == len(opening)  # resumed
+        assert role_order._role_codes(messages) == want
         for kind in KINDS:
             _same(messages, kind)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from itertools import islice
+from operator import attrgetter, itemgetter
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from gateway.ingress.chat import wire as w
 from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
-from gateway.ingress.chat.typed import TYPED, typed_head, typed_message
+from gateway.ingress.chat.typed import TYPED, typed_head, typed_message, typed_messages
 from gateway.ingress.chat.validation import narrowed, validated
 from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
@@ -78,11 +79,14 @@ def decode_request(
             tools = () if raw_tools is None else _tool_specs(raw_tools)
         # only new messages are validated: a found one passed when it was first seen, one read
         # into its Struct (gateway/ingress/chat/typed.py) when it was parsed
-        new = zip(islice(raw_messages, start, None), islice(found_all, start, None), strict=True)
-        wires = [
-            (m if type(m) in _TYPED_KINDS or plain(m) else validated(m)) if found is None else None
-            for m, found in new
-        ]
+        # a long transcript at first sight: every message read into its Struct, none found
+        all_typed = not start and _all_typed(raw_messages) and found_all.count(None) == len(found_all)
+        if not all_typed:
+            new = zip(islice(raw_messages, start, None), islice(found_all, start, None), strict=True)
+            wires = [
+                (m if type(m) in _TYPED_KINDS or plain(m) else validated(m)) if found is None else None
+                for m, found in new
+            ]
     except ValidationError:
         _whole_validation_error(items.whole(body))
     if wire.n not in (None, 1):
@@ -96,24 +100,30 @@ def decode_request(
         ignored_before = 0
     else:
         system, messages, ignored_before = [*held[0]], [*held[1]], held[2]
-    ignored_total = ignored_before
-    decoded: list[Decoded] = []
-    system_role, typed_kinds, decode = Role.SYSTEM, _TYPED_KINDS, items.decode
-    for i, msg in enumerate(wires, start):
-        found = found_all[i]
+    if all_typed:
+        decoded: list[Decoded] = []
+        try:
+            typed_messages(raw_messages, 0, sealer, decoded)
+        finally:  # those decoded before one that raised are kept, as `decode_each` keeps them
+            items.kept(0, decoded)
+    else:
         # a found item is its decoded value (what `items.decode` would hand back, without a call)
-        if found is None:
-            found = decode(i, typed_message if type(msg) in typed_kinds else _message, msg, i, sealer)
-        decoded.append(found)
-        message, ignored = found
-        ignored_total += ignored
-        if message.role is system_role:
-            if not messages:  # the instructions that open the conversation
-                system.extend(message.blocks)  # type: ignore[arg-type]
-            elif message.blocks:  # given at this point of the conversation: they stay here
-                messages.append(message)
-        else:
-            messages.append(message)
+        decoded = items.decode_each(start, wires, _decode_message, sealer)
+    ignored_total = ignored_before + sum(map(_IGNORED, decoded))
+    new_messages = list(map(_MESSAGE, decoded))
+    system_role, leading = Role.SYSTEM, 0
+    if not messages:  # the instructions that open the conversation
+        for message in new_messages:
+            if message.role is not system_role:
+                break
+            system.extend(message.blocks)  # type: ignore[arg-type]
+            leading += 1
+    rest = new_messages[leading:] if leading else new_messages
+    if system_role in map(_ROLE, rest):
+        # instructions given later in the conversation stay where they are (with their blocks)
+        messages.extend(m for m in rest if m.role is not system_role or m.blocks)
+    else:
+        messages.extend(rest)
     stats.ignored_tokens += ignored_total  # counted once the messages decoded (an error drops the stats)
     _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), tuple(messages), ignored_total))  # type: ignore[arg-type]
 
@@ -183,6 +193,19 @@ Decoded = tuple[Message, int]
 
 
 _TYPED_KINDS = TYPED.kinds
+_MESSAGE, _IGNORED, _ROLE = itemgetter(0), itemgetter(1), attrgetter("role")
+
+
+def _all_typed(raw_messages: list[Any]) -> bool:
+    """Whether every message was read into its Struct (a long transcript's at first sight)."""
+    return set(map(type, raw_messages)) <= _TYPED_KINDS
+
+
+def _decode_message(msg: Any, index: int, sealer: Sealer) -> Decoded:
+    """Message `index` decoded: read into its Struct (typed.py) or not (`_message`)."""
+    if type(msg) in _TYPED_KINDS:
+        return typed_message(msg, index, sealer)
+    return _message(msg, index, sealer)
 
 
 def _message(msg: Any, index: int, sealer: Sealer) -> Decoded:

@@ -162,13 +162,46 @@ class ChatEncoder:
 
         def encode(listed: tuple[Message, ...], start: int, out: list[dict[str, Any]]) -> None:
             message, assistant, keep = self._message, self._assistant, out.append
+            # an agent's transcript is mostly one-call assistant turns and one-result tool
+            # messages: theirs written here, what `_assistant` / `_message` make of them
+            # (tests/providers/test_chat_wire_shapes.py), without two calls a message (a cold
+            # 1,000-message turn's items: 0.39 -> 0.30 ms)
+            empty_field = self._field and self._tool_turns_need_field
+            prefix = d.error_result_prefix
+            short = not d.tool_message_name
+            tool, assistant_role, call_kind, result_kind = _TOOL, _ASSISTANT, ToolCall, ToolResult
             position = start
             try:
-                # an agent's transcript is mostly assistant turns: theirs called without the
-                # dispatch (a cold 1,000-message turn's encode pays a call a message)
                 for position in range(start, len(listed)):
                     item = listed[position]
-                    if item.role is _ASSISTANT:
+                    role, blocks = item.role, item.blocks
+                    if len(blocks) == 1:
+                        block = blocks[0]
+                        kind = type(block)
+                        if role is tool:
+                            if short and kind is result_kind and not block.images:
+                                content = block.content
+                                if block.is_error:
+                                    content = prefix + content
+                                keep({"role": "tool", "tool_call_id": block.call_id, "content": content})
+                                continue
+                        elif role is assistant_role and kind is call_kind and not block.custom:
+                            arguments = block.arguments or "{}"
+                            function = {"name": block.name, "arguments": arguments}
+                            call = {"id": block.id, "type": "function", "function": function}
+                            if empty_field:
+                                keep(
+                                    {
+                                        "role": "assistant",
+                                        "content": None,
+                                        "reasoning_content": "",
+                                        "tool_calls": [call],
+                                    }
+                                )
+                            else:
+                                keep({"role": "assistant", "content": None, "tool_calls": [call]})
+                            continue
+                    if role is assistant_role:
                         keep(assistant(item, target))
                     else:
                         message(item, target, names, out)
