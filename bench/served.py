@@ -142,7 +142,8 @@ def toggles(app: Any, name: str) -> list[Toggle]:
         "account": lambda: [Toggle(exchange, "_account", lambda *args: None)],
         "session": lambda: [Toggle(exchange, "derive_session_key", lambda request, tenant: "sess_0")],
         "restore": lambda: [Toggle(exchange, "restore_recorded", _restored_nothing)],
-        "edge": lambda: [Toggle(app, "_run_middlewares", False)],
+        # each route's handler unwrapped from the edge (gateway/app.py `edge`)
+        "edge": lambda: [Toggle(r, "_handler", r.handler.__wrapped__) for r in app.router.routes()],
         "inspector": lambda: [Toggle(state.inspector, "enabled", False)],
         "ring": lambda: [Toggle(Ring, "add", lambda self, capture: False)],
         "graph": lambda: [Toggle(Ring, "add", lambda ring, kept, add=Ring.add: add(ring, _Packed(kept)))],

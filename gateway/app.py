@@ -1,15 +1,17 @@
-"""The aiohttp application factory: routes, middlewares, and the lifetime of shared resources."""
+"""The aiohttp application factory: routes, the edge every route's handler runs in, and the lifetime
+of shared resources."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from gateway import offload
 from gateway.browser import BrowserPolicy
@@ -26,9 +28,9 @@ from gateway.handlers import gemini
 from gateway.handlers.count_tokens import count_tokens_handler
 from gateway.handlers.ingress import ingress_handler
 from gateway.handlers.inspector import PAGE as INSPECTOR_PAGE
-from gateway.handlers.inspector import add_routes as add_inspector_routes
+from gateway.handlers.inspector import routes as inspector_routes
 from gateway.handlers.ui import NDJSON_PAGE, page_handler
-from gateway.http_errors import echo_path, error_response, method_not_allowed, not_found
+from gateway.http_errors import UNROUTED, echo_path, error_response, method_not_allowed, not_found
 from gateway.ingress.base import ModelsList
 from gateway.ingress.dialects import DIALECTS
 from gateway.ingress.errors import ClientError
@@ -42,7 +44,6 @@ from gateway.routing.engine import Engine
 from gateway.security import (
     BearerTokens,
     BodyLimits,
-    Middleware,
     RequestGuard,
     Tenants,
     body_too_large,
@@ -62,56 +63,75 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 IN_FLIGHT = web.AppKey("in_flight", InFlight)  # serve.py drains it on shutdown
 
 
-def edge_middleware(redactor: Redactor, guard: RequestGuard, in_flight: InFlight) -> Middleware:
-    """The app's one middleware: every layer a request passes before its handler, in one
-    coroutine (each middleware is a coroutine per request), outermost first: the error envelope,
-    the request's in-flight scope (gateway/lifecycle.py), the connection cap (gateway/server.py),
-    the guard (gateway/security.py)."""
+def edge(redactor: Redactor, guard: RequestGuard, in_flight: InFlight) -> Callable[[Handler], Handler]:
+    """What every route's handler is wrapped in (`create_app`): every layer a request passes before
+    its handler, in the handler's own coroutine, outermost first: the error envelope, the request's
+    in-flight scope (gateway/lifecycle.py), the connection cap (gateway/server.py), the guard
+    (gateway/security.py). Not an aiohttp middleware: aiohttp runs an app with one through two more
+    coroutines a request (the middleware and its own that sets `current_app`), each resumed at
+    every suspension of the request; a request no route takes gets the catch-all `unrouted`."""
     limits = guard.limits
 
-    @web.middleware
-    async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Every error a client sees is in its dialect's envelope, including aiohttp's own 404/405,
-        and holds no secret: a provider that echoes a key in its error message is redacted here.
-        A request refused before its handler (ClientError, HTTPException) is accounted for here."""
-        started = time.monotonic()
-        try:
-            entry = in_flight.enter(request)
+    def around(handler: Handler) -> Handler:
+        async def edged(request: web.Request) -> web.StreamResponse:
+            """Every error a client sees is in its dialect's envelope, including the 404/405 of a
+            request no route takes, and holds no secret: a provider that echoes a key in its error
+            message is redacted here. A request refused before its handler (ClientError,
+            HTTPException) is accounted for here."""
+            started = time.monotonic()
             try:
-                refuse_over_capacity(request)
-                response = guard.admit(request)
-                if response is None:
-                    if request.body_exists:
-                        await guard.read_body(request)
-                    response = await handler(request)
-            except asyncio.CancelledError:
-                if not entry.ended_it():
-                    raise  # the client went away, or the task was cancelled from elsewhere
-                response = await in_flight.last_answer(request, entry)
-            finally:
-                in_flight.leave(request)
-        except ClientError as exc:
-            response = _refused(request, exc, started)
-        except web.HTTPRequestEntityTooLarge as exc:  # a body read past the guard's limit check
-            response = _refused(request, body_too_large(exc.max_size), started)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            response = _refused(request, _client_error(request, exc), started)
-        except Exception:
-            log.exception("unhandled error on %s %s", request.method, request.path)
-            response = error_response(
-                request.path, ClientError(500, "internal gateway error", type="server_error")
-            )
-            response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
-        if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
-            response.body = redactor.data(response.body)
-        if not response.prepared and not request.content.at_eof():
-            # a refused or unread body: answer, drain a bounded amount, close
-            return await send_and_close(request, response, limits)
-        return response
+                entry = in_flight.enter(request)
+                try:
+                    refuse_over_capacity(request)
+                    response = guard.admit(request)
+                    if response is None:
+                        if request.body_exists:
+                            await guard.read_body(request)
+                        response = await handler(request)
+                except asyncio.CancelledError:
+                    if not entry.ended_it():
+                        raise  # the client went away, or the task was cancelled from elsewhere
+                    response = await in_flight.last_answer(request, entry)
+                finally:
+                    in_flight.leave(request)
+            except ClientError as exc:
+                response = _refused(request, exc, started)
+            except web.HTTPRequestEntityTooLarge as exc:  # a body read past the guard's limit check
+                response = _refused(request, body_too_large(exc.max_size), started)
+            except web.HTTPException as exc:
+                if exc.status < 400:
+                    raise
+                response = _refused(request, _client_error(request, exc), started)
+            except Exception:
+                log.exception("unhandled error on %s %s", request.method, request.path)
+                response = error_response(
+                    request.path, ClientError(500, "internal gateway error", type="server_error")
+                )
+                response.headers[REQUEST_ID_HEADER] = uuid.uuid4().hex
+            if response.status >= 400 and type(response) is web.Response and type(response.body) is bytes:
+                response.body = redactor.data(response.body)
+            if not response.prepared and not request.content.at_eof():
+                # a refused or unread body: answer, drain a bounded amount, close
+                return await send_and_close(request, response, limits)
+            return response
 
-    return edge
+        return functools.update_wrapper(edged, handler)
+
+    return around
+
+
+async def unrouted(request: web.Request) -> web.StreamResponse:
+    """The catch-all route, registered last: what aiohttp's router answers a request no route
+    takes (405 naming the methods of the routes its path matches, else 404), raised inside the
+    edge like any handler's refusal."""
+    allowed: set[str] = set()
+    own = request.match_info.route.resource
+    for resource in request.app.router.resources():
+        if resource is not own:
+            allowed |= (await resource.resolve(request))[1]
+    if allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+    raise web.HTTPNotFound()
 
 
 def _refused(request: web.Request, exc: ClientError, started: float) -> web.Response:
@@ -210,7 +230,6 @@ def create_app(
     metrics_open = config.auth is not None and config.auth.metrics_from_loopback_without_token
     tenants = Tenants(continuity_secret)
     guard = RequestGuard(tokens, limits, browser, tenants, metrics_open)
-    app.middlewares.append(edge_middleware(redactor, guard, in_flight))
     app.on_response_prepare.append(restrict_response_headers)
     metrics = metrics or Metrics()
     metrics.bind([*config.models, *config.providers], config.providers)
@@ -262,22 +281,26 @@ def create_app(
             await session.close()
 
     app.cleanup_ctx.append(resources)
+    routes: list[web.RouteDef] = []
     models: dict[str, list[ModelsList]] = {}
     for dialect in DIALECTS:  # every route of every dialect runs the one exchange
         for route in dialect.routes:
-            app.router.add_post(route.path, ingress_handler(dialect, route.codec))
+            routes.append(web.post(route.path, ingress_handler(dialect, route.codec)))
         if dialect.count is not None:
-            app.router.add_post(dialect.count.path, count_tokens_handler(dialect, dialect.count))
+            routes.append(web.post(dialect.count.path, count_tokens_handler(dialect, dialect.count)))
         if dialect.models is not None:
             models.setdefault(dialect.models.path, []).append(dialect.models)
     for path, lists in models.items():
-        app.router.add_get(path, models_handler(lists))
-    gemini.add_routes(app)  # after the records' routes: what the Gemini records have no place for
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics_endpoint)
-    app.router.add_get(NDJSON_PAGE, page_handler("ndjson.html"))
+        routes.append(web.get(path, models_handler(lists)))
+    routes += gemini.routes()  # after the records' routes: what the Gemini records have no place for
+    routes.append(web.get("/healthz", healthz))
+    routes.append(web.get("/readyz", readyz))
+    routes.append(web.get("/metrics", metrics_endpoint))
+    routes.append(web.get(NDJSON_PAGE, page_handler("ndjson.html")))
     if config.inspector.enabled:
-        app.router.add_get(INSPECTOR_PAGE, page_handler("inspector.html"))
-        add_inspector_routes(app)
+        routes.append(web.get(INSPECTOR_PAGE, page_handler("inspector.html")))
+        routes += inspector_routes()
+    routes.append(web.route(hdrs.METH_ANY, "/{path:.*}", unrouted, name=UNROUTED))  # last
+    at_edge = edge(redactor, guard, in_flight)
+    app.add_routes([web.RouteDef(r.method, r.path, at_edge(r.handler), r.kwargs) for r in routes])
     return app

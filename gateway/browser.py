@@ -16,7 +16,7 @@ before any body is read:
   only send one after a preflight, which an origin not listed does not pass. Else 415.
 
 The same decisions are made for every dialect: a refusal is a ClientError answered in the path's
-envelope by the edge middleware (gateway/app.py).
+envelope by the edge (gateway/app.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from gateway.http_errors import UNROUTED
 from gateway.ingress.errors import ClientError, echo
 
 _HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?\.?")
@@ -184,7 +185,11 @@ def is_preflight(request: web.BaseRequest) -> bool:
 
 def check_json_body(request: web.BaseRequest) -> None:
     """A POST to a route that exists carries a JSON body (415 otherwise)."""
-    if request.method != "POST" or request.match_info.http_exception is not None:
+    if request.method != "POST":
+        return
+    match = request.match_info
+    # no route: the app's catch-all (gateway/app.py), or aiohttp's router without it
+    if match.route.name == UNROUTED or match.http_exception is not None:
         return
     sent = request.headers.get("Content-Type")
     # what clients send, compared as it is; anything else as aiohttp parses the media type, params

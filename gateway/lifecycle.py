@@ -107,7 +107,7 @@ class InFlight:
             entry.response, entry.error_event = response, error_event
 
     def enter(self, request: web.BaseRequest) -> _Open:
-        """`request` is being handled (from the edge middleware, gateway/app.py): its cancel scope
+        """`request` is being handled (from the edge, gateway/app.py): its cancel scope
         is the current task. Every `enter` is paired with a `leave` when the request ends."""
         task = asyncio.current_task()
         assert task is not None

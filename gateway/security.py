@@ -50,7 +50,6 @@ from gateway.state import TENANT
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 # liveness and readiness (probes carry no token), and the static example UI page (its API calls
 # carry the token)
@@ -344,7 +343,7 @@ class RequestGuard:
     """Before any handler runs and before the body is read: the browser checks (Host, Origin, a
     listed origin's preflight; gateway/browser.py), access control, the JSON media type, then the
     body limits (so neither a web page nor an unauthenticated client can make the gateway read a
-    large body). A refusal is a ClientError for the edge middleware (gateway/app.py) to answer and
+    large body). A refusal is a ClientError for the edge (gateway/app.py) to answer and
     account for; it calls `admit`, then `read_body` when the request has a body, then the handler."""
 
     tokens: BearerTokens

@@ -165,7 +165,7 @@ class GatewayRequestHandler(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         """A request aiohttp could not parse (or, never expected, an error that escaped the app's
-        edge middleware): the error envelope instead of aiohttp's plain text."""
+        edge): the error envelope instead of aiohttp's plain text."""
         started = time.monotonic()
         if isinstance(exc, HttpProcessingError):
             self.logger.debug("unparsable request from %s: %s", request.remote, exc)
@@ -229,7 +229,7 @@ class GatewayServer(web.Server):
 
 def refuse_over_capacity(request: web.BaseRequest) -> None:
     """The refusal of a request on a connection past the cap (see `GatewayRequestHandler`),
-    raised before its handler by the edge middleware (gateway/app.py)."""
+    raised before its handler by the edge (gateway/app.py)."""
     if getattr(request.protocol, "over_capacity", False):
         raise ClientError(
             503,

@@ -70,8 +70,10 @@ async def get_model(request: web.Request) -> web.Response:
     return web.json_response(model_json(name))
 
 
-def add_routes(app: web.Application) -> None:
+def routes() -> list[web.RouteDef]:
+    found: list[web.RouteDef] = []
     for base in BASES:
-        app.router.add_post(base + "/models/{name}", other_method)
+        found.append(web.post(base + "/models/{name}", other_method))
         # a model's name has no ":": GET of a method's path is that method's 405, not models.get
-        app.router.add_get(base + "/models/{name:[^/:]+}", get_model)
+        found.append(web.get(base + "/models/{name:[^/:]+}", get_model))
+    return found

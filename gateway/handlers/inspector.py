@@ -257,8 +257,10 @@ async def _sse(
         stopping.cancel()
 
 
-def add_routes(app: web.Application) -> None:
-    app.router.add_get(f"{API}/requests", list_requests)
-    app.router.add_get(f"{API}/requests/{{id}}", get_request)
-    app.router.add_post(f"{API}/requests/{{id}}/preview", preview_request)
-    app.router.add_get(f"{API}/events", events)
+def routes() -> list[web.RouteDef]:
+    return [
+        web.get(f"{API}/requests", list_requests),
+        web.get(f"{API}/requests/{{id}}", get_request),
+        web.post(f"{API}/requests/{{id}}/preview", preview_request),
+        web.get(f"{API}/events", events),
+    ]

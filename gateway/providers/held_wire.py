@@ -190,16 +190,18 @@ def _dumps_in_place(body: dict[str, Any], items: list[Any]) -> bytes | None:
     """`orjson.dumps(body)` with `items` in the place of `PLACE`; None when orjson refuses it
     (the list one level deeper than written alone: past orjson's nesting limit, the caller writes
     the list alone, as before). `body` is left as it was."""
-    name = next((name for name, value in body.items() if value is PLACE), None)
-    if name is None:  # not a field of the body's own
-        return None
-    body[name] = items
-    try:
-        return orjson.dumps(body)
-    except orjson.JSONEncodeError:
-        return None
-    finally:
-        body[name] = PLACE
+    # a loop, not `next()` over a generator: one left unfinished is closed by raising
+    # GeneratorExit in it, on every request
+    for name, value in body.items():
+        if value is PLACE:
+            body[name] = items
+            try:
+                return orjson.dumps(body)
+            except orjson.JSONEncodeError:
+                return None
+            finally:
+                body[name] = PLACE
+    return None  # not a field of the body's own
 
 
 def _items(

@@ -48,6 +48,8 @@ def _routes() -> dict[str, set[str]]:
     app = create_app(config_from_dict(base_config(hub)), {DEMO_KEY_ENV: "unused-key-0123456789"})
     routes: dict[str, set[str]] = {}
     for route in app.router.routes():
+        if route.name == UNROUTED:  # the catch-all that answers what no route takes
+            continue
         info = route.resource.get_info() if route.resource is not None else {}
         # a dynamic resource (/inspector/api/requests/{id}) is walked with "x" for each variable
         path = info.get("path") or re.sub(r"\{[^}]*\}", "x", info["formatter"])
