@@ -82,8 +82,9 @@ class ByOpening(Generic[V]):
 # conversation (a new one pushed the oldest out) costs 0.1-0.3 ms on whichever request holds the
 # next one; the exchange releases them after the answer is on its way (gateway/exchange.py's
 # bookkeeping). Bounded: past RETIRED_MAX the list is freed where it grows (a caller that never
-# releases, e.g. a library user calling the passes directly, keeps at most that many).
-RETIRED_MAX = 64
+# releases, e.g. a library user calling the passes directly, keeps at most that many; a turn
+# retires about ten, one a resuming pass, so about three turns in flight at once are covered).
+RETIRED_MAX = 32
 _retired: list[object] = []
 _retired_lock = threading.Lock()
 
