@@ -54,14 +54,16 @@ class ByOpening(Generic[V]):
 
     def put(self, opening: Message, value: V) -> None:
         """Hold `value` in place of what `opening`'s conversation held (nothing if it alone is
-        over the limit). What it lets go is retired (`retire`), not freed here."""
+        over the limit). Other conversations it pushes out are retired (`retire`), not freed
+        here; what this conversation held is freed here: its next turn holds most of the same
+        objects, and freeing the rest now lets the next turn's states reuse their memory (retired
+        too, a 5,000-message warm turn took 2-3 ms longer: `bench/run.py --only sweep`)."""
         key, charge, cost = id(opening), self._charge, self._charge(value)
         gone: list[V] = []
         with self._lock:
             replaced = self._held.pop(key, None)
             if replaced is not None:
                 self._charged -= charge(replaced)
-                gone.append(replaced)
             if cost <= self._limit:
                 self._held[key] = value
                 self._charged += cost
@@ -77,13 +79,13 @@ class ByOpening(Generic[V]):
             self._held, self._charged = {}, 0
 
 
-# What the held conversations let go, kept until `release_retired`: the last reference to a long
-# conversation's messages and blocks is often one of these, and freeing a cold 1,000-message
-# conversation (a new one pushed the oldest out) costs 0.1-0.3 ms on whichever request holds the
-# next one; the exchange releases them after the answer is on its way (gateway/exchange.py's
+# The conversations pushed out of the held ones, kept until `release_retired`: the last reference
+# to a long conversation's messages and blocks is often one of these, and freeing a cold
+# 1,000-message conversation (a new one pushed the oldest out) costs 0.1-0.3 ms on whichever
+# request holds the next one; the exchange releases them after the answer is on its way (gateway/exchange.py's
 # bookkeeping). Bounded: past RETIRED_MAX the list is freed where it grows (a caller that never
-# releases, e.g. a library user calling the passes directly, keeps at most that many; a turn
-# retires about ten, one a resuming pass, so about three turns in flight at once are covered).
+# releases, e.g. a library user calling the passes directly, keeps at most that many; a new
+# conversation retires about ten, one a resuming pass: about three in flight at once are covered).
 RETIRED_MAX = 32
 _retired: list[object] = []
 _retired_lock = threading.Lock()
