@@ -51,6 +51,7 @@ from gateway.transcript.events import (
     is_first_content,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage, replace
+from gateway.transcript.resume import release_retired
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
@@ -206,6 +207,8 @@ def _account(exchange: Exchange, record: RequestRecord, headers: Mapping[str, st
         exchange.offload.end()
     # a long body the memo holds for the next turn, bounded now that the answer is on its way
     state.memo.settle()
+    # and the conversations the resuming passes let go are freed (gateway/transcript/resume.py)
+    release_retired()
 
 
 def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:

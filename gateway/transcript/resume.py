@@ -54,22 +54,62 @@ class ByOpening(Generic[V]):
 
     def put(self, opening: Message, value: V) -> None:
         """Hold `value` in place of what `opening`'s conversation held (nothing if it alone is
-        over the limit)."""
+        over the limit). Other conversations it pushes out are retired (`retire`), not freed
+        here; what this conversation held is freed here: its next turn holds most of the same
+        objects, and freeing the rest now lets the next turn's states reuse their memory (retired
+        too, a 5,000-message warm turn took 2-3 ms longer: `bench/run.py --only sweep`)."""
         key, charge, cost = id(opening), self._charge, self._charge(value)
+        gone: list[V] = []
         with self._lock:
-            gone = self._held.pop(key, None)
-            if gone is not None:
-                self._charged -= charge(gone)
-            if cost > self._limit:
-                return
-            self._held[key] = value
-            self._charged += cost
-            while self._charged > self._limit:
-                self._charged -= charge(self._held.pop(next(iter(self._held))))
+            replaced = self._held.pop(key, None)
+            if replaced is not None:
+                self._charged -= charge(replaced)
+            if cost <= self._limit:
+                self._held[key] = value
+                self._charged += cost
+                while self._charged > self._limit:
+                    oldest = self._held.pop(next(iter(self._held)))
+                    self._charged -= charge(oldest)
+                    gone.append(oldest)
+        if gone:
+            retire(gone)
 
     def clear(self) -> None:
         with self._lock:
             self._held, self._charged = {}, 0
+
+
+# The conversations pushed out of the held ones, kept until `release_retired`: the last reference
+# to a long conversation's messages and blocks is often one of these, and freeing a cold
+# 1,000-message conversation (a new one pushed the oldest out) costs 0.1-0.3 ms on whichever
+# request holds the next one; the exchange releases them after the answer is on its way (gateway/exchange.py's
+# bookkeeping). Bounded: past RETIRED_MAX the list is freed where it grows (a caller that never
+# releases, e.g. a library user calling the passes directly, keeps at most that many; a new
+# conversation retires about ten, one a resuming pass: about three in flight at once are covered).
+RETIRED_MAX = 32
+_retired: list[object] = []
+_retired_lock = threading.Lock()
+
+
+def retire(values: list[Any]) -> None:
+    """Keep `values` alive until `release_retired` (or free them all now, past RETIRED_MAX)."""
+    global _retired
+    with _retired_lock:
+        _retired.extend(values)
+        if len(_retired) <= RETIRED_MAX:
+            return
+        values, _retired = _retired, []
+    del values  # freed here, outside the lock
+
+
+def release_retired() -> None:
+    """Free what the held conversations let go since the last call."""
+    global _retired
+    if not _retired:
+        return
+    with _retired_lock:
+        gone, _retired = _retired, []
+    del gone
 
 
 def _messages_held(held: tuple[tuple[Message, ...], object, Any]) -> int:

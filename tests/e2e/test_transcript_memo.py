@@ -285,3 +285,42 @@ async def test_a_long_first_sight_is_bounded_after_its_request_went_upstream(gat
             messages = [*messages, answer["choices"][0]["message"], {"role": "user", "content": "Go on."}]
             raw = orjson.dumps({"model": name, "messages": messages})
     assert memo.hits == count  # the second turn found every held item
+
+
+async def test_conversations_the_passes_let_go_are_freed_after_the_request_went_upstream(
+    gateway, monkeypatch
+):
+    """The resuming passes hold long conversations' states for their next turns; one that a new
+    conversation pushes out is freed in the exchange's bookkeeping, once the request reached the
+    provider (`resume.release_retired`), not on its way there."""
+    from bench.workloads import agent_messages
+    from gateway import exchange
+    from gateway.repair import tool_ids
+    from gateway.transcript import resume
+
+    name, kind, _, _ = next(f for f in FAMILIES if f[1] == "openai_chat")
+    # room for one conversation in the id projection's held states: the second pushes the first out
+    monkeypatch.setattr(tool_ids._SO_FAR._held, "_limit", LONG_TRANSCRIPT + 10)
+    upstream = gateway.hub.states[kind].requests
+    releases: list[tuple[int, int]] = []  # (requests the provider had, values retired) at each release
+    release = resume.release_retired
+    monkeypatch.setattr(
+        exchange,
+        "release_retired",
+        lambda: releases.append((len(upstream), len(resume._retired))) or release(),
+    )
+    resume.release_retired()
+    async with aiohttp.ClientSession() as http:
+        for conversation in range(2):
+            gateway.hub.states[kind].push(Reply(text=f"Answer {conversation}."))
+            messages = agent_messages(LONG_TRANSCRIPT + 6, f"retire {conversation}")
+            raw = orjson.dumps({"model": name, "messages": messages})
+            headers = {"Content-Type": "application/json"}
+            async with http.post(gateway.url + "/v1/chat/completions", data=raw, headers=headers) as resp:
+                answer = await resp.json()
+                assert resp.status == 200, answer
+    assert len(releases) == 2
+    # the second conversation pushed the first out: retired on the way, freed after the provider
+    # had the request
+    assert releases[1][0] == 2 and releases[1][1] > 0
+    assert resume._retired == []

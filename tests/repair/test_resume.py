@@ -5,7 +5,9 @@ of the same messages."""
 
 from __future__ import annotations
 
+import gc
 import importlib
+import weakref
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -221,3 +223,42 @@ def test_held_conversations_are_bounded_by_their_messages():
     assert held.find((*second, *third), None) == (20, "second")
     held.hold(first + second + third, None, "too long")  # never held
     assert held.find(first + second + third, None) == (0, None)
+
+
+def test_what_the_held_conversations_let_go_is_freed_when_released():
+    resume.release_retired()
+    held = resume.Resumable(messages=45)
+
+    class State:  # a held state that says when it is freed
+        pass
+
+    states = [State() for _ in range(4)]
+    alive = [weakref.ref(state) for state in states]
+    conversations = [tuple(Message(Role.USER, (Text(f"{n}-{i}"),)) for i in range(20)) for n in range(3)]
+    for conversation, state in zip(conversations, states, strict=False):
+        held.hold(conversation, None, state)
+    held.hold((*conversations[2], *conversations[2][:5]), None, states[3])  # the third's next turn
+    del states, state
+    gc.collect()
+    # the first conversation went when the third came: retired, not freed on the way; what the
+    # third held before its next turn is freed at once (that turn holds most of the same objects)
+    assert [ref() is not None for ref in alive] == [True, True, False, True]
+    resume.release_retired()
+    assert [ref() is not None for ref in alive] == [False, True, False, True]
+
+
+def test_retired_values_are_bounded_without_a_release():
+    resume.release_retired()
+
+    class Value:
+        pass
+
+    kept = [Value() for _ in range(resume.RETIRED_MAX)]
+    alive = [weakref.ref(value) for value in kept[:1]]
+    resume.retire(kept)
+    del kept
+    assert alive[0]() is not None  # within the bound: kept until released
+    resume.retire([Value()])  # past it: everything retired is freed where it grows
+    gc.collect()
+    assert alive[0]() is None
+    resume.release_retired()
