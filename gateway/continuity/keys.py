@@ -21,8 +21,13 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
+def call_key_prefix(tenant: str = "") -> str:
+    """What every call key of `tenant` opens with: `call_key(id, tenant)` is it followed by `id`."""
+    return f"call:{tenant}:" if tenant else "call:"
+
+
 def call_key(call_id: str, tenant: str = "") -> str:
-    return f"call:{tenant}:{call_id}" if tenant else "call:" + call_id
+    return call_key_prefix(tenant) + call_id
 
 
 def text_key(session: str, position: int, text: str, tenant: str = "") -> str:

@@ -15,7 +15,7 @@ import orjson
 from cachetools import LRUCache
 
 from gateway.continuity.codec import decode_turn
-from gateway.continuity.keys import call_key, lookup_key, normalize_text
+from gateway.continuity.keys import call_key_prefix, lookup_key, normalize_text
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, replace
 from gateway.transcript.resume import Resumable
@@ -43,7 +43,7 @@ def keyed(request: Request, session: str, tenant: str = "") -> tuple[tuple[str |
     position = len(keys)
     # a turn with a call is found by its first call's key (`lookup_key`), made here: an agent's
     # turns are mostly calls
-    calls = call_key("", tenant)
+    calls = call_key_prefix(tenant)
     assistant, call_kind, keep = _ASSISTANT, ToolCall, keys.append
     for message in messages[done:] if done else messages:
         if message.role is assistant:

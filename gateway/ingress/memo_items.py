@@ -53,14 +53,17 @@ class Items(Generic[T]):
             if self._record is not None:  # a held list's (gateway/ingress/memo_chain.py)
                 self._record[index] = value
             key = self._keys[index]
-            if key is None:
-                return value
-            turn = self._turn
-            if turn is not None:
-                turn.entries.append((key, value, self._parts[index]))
-            elif self._memo._admit_after == 1:
-                self._memo._keep(key, value, self._parts[index])
+            if key is not None:
+                self._keep_under(key, value, self._parts[index])
         return value
+
+    def _keep_under(self, key: tuple[str, bytes], value: T, part: int) -> None:
+        """A new item kept under its key: on probation with the turn, or at once."""
+        turn = self._turn
+        if turn is not None:
+            turn.entries.append((key, value, part))
+        elif self._memo._admit_after == 1:
+            self._memo._keep(key, value, part)
 
     def decode_each(self, start: int, args: list[Any], decode: Callable[..., T], *extra: Any) -> list[T]:
         """Items `start` on: as found, or `decode(args[i], start + i, *extra)` for a new one
@@ -82,10 +85,9 @@ class Items(Generic[T]):
         `decode` keeps what it decodes (recorded by index for a held list; under its key)."""
         end = start + len(values)
         new = self.found[start:end]
-        everyone = new.count(None) == len(values)
         record = self._record
         if record is not None:
-            if everyone:  # a long transcript's first sight: at C speed
+            if new.count(None) == len(values):  # a long transcript's first sight: at C speed
                 record[start:end] = values
             else:
                 for index, (value, was) in enumerate(zip(values, new, strict=True), start):
@@ -94,14 +96,10 @@ class Items(Generic[T]):
         keys = self._keys[start:end]
         if keys.count(None) == len(keys):  # kept nowhere else (a first sight, a decode outside the memo)
             return
-        turn, parts = self._turn, self._parts
+        parts = self._parts
         for index, (key, value, was) in enumerate(zip(keys, values, new, strict=True), start):
-            if key is None or was is not None:
-                continue
-            if turn is not None:
-                turn.entries.append((key, value, parts[index]))
-            elif self._memo._admit_after == 1:
-                self._memo._keep(key, value, parts[index])
+            if key is not None and was is None:
+                self._keep_under(key, value, parts[index])
 
     def parsed_from(self, body: bytes) -> None:
         """The items were read into a dialect's typed items from `body` (gateway/ingress/typed_items.py):

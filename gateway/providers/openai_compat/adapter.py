@@ -264,10 +264,9 @@ class ChatEncoder:
     def _message(
         self, message: Message, target: Target, names: dict[str, str], out: list[dict[str, Any]]
     ) -> None:
+        """A message other than an assistant turn (`encode` hands those to `_assistant`)."""
         role = message.role
-        if role is _ASSISTANT:  # an agent's transcript: assistant turns and tool messages, mostly
-            out.append(self._assistant(message, target))
-        elif role is _TOOL:
+        if role is _TOOL:
             named = self.dialect.tool_message_name
             for block in message.blocks:
                 if type(block) is not ToolResult:
@@ -290,18 +289,10 @@ class ChatEncoder:
             out.append({"role": "user", "content": _user_content(message, self.dialect)})
         elif role is _SYSTEM:
             out.append({"role": "system", "content": _system_text(message)})
-        else:  # pragma: no cover - Role is closed
+        else:  # pragma: no cover - Role is closed; assistant turns go to `_assistant`
             raise EncodeError(f"unknown role {role!r}")
 
     def _assistant(self, message: Message, target: Target) -> dict[str, Any]:
-        blocks = message.blocks
-        if len(blocks) == 1 and type(blocks[0]) is ToolCall and not blocks[0].custom:
-            # an agent's turn, one call: what the walk below makes of it, without its lists
-            out: dict[str, Any] = {"role": "assistant", "content": None}
-            if self._field and self._tool_turns_need_field:
-                out["reasoning_content"] = ""
-            out["tool_calls"] = [_function_call(blocks[0])]
-            return out
         chunked = self._chunked
         texts: list[str] = []
         reasoning: list[str] = []
@@ -329,7 +320,7 @@ class ChatEncoder:
                 raise EncodeError(f"an assistant message cannot hold a {t.__name__} block")
             else:
                 raise EncodeError(f"unsupported block {t.__name__}")
-        out = {"role": "assistant"}
+        out: dict[str, Any] = {"role": "assistant"}
         if chunked and reasoning:
             out["content"] = chunks
         else:
