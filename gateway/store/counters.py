@@ -3,7 +3,12 @@ per day, each in a fixed window named by the caller.
 
 `RedisCounters` is shared by every worker and replica (one pipelined round trip per check, one per
 spend); `MemoryCounters` counts inside one process (a single worker). Both raise on failure; the
-caller fails open."""
+caller fails open.
+
+`RedisCounters`' bound on an operation counts the event loop's running time (LoopTimeBound): a
+limit check that Redis answered in time is not a store failure because this process stalled (a
+long garbage collection, a loaded laptop) while the answer waited to be read. Its client's own
+timeouts run on wall time and are hang guards behind that bound."""
 
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ from typing import Protocol
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+
+from gateway.store.loop_bound import LoopTimeBound
+from gateway.store.redis import HANG_GUARD_SECONDS
 
 KEY_PREFIX = "gw:limit:"
 MINUTE_TTL = 120  # a minute window is read for a minute; kept a little longer for clock skew
@@ -61,18 +69,21 @@ class MemoryCounters:
 
 
 class RedisCounters:
-    """Counts in Redis, expiring with their window. Fails fast, like the continuity store."""
+    """Counts in Redis, expiring with their window. Fails fast, like the continuity store: an
+    operation (one pipelined round trip, a pooled connection's wait and a connect included) is
+    bounded by `op_timeout` seconds of the loop's running time."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 0.25, op_timeout: float = 0.5) -> None:
+    def __init__(self, url: str, *, op_timeout: float = 0.5) -> None:
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=32,
-            timeout=op_timeout,
-            socket_connect_timeout=connect_timeout,
-            socket_timeout=op_timeout,
+            timeout=HANG_GUARD_SECONDS,
+            socket_connect_timeout=HANG_GUARD_SECONDS,
+            socket_timeout=HANG_GUARD_SECONDS,
             retry=Retry(NoBackoff(), 0),
         )
         self._client = Redis.from_pool(pool)
+        self._op_timeout = op_timeout
 
     @staticmethod
     def _names(key: str, minute: int, day: int) -> tuple[str, str, str]:
@@ -86,7 +97,8 @@ class RedisCounters:
         pipe.expire(requests, MINUTE_TTL)
         pipe.get(tokens)
         pipe.get(usd)
-        count, _, spent_tokens, spent_usd = await pipe.execute()
+        async with LoopTimeBound(self._op_timeout):
+            count, _, spent_tokens, spent_usd = await pipe.execute()
         return int(count), int(spent_tokens or 0), float(spent_usd or 0.0)
 
     async def spend(self, key: str, minute: int, day: int, tokens: int, usd: float) -> None:
@@ -97,7 +109,8 @@ class RedisCounters:
         if usd:
             pipe.incrbyfloat(usd_key, usd)
             pipe.expire(usd_key, DAY_TTL)
-        await pipe.execute()
+        async with LoopTimeBound(self._op_timeout):
+            await pipe.execute()
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -18,9 +18,9 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from gateway.store.base import ContinuityStore, StoreBusy, StoreFault, StoreRefused, StoreUnavailable
+from gateway.store.loop_bound import LoopTimeBound
 
 log = logging.getLogger(__name__)
 
@@ -37,54 +37,6 @@ DEFAULT_RETRY_QUEUE_BYTES = 64 << 20
 # backend still fails
 _RETRY_FIRST_SECONDS = 0.25
 _RETRY_MAX_SECONDS = 5.0
-# An operation's bound counts time the event loop ran. Its timer firing later than this past the
-# deadline means the loop was not running then (this process stalled: a long garbage collection,
-# the process descheduled on a loaded machine), and a reply that came meanwhile is still unread:
-# the operation gets a quarter of its bound again from when the loop woke, at most twice.
-_STALL_SECONDS = 0.05
-_STALL_GRACES = 2
-
-
-class _LoopTimeBound:
-    """`asyncio.timeout(seconds)` (the same cancellation and TimeoutError) that a stalled loop
-    does not expire (see _STALL_SECONDS). Seen in the e2e suite under CPU load: a collection of
-    1.6 s (0.3 s of CPU) while a Redis write waited for its reply expired the write's bound, the
-    store backed off, and the next turn's lookup was skipped: a recorded turn lost from a Redis
-    that had answered in time."""
-
-    __slots__ = ("_seconds", "_loop", "_task", "_cancelling", "_timer", "_graces", "_expired")
-
-    def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
-
-    async def __aenter__(self) -> None:
-        loop = self._loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        self._task = task
-        self._cancelling = task.cancelling()
-        self._graces = _STALL_GRACES
-        self._expired = False
-        due = loop.time() + self._seconds
-        self._timer = loop.call_at(due, self._due, due)
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> None:
-        self._timer.cancel()
-        # as asyncio.timeout: our cancellation becomes TimeoutError, anyone else's stays
-        if self._expired and self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
-            raise TimeoutError from exc
-
-    def _due(self, due: float) -> None:
-        now = self._loop.time()
-        if now - due > _STALL_SECONDS and self._graces:
-            self._graces -= 1
-            again = now + self._seconds / 4
-            self._timer = self._loop.call_at(again, self._due, again)
-            return
-        self._expired = True
-        self._task.cancel()
 
 
 class FailOpenStore:
@@ -185,7 +137,7 @@ class FailOpenStore:
                 raise StoreUnavailable(f"the {self.backend} store is backing off after a failure")
             return [None] * len(keys)
         try:
-            async with _LoopTimeBound(self._op_timeout):
+            async with LoopTimeBound(self._op_timeout):
                 values = await self.inner.get_many(keys)
             if len(values) != len(keys):
                 raise ValueError(f"backend returned {len(values)} values for {len(keys)} keys")
@@ -207,7 +159,7 @@ class FailOpenStore:
             self._enqueue(keys, value, tenant)
             return
         try:
-            async with _LoopTimeBound(self._op_timeout):
+            async with LoopTimeBound(self._op_timeout):
                 evicted = await self.inner.put(keys, value, tenant=tenant)
         except Exception as exc:
             self._report("put", self._failed("put", exc))
@@ -277,7 +229,7 @@ class FailOpenStore:
                         break
                     keys.append(other)
             try:
-                async with _LoopTimeBound(self._op_timeout):
+                async with LoopTimeBound(self._op_timeout):
                     evicted = await self.inner.put(keys, value, tenant=tenant)
             except Exception as exc:
                 if isinstance(exc, StoreRefused):  # it never will be: not retried
@@ -304,7 +256,7 @@ class FailOpenStore:
 
     async def ping(self) -> bool:
         try:
-            async with _LoopTimeBound(self._op_timeout):
+            async with LoopTimeBound(self._op_timeout):
                 reachable = await self.inner.ping()
         except Exception as exc:
             self._report("ping", self._failed("ping", exc))
