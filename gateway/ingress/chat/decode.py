@@ -33,7 +33,7 @@ from gateway.transcript.model import (
     ToolSpec,
     replace,
 )
-from gateway.transcript.resume import Resumable
+from gateway.transcript.resume import MIN_MESSAGES, Resumable
 from gateway.transcript.seal import Sealer
 
 
@@ -63,6 +63,8 @@ def decode_request(
     if type(raw_messages) is not list or not raw_messages:
         _whole_validation_error(body)
     if items is None:
+        if len(raw_messages) < MIN_MESSAGES:
+            return _short(body, raw_messages, sealer, stats or DecodeStats())
         items = fresh_items(len(raw_messages))
     found_all = items.found
     if len(found_all) != len(raw_messages):
@@ -126,7 +128,46 @@ def decode_request(
         messages.extend(rest)
     stats.ignored_tokens += ignored_total  # counted once the messages decoded (an error drops the stats)
     _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), tuple(messages), ignored_total))  # type: ignore[arg-type]
+    return _request(wire, tools, tuple(system), tuple(messages))
 
+
+def _short(body: dict[str, Any], raw_messages: list[Any], sealer: Sealer, stats: DecodeStats) -> Request:
+    """`decode_request` of a body whose items the memo does not see (a short body: the bench's
+    small request, a one-shot question) and too few for the fold to resume (`_DECODED` neither
+    finds nor holds them): the same checks in the same order and the same result, without the
+    memo's per-item bookkeeping (`fresh_items`, `Items.decode_each`: about a third of a
+    one-message decode). tests/ingress/test_chat_short.py compares both."""
+    try:
+        wire = typed_head(body) or w.ChatRequestHead.model_validate(body)
+        raw_tools = body.get("tools")
+        if type(raw_tools) is list:
+            tools = _TOOL_LISTS.decoded(raw_tools)
+        else:
+            tools = () if raw_tools is None else _tool_specs(raw_tools)
+        wires = [m if type(m) in _TYPED_KINDS or plain(m) else validated(m) for m in raw_messages]
+    except ValidationError:
+        _whole_validation_error(body)
+    if wire.n not in (None, 1):
+        raise invalid("only n=1 is supported", param="n", code="unsupported_value")
+    _refuse_unsupported(body)
+    decoded = [_decode_message(m, index, sealer) for index, m in enumerate(wires)]
+    system: list[Text] = []
+    leading, system_role = 0, Role.SYSTEM
+    for message, _ in decoded:  # the instructions that open the conversation
+        if message.role is not system_role:
+            break
+        system.extend(message.blocks)  # type: ignore[arg-type]
+        leading += 1
+    rest = [message for message, _ in islice(decoded, leading, None)]
+    if system_role in map(_ROLE, rest):  # later instructions stay where they are (with their blocks)
+        rest = [m for m in rest if m.role is not system_role or m.blocks]
+    stats.ignored_tokens += sum(map(_IGNORED, decoded))
+    return _request(wire, tools, tuple(system), tuple(rest))
+
+
+def _request(wire: Any, tools: tuple[ToolSpec, ...], system: tuple[Text, ...], messages: tuple[Message, ...]) -> Request:
+    """The request of a decoded head (`wire`: typed.py `Head` or `wire.ChatRequestHead`), tools
+    and messages, once the tool names and the tool choice are checked."""
     names = {t.name for t in tools}
     if len(names) != len(tools):
         raise invalid("tool names must be unique", param="tools", code="invalid_value")
@@ -154,8 +195,8 @@ def decode_request(
     stop = wire.stop
     return Request(
         model=wire.model,
-        messages=tuple(messages),
-        system=tuple(system),
+        messages=messages,
+        system=system,
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=wire.parallel_tool_calls,
