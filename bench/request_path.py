@@ -10,7 +10,9 @@ without a shared machine's noise in between.
 
 Prints microseconds per request (the best of five rounds) for each step and for all of them,
 then each dialect's decode of a one-message request carrying the bench's 20 tools, as an agent
-sends them every turn (`gateway/ingress/tool_lists.py`).
+sends them every turn (`gateway/ingress/tool_lists.py`), then an agent's next turn (a chat
+transcript of 20 messages and the 20 tools, its two turns before seen just before) parsed from its bytes
+as the exchange parses it (the decode memo, the codec's typed reading) and decoded.
 """
 
 from __future__ import annotations
@@ -158,6 +160,45 @@ def measure_tools(reps: int, rounds: int = 5) -> dict[str, float]:
     }
 
 
+def measure_next_turn(sessions: int, rounds: int = 5, messages: int = 20) -> float:
+    """Microseconds of CPU per next turn (parse from bytes and decode, the exchange's way), the
+    best of `rounds` rounds of `sessions` sessions, each with a memo that saw its two turns before."""
+    from gateway.config import ServerConfig
+    from gateway.ingress.memo import DecodeMemo
+    from gateway.ingress.split import parse_shared
+
+    limits = ServerConfig()
+    tools = workloads.tools()
+    call = {"name": tools[0]["function"]["name"], "arguments": "{}"}
+    calls = [{"id": "c", "type": "function", "function": call}]
+    answer = {"role": "assistant", "content": None, "tool_calls": calls}
+
+    def turn(memo: DecodeMemo, raw: bytes) -> None:
+        parsed = parse_shared(raw, "messages", memo, "chat\0", limits, None, False, CODEC.typed_items)
+        assert parsed is not None
+        CODEC.decode(parsed[0], {}, SEALER, parsed[1])
+        memo.settle()
+
+    best = float("inf")
+    for round_ in range(rounds):
+        runs = []
+        for i in range(sessions):
+            seed = f"{round_}-{i}"
+            first = workloads.agent_messages(messages, seed)
+            second = workloads.next_turn(first, answer, seed)
+            memo = DecodeMemo(32 << 20)
+            for seen in (first, second):
+                turn(memo, workloads.agent_body("stub", seen, tools))
+            third = workloads.next_turn(second, answer, seed)
+            runs.append((memo, workloads.agent_body("stub", third, tools)))
+        gc.collect()
+        started = time.process_time()
+        for memo, raw in runs:
+            turn(memo, raw)
+        best = min(best, (time.process_time() - started) / sessions * 1e6)
+    return best
+
+
 def main() -> None:
     about = __doc__.split("\n\n")[0]
     parser = argparse.ArgumentParser(prog="python bench/request_path.py", description=about)
@@ -169,6 +210,8 @@ def main() -> None:
     print("us per decode of a one-message request with 20 tools, per dialect")
     for name, value in measure_tools(max(1, args.reps // 4)).items():
         print(f"{name:14} {value:7.2f}")
+    print("us per chat agent's next turn (20 messages, 20 tools), parsed from bytes and decoded")
+    print(f"{'next turn':14} {measure_next_turn(max(1, args.reps // 40)):7.2f}")
 
 
 if __name__ == "__main__":

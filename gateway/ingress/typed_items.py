@@ -45,11 +45,26 @@ class TypedItems:
     """A dialect's typed reading of its transcript list: `decoder` reads the list's JSON text
     into Structs (raising for any item of another shape); `depth`: how deep in the body an item's
     values nest at most (the body 1, the list 2, an item 3), checked against `max_json_depth`;
-    `kinds`: the Structs' types, which the dialect's decode takes as checked."""
+    `kinds`: the Structs' types, which the dialect's decode takes as checked. `tools`: the
+    dialect's tool lists (gateway/ingress/tool_lists.py `ToolLists`), when its decode takes a
+    `KnownList` in the body's `tools` field: a body read in parts has that field's text looked up
+    there (`read_field`)."""
 
     decoder: msgspec.json.Decoder[Any]
     depth: int
     kinds: frozenset[type]
+    tools: Any = None
+
+
+def read_field(name: str, text: Any, typed: TypedItems | None) -> Any:
+    """A top-level field of a body read in parts, from its JSON text: parsed by orjson (raising its
+    error), or a `KnownList` for the dialect's tools seen before (`TypedItems.tools`)."""
+    if name == TOOLS and typed is not None and typed.tools is not None:
+        return typed.tools.read(text)
+    return orjson.loads(memoryview(text))
+
+
+TOOLS = "tools"  # the field a dialect's tool definitions are in, in every dialect
 
 
 def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dict[str, Any] | None:
@@ -121,7 +136,7 @@ def typed_read(
     body: dict[str, Any] = {}
     try:
         for name, value in texts.items():
-            body[name] = None if name == field else orjson.loads(memoryview(value))
+            body[name] = None if name == field else read_field(name, value, typed)
         body[field] = typed.decoder.decode(listed)
     except (orjson.JSONDecodeError, *UNREADABLE):
         return None

@@ -24,15 +24,36 @@ SEALER = Sealer(b"test-secret")
 
 _TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 _TOOLS = st.sampled_from(
-    [None, [], [_TOOL], [_TOOL, _TOOL], [{"type": "function"}], "x", [{**_TOOL, "cache_control": {"type": "ephemeral"}}]]
+    [
+        None,
+        [],
+        [_TOOL],
+        [_TOOL, _TOOL],
+        [{"type": "function"}],
+        "x",
+        [{**_TOOL, "cache_control": {"type": "ephemeral"}}],
+    ]
 )
 _UNSUPPORTED = st.sampled_from(
-    [{}, {"logprobs": False}, {"logprobs": True}, {"functions": []}, {"modalities": ["text"]}, {"audio": None}]
+    [
+        {},
+        {"logprobs": False},
+        {"logprobs": True},
+        {"functions": []},
+        {"modalities": ["text"]},
+        {"audio": None},
+    ]
 )
 _SPECIAL = st.sampled_from(
     [
-        {"role": "system", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]},
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "u"}}]},
+        {
+            "role": "system",
+            "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "u"}}],
+        },
         {"role": "system", "content": ""},
         {"role": "assistant", "content": "x", "reasoning_details": [{"type": "reasoning.text", "text": "t"}]},
     ]
@@ -70,7 +91,9 @@ def test_a_short_request_decodes_as_the_general_path_does(body: dict[str, Any]) 
 def test_the_short_path_is_the_one_taken_and_only_below_the_folds_length(monkeypatch: Any) -> None:
     taken: list[int] = []
     short = chat_decode._short
-    monkeypatch.setattr(chat_decode, "_short", lambda body, raw, *a: taken.append(len(raw)) or short(body, raw, *a))
+    monkeypatch.setattr(
+        chat_decode, "_short", lambda body, raw, *a: taken.append(len(raw)) or short(body, raw, *a)
+    )
     few = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
     many = [{"role": "user", "content": str(i)} for i in range(MIN_MESSAGES)]
     for messages in (few, many):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import islice
 from operator import attrgetter, itemgetter
 from typing import Any, NoReturn
 
+import orjson
 from pydantic import ValidationError
 
+from gateway.ingress.budget import KnownList
 from gateway.ingress.chat import wire as w
 from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
 from gateway.ingress.chat.typed import TYPED, typed_head, typed_message, typed_messages
@@ -74,11 +77,7 @@ def decode_request(
     start, held = _DECODED.find(found_all, None)  # type: ignore[arg-type]
     try:
         wire = typed_head(body) or w.ChatRequestHead.model_validate(body)
-        raw_tools = body.get("tools")
-        if type(raw_tools) is list:
-            tools = _TOOL_LISTS.decoded(raw_tools)
-        else:  # none declared (absent or null: what the validator makes of them) or not a list
-            tools = () if raw_tools is None else _tool_specs(raw_tools)
+        tools = _tools(body.get("tools"))
         # only new messages are validated: a found one passed when it was first seen, one read
         # into its Struct (gateway/ingress/chat/typed.py) when it was parsed
         # a long transcript at first sight: every message read into its Struct, none found
@@ -139,11 +138,7 @@ def _short(body: dict[str, Any], raw_messages: list[Any], sealer: Sealer, stats:
     one-message decode). tests/ingress/test_chat_short.py compares both."""
     try:
         wire = typed_head(body) or w.ChatRequestHead.model_validate(body)
-        raw_tools = body.get("tools")
-        if type(raw_tools) is list:
-            tools = _TOOL_LISTS.decoded(raw_tools)
-        else:
-            tools = () if raw_tools is None else _tool_specs(raw_tools)
+        tools = _tools(body.get("tools"))
         wires = [m if type(m) in _TYPED_KINDS or plain(m) else validated(m) for m in raw_messages]
     except ValidationError:
         _whole_validation_error(body)
@@ -165,7 +160,9 @@ def _short(body: dict[str, Any], raw_messages: list[Any], sealer: Sealer, stats:
     return _request(wire, tools, tuple(system), tuple(rest))
 
 
-def _request(wire: Any, tools: tuple[ToolSpec, ...], system: tuple[Text, ...], messages: tuple[Message, ...]) -> Request:
+def _request(
+    wire: Any, tools: tuple[ToolSpec, ...], system: tuple[Text, ...], messages: tuple[Message, ...]
+) -> Request:
     """The request of a decoded head (`wire`: typed.py `Head` or `wire.ChatRequestHead`), tools
     and messages, once the tool names and the tool choice are checked."""
     names = {t.name for t in tools}
@@ -210,6 +207,18 @@ def _request(wire: Any, tools: tuple[ToolSpec, ...], system: tuple[Text, ...], m
     )
 
 
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    """The request's `tools` decoded (raises pydantic's ValidationError): a list seen before by
+    its text (`KnownList`: a body read in parts) or its values (`ToolLists`)."""
+    kind = type(raw)
+    if kind is KnownList:
+        return raw.value  # type: ignore[no-any-return]
+    if kind is list:
+        return _TOOL_LISTS.decoded(raw)
+    # none declared (absent or null: what the validator makes of them) or not a list
+    return () if raw is None else _tool_specs(raw)
+
+
 def _tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
     """The request's `tools` validated and decoded (raises pydantic's ValidationError)."""
     return tuple(
@@ -224,6 +233,8 @@ def _tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
 
 
 _TOOL_LISTS = ToolLists(_tool_specs)
+# the codec's typed reading: its messages' Structs, and its tools found by their text
+TYPED_WITH_TOOLS = dataclasses.replace(TYPED, tools=_TOOL_LISTS)
 # the decoded messages' fold (system instructions, messages, ignored tokens) per conversation
 _DECODED = Resumable()
 
@@ -271,6 +282,9 @@ def _message(msg: Any, index: int, sealer: Sealer) -> Decoded:
 def _whole_validation_error(body: dict[str, Any]) -> NoReturn:
     """Raise the first error of the whole request, as OpenAI orders them (model, messages, the
     rest): the head and the messages are validated apart, so either may have failed first."""
+    tools = body.get("tools")
+    if type(tools) is KnownList:  # left unparsed (`_tools`), valid: the whole body's error is elsewhere
+        body = {**body, "tools": orjson.loads(tools.text)}
     try:
         # the same first error as the whole body's, from bounded work (a long body's in one
         # pydantic call held the GIL ~0.6 s); should the cut pass, the whole decides
