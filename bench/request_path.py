@@ -40,6 +40,7 @@ from gateway.transcript.seal import Sealer
 from gateway.transcript.target import Target
 
 SEALER = Sealer(b"b" * 32)
+CODEC_OF = {"chat": CODEC, "messages": MESSAGES}
 TARGET = Target(provider="stub", kind="openai_chat", model="stub", base_url="https://bench.invalid/v1")
 ADAPTER = get_adapter(TARGET.kind)
 REPLY = Reply("chatcmpl-1", "stub", 7)
@@ -160,23 +161,52 @@ def measure_tools(reps: int, rounds: int = 5) -> dict[str, float]:
     }
 
 
-def measure_next_turn(sessions: int, rounds: int = 5, messages: int = 20) -> float:
-    """Microseconds of CPU per next turn (parse from bytes and decode, the exchange's way), the
-    best of `rounds` rounds of `sessions` sessions, each with a memo that saw its two turns before."""
+def _as_messages(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's chat transcript (`workloads.agent_messages`) in the Messages API's form."""
+    out: list[dict[str, Any]] = []
+    for m in chat:
+        if m["role"] == "system":
+            continue  # the Messages API's `system` field: not part of the transcript measured here
+        if m["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            out.append({"role": "user", "content": [block]})
+        elif m.get("tool_calls"):
+            calls = [
+                {"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": {}}
+                for c in m["tool_calls"]
+            ]
+            out.append({"role": "assistant", "content": calls})
+        else:
+            out.append({"role": m["role"], "content": m["content"] or "..."})
+    return out
+
+
+def measure_next_turn(dialect: str, sessions: int, rounds: int = 5, messages: int = 20) -> float:
+    """Microseconds of CPU per next turn (parse from bytes and decode, the exchange's way) of an
+    agent in `dialect` ("chat" or "messages"), the best of `rounds` rounds of `sessions` sessions,
+    each with a memo that saw its two turns before."""
     from gateway.config import ServerConfig
     from gateway.ingress.memo import DecodeMemo
     from gateway.ingress.split import parse_shared
 
     limits = ServerConfig()
-    tools = workloads.tools()
-    call = {"name": tools[0]["function"]["name"], "arguments": "{}"}
-    calls = [{"id": "c", "type": "function", "function": call}]
-    answer = {"role": "assistant", "content": None, "tool_calls": calls}
+    body_of = agent_bodies()[dialect][1]
+    tools = body_of["tools"]
+    call = {"name": workloads.tools()[0]["function"]["name"], "arguments": "{}"}
+
+    def answer(n: int) -> dict[str, Any]:
+        calls = [{"id": f"call_next_{n}", "type": "function", "function": call}]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+
+    convert = _as_messages if dialect == "messages" else list
+
+    def body(transcript: list[dict[str, Any]]) -> bytes:
+        return orjson.dumps({**body_of, "model": "stub", "messages": convert(transcript), "tools": tools})
 
     def turn(memo: DecodeMemo, raw: bytes) -> None:
-        parsed = parse_shared(raw, "messages", memo, "chat\0", limits, None, False, CODEC.typed_items)
+        parsed = parse_shared(raw, "messages", memo, "s", limits, None, False, CODEC_OF[dialect].typed_items)
         assert parsed is not None
-        CODEC.decode(parsed[0], {}, SEALER, parsed[1])
+        CODEC_OF[dialect].decode(parsed[0], {}, SEALER, parsed[1])
         memo.settle()
 
     best = float("inf")
@@ -185,12 +215,11 @@ def measure_next_turn(sessions: int, rounds: int = 5, messages: int = 20) -> flo
         for i in range(sessions):
             seed = f"{round_}-{i}"
             first = workloads.agent_messages(messages, seed)
-            second = workloads.next_turn(first, answer, seed)
+            second = workloads.next_turn(first, answer(1), seed)
             memo = DecodeMemo(32 << 20)
             for seen in (first, second):
-                turn(memo, workloads.agent_body("stub", seen, tools))
-            third = workloads.next_turn(second, answer, seed)
-            runs.append((memo, workloads.agent_body("stub", third, tools)))
+                turn(memo, body(seen))
+            runs.append((memo, body(workloads.next_turn(second, answer(2), seed))))
         gc.collect()
         started = time.process_time()
         for memo, raw in runs:
@@ -210,8 +239,9 @@ def main() -> None:
     print("us per decode of a one-message request with 20 tools, per dialect")
     for name, value in measure_tools(max(1, args.reps // 4)).items():
         print(f"{name:14} {value:7.2f}")
-    print("us per chat agent's next turn (20 messages, 20 tools), parsed from bytes and decoded")
-    print(f"{'next turn':14} {measure_next_turn(max(1, args.reps // 40)):7.2f}")
+    print("us per agent's next turn (20 messages, 20 tools), parsed from bytes and decoded, per dialect")
+    for name in ("chat", "messages"):
+        print(f"{name:14} {measure_next_turn(name, max(1, args.reps // 40)):7.2f}")
 
 
 if __name__ == "__main__":

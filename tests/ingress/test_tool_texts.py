@@ -1,4 +1,4 @@
-"""A Chat body read in parts has its `tools` text looked up as sent (gateway/ingress/tool_lists.py
+"""A Chat or Messages body read in parts has its `tools` text looked up as sent (gateway/ingress/tool_lists.py
 `ToolLists.read`): a list seen before stands unparsed in the body (`KnownList`), and the request
 decodes to the same Request, or is refused with the same error (validation, depth, blocks), as the
 same body parsed whole and decoded without the memo, on its first sight and on every later turn."""
@@ -19,9 +19,10 @@ from gateway.ingress.chat.codec import CODEC
 from gateway.ingress.chat.decode import _TOOL_LISTS
 from gateway.ingress.errors import ClientError, parse_json_body
 from gateway.ingress.memo import DecodeMemo
+from gateway.ingress.messages.codec import CODEC as MESSAGES
 from gateway.ingress.split import parse_shared
 from gateway.transcript.seal import Sealer
-from tests.ingress.test_tool_lists import choices, tool_lists
+from tests.ingress.test_tool_lists import choices, messages_choices, messages_lists, tool_lists
 
 SEALER = Sealer(b"t" * 32)
 _DEEP = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}
@@ -57,7 +58,7 @@ def _messages(turn: int) -> list[dict[str, Any]]:
     return messages
 
 
-def _outcome(raw: bytes, limits: ServerConfig, memo: DecodeMemo | None) -> Any:
+def _outcome(raw: bytes, limits: ServerConfig, memo: DecodeMemo | None, codec: Any = CODEC) -> Any:
     """What the exchange makes of `raw` (gateway/exchange.py `_parse` and the codec's decode), or
     with no memo the body parsed whole and decoded as without one."""
     try:
@@ -65,10 +66,10 @@ def _outcome(raw: bytes, limits: ServerConfig, memo: DecodeMemo | None) -> Any:
             body, items = parse_json_body(raw, limits.max_json_depth), None
             check_parts(body, limits)
         else:
-            parsed = parse_shared(raw, "messages", memo, "chat\0", limits, None, False, CODEC.typed_items)
+            parsed = parse_shared(raw, "messages", memo, "scope", limits, None, False, codec.typed_items)
             assert parsed is not None
             body, items = parsed
-        return CODEC.decode(body, {}, SEALER, items).request
+        return codec.decode(body, {}, SEALER, items).request
     except ClientError as exc:
         return ("error", exc.status, str(exc), exc.param, exc.code)
     finally:
@@ -93,6 +94,34 @@ def test_a_body_decodes_the_same_with_its_tools_read_by_their_text(
             body["tool_choice"] = choice
         raw = _dumps(body, style)
         assert _outcome(raw, limits, memo) == _outcome(raw, limits, None)
+
+
+_MESSAGES_TOOLS = [
+    {"name": f"tool_{i}", "description": "d" * 40, "input_schema": {"type": "object", "properties": _DEEP}}
+    for i in range(4)
+]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(messages_lists, st.just(_MESSAGES_TOOLS)),
+    messages_choices,
+    _LIMITS,
+    st.lists(st.integers(0, 2), min_size=1, max_size=4),
+)
+def test_a_messages_body_decodes_the_same_with_its_tools_read_by_their_text(
+    tools: Any, choice: Any, limits: ServerConfig, styles: list[int]
+) -> None:
+    memo = DecodeMemo(1 << 20)
+    for turn, style in enumerate(styles):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the tests. " * 30}]
+        for i in range(turn):
+            messages += [{"role": "assistant", "content": f"step {i}"}, {"role": "user", "content": "go on"}]
+        body: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": messages, "tools": tools}
+        if choice is not None:
+            body["tool_choice"] = choice
+        raw = _dumps(body, style)
+        assert _outcome(raw, limits, memo, MESSAGES) == _outcome(raw, limits, None, MESSAGES)
 
 
 def test_a_list_seen_before_is_neither_parsed_nor_decoded_again() -> None:
