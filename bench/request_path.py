@@ -40,7 +40,7 @@ from gateway.transcript.seal import Sealer
 from gateway.transcript.target import Target
 
 SEALER = Sealer(b"b" * 32)
-CODEC_OF = {"chat": CODEC, "messages": MESSAGES}
+CODEC_OF = {"chat": CODEC, "messages": MESSAGES, "gemini": GENERATE}
 TARGET = Target(provider="stub", kind="openai_chat", model="stub", base_url="https://bench.invalid/v1")
 ADAPTER = get_adapter(TARGET.kind)
 REPLY = Reply("chatcmpl-1", "stub", 7)
@@ -181,9 +181,31 @@ def _as_messages(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _as_gemini(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's chat transcript (`workloads.agent_messages`) as Gemini `contents`."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for m in chat:
+        if m["role"] == "system":
+            continue  # Gemini's `systemInstruction`: not part of the transcript measured here
+        if m["role"] == "tool":
+            response = {"name": names[m["tool_call_id"]], "response": {"content": m["content"]}}
+            out.append({"role": "user", "parts": [{"functionResponse": response}]})
+        elif m.get("tool_calls"):
+            parts = []
+            for c in m["tool_calls"]:
+                names[c["id"]] = c["function"]["name"]
+                parts.append({"functionCall": {"name": c["function"]["name"], "args": {}}})
+            out.append({"role": "model", "parts": parts})
+        else:
+            role = "model" if m["role"] == "assistant" else "user"
+            out.append({"role": role, "parts": [{"text": m["content"] or "..."}]})
+    return out
+
+
 def measure_next_turn(dialect: str, sessions: int, rounds: int = 5, messages: int = 20) -> float:
     """Microseconds of CPU per next turn (parse from bytes and decode, the exchange's way) of an
-    agent in `dialect` ("chat" or "messages"), the best of `rounds` rounds of `sessions` sessions,
+    agent in `dialect` ("chat", "messages" or "gemini"), the best of `rounds` rounds of `sessions` sessions,
     each with a memo that saw its two turns before."""
     from gateway.config import ServerConfig
     from gateway.ingress.memo import DecodeMemo
@@ -198,15 +220,19 @@ def measure_next_turn(dialect: str, sessions: int, rounds: int = 5, messages: in
         calls = [{"id": f"call_next_{n}", "type": "function", "function": call}]
         return {"role": "assistant", "content": None, "tool_calls": calls}
 
-    convert = _as_messages if dialect == "messages" else list
+    convert = {"chat": list, "messages": _as_messages, "gemini": _as_gemini}[dialect]
+    field = "contents" if dialect == "gemini" else "messages"
+    head = {**body_of, "model": "stub"}
+    if dialect == "gemini":  # its model is in the path
+        del head["model"]
 
     def body(transcript: list[dict[str, Any]]) -> bytes:
-        return orjson.dumps({**body_of, "model": "stub", "messages": convert(transcript), "tools": tools})
+        return orjson.dumps({**head, field: convert(transcript), "tools": tools})
 
     def turn(memo: DecodeMemo, raw: bytes) -> None:
-        parsed = parse_shared(raw, "messages", memo, "s", limits, None, False, CODEC_OF[dialect].typed_items)
+        parsed = parse_shared(raw, field, memo, "s", limits, None, False, CODEC_OF[dialect].typed_items)
         assert parsed is not None
-        CODEC_OF[dialect].decode(parsed[0], {}, SEALER, parsed[1])
+        CODEC_OF[dialect].decode(parsed[0], {}, SEALER, parsed[1], params={"model": "stub"})
         memo.settle()
 
     best = float("inf")
@@ -240,7 +266,7 @@ def main() -> None:
     for name, value in measure_tools(max(1, args.reps // 4)).items():
         print(f"{name:14} {value:7.2f}")
     print("us per agent's next turn (20 messages, 20 tools), parsed from bytes and decoded, per dialect")
-    for name in ("chat", "messages"):
+    for name in ("chat", "messages", "gemini"):
         print(f"{name:14} {measure_next_turn(name, max(1, args.reps // 40)):7.2f}")
 
 

@@ -1,4 +1,4 @@
-"""A Chat or Messages body read in parts has its `tools` text looked up as sent (gateway/ingress/tool_lists.py
+"""A Chat, Messages or Gemini body read in parts has its `tools` text looked up as sent (gateway/ingress/tool_lists.py
 `ToolLists.read`): a list seen before stands unparsed in the body (`KnownList`), and the request
 decodes to the same Request, or is refused with the same error (validation, depth, blocks), as the
 same body parsed whole and decoded without the memo, on its first sight and on every later turn."""
@@ -18,11 +18,12 @@ from gateway.ingress.budget import KnownList, raw_parts
 from gateway.ingress.chat.codec import CODEC
 from gateway.ingress.chat.decode import _TOOL_LISTS
 from gateway.ingress.errors import ClientError, parse_json_body
+from gateway.ingress.gemini.codec import GENERATE
 from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.messages.codec import CODEC as MESSAGES
 from gateway.ingress.split import parse_shared
 from gateway.transcript.seal import Sealer
-from tests.ingress.test_tool_lists import choices, messages_choices, messages_lists, tool_lists
+from tests.ingress.test_tool_lists import choices, gemini_tools, messages_choices, messages_lists, tool_lists
 
 SEALER = Sealer(b"t" * 32)
 _DEEP = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}
@@ -58,7 +59,9 @@ def _messages(turn: int) -> list[dict[str, Any]]:
     return messages
 
 
-def _outcome(raw: bytes, limits: ServerConfig, memo: DecodeMemo | None, codec: Any = CODEC) -> Any:
+def _outcome(
+    raw: bytes, limits: ServerConfig, memo: DecodeMemo | None, codec: Any = CODEC, field: str = "messages"
+) -> Any:
     """What the exchange makes of `raw` (gateway/exchange.py `_parse` and the codec's decode), or
     with no memo the body parsed whole and decoded as without one."""
     try:
@@ -66,10 +69,10 @@ def _outcome(raw: bytes, limits: ServerConfig, memo: DecodeMemo | None, codec: A
             body, items = parse_json_body(raw, limits.max_json_depth), None
             check_parts(body, limits)
         else:
-            parsed = parse_shared(raw, "messages", memo, "scope", limits, None, False, codec.typed_items)
+            parsed = parse_shared(raw, field, memo, "scope", limits, None, False, codec.typed_items)
             assert parsed is not None
             body, items = parsed
-        return codec.decode(body, {}, SEALER, items).request
+        return codec.decode(body, {}, SEALER, items, params={"model": "m"}).request
     except ClientError as exc:
         return ("error", exc.status, str(exc), exc.param, exc.code)
     finally:
@@ -122,6 +125,36 @@ def test_a_messages_body_decodes_the_same_with_its_tools_read_by_their_text(
             body["tool_choice"] = choice
         raw = _dumps(body, style)
         assert _outcome(raw, limits, memo, MESSAGES) == _outcome(raw, limits, None, MESSAGES)
+
+
+_DECLARATIONS = [
+    {
+        "functionDeclarations": [
+            {"name": f"tool_{i}", "description": "d" * 40, "parameters": _DEEP} for i in range(4)
+        ]
+    }
+]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(gemini_tools, st.just(_DECLARATIONS)),
+    _LIMITS,
+    st.lists(st.integers(0, 2), min_size=1, max_size=4),
+)
+def test_a_gemini_body_decodes_the_same_with_its_tools_read_by_their_text(
+    tools: Any, limits: ServerConfig, styles: list[int]
+) -> None:
+    memo = DecodeMemo(1 << 20)
+    for turn, style in enumerate(styles):
+        contents: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": "Fix the tests. " * 30}]}]
+        for i in range(turn):
+            contents += [
+                {"role": "model", "parts": [{"text": f"step {i}"}]},
+                {"role": "user", "parts": [{"text": "go on"}]},
+            ]
+        raw = _dumps({"contents": contents, "tools": tools}, style)
+        assert _outcome(raw, limits, memo, GENERATE, "contents") == _outcome(raw, limits, None, GENERATE)
 
 
 def test_a_list_seen_before_is_neither_parsed_nor_decoded_again() -> None:
