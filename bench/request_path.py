@@ -10,7 +10,9 @@ without a shared machine's noise in between.
 
 Prints microseconds per request (the best of five rounds) for each step and for all of them,
 then each dialect's decode of a one-message request carrying the bench's 20 tools, as an agent
-sends them every turn (`gateway/ingress/tool_lists.py`).
+sends them every turn (`gateway/ingress/tool_lists.py`), then an agent's next turn (a chat
+transcript of 20 messages and the 20 tools, its two turns before seen just before) parsed from its bytes
+as the exchange parses it (the decode memo, the codec's typed reading) and decoded.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from gateway.transcript.seal import Sealer
 from gateway.transcript.target import Target
 
 SEALER = Sealer(b"b" * 32)
+CODEC_OF = {"chat": CODEC, "messages": MESSAGES, "gemini": GENERATE}
 TARGET = Target(provider="stub", kind="openai_chat", model="stub", base_url="https://bench.invalid/v1")
 ADAPTER = get_adapter(TARGET.kind)
 REPLY = Reply("chatcmpl-1", "stub", 7)
@@ -158,6 +161,99 @@ def measure_tools(reps: int, rounds: int = 5) -> dict[str, float]:
     }
 
 
+def _as_messages(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's chat transcript (`workloads.agent_messages`) in the Messages API's form."""
+    out: list[dict[str, Any]] = []
+    for m in chat:
+        if m["role"] == "system":
+            continue  # the Messages API's `system` field: not part of the transcript measured here
+        if m["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            out.append({"role": "user", "content": [block]})
+        elif m.get("tool_calls"):
+            calls = [
+                {"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": {}}
+                for c in m["tool_calls"]
+            ]
+            out.append({"role": "assistant", "content": calls})
+        else:
+            out.append({"role": m["role"], "content": m["content"] or "..."})
+    return out
+
+
+def _as_gemini(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's chat transcript (`workloads.agent_messages`) as Gemini `contents`."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for m in chat:
+        if m["role"] == "system":
+            continue  # Gemini's `systemInstruction`: not part of the transcript measured here
+        if m["role"] == "tool":
+            response = {"name": names[m["tool_call_id"]], "response": {"content": m["content"]}}
+            out.append({"role": "user", "parts": [{"functionResponse": response}]})
+        elif m.get("tool_calls"):
+            parts = []
+            for c in m["tool_calls"]:
+                names[c["id"]] = c["function"]["name"]
+                parts.append({"functionCall": {"name": c["function"]["name"], "args": {}}})
+            out.append({"role": "model", "parts": parts})
+        else:
+            role = "model" if m["role"] == "assistant" else "user"
+            out.append({"role": role, "parts": [{"text": m["content"] or "..."}]})
+    return out
+
+
+def measure_next_turn(dialect: str, sessions: int, rounds: int = 5, messages: int = 20) -> float:
+    """Microseconds of CPU per next turn (parse from bytes and decode, the exchange's way) of an
+    agent in `dialect` ("chat", "messages" or "gemini"), the best of `rounds` rounds of `sessions` sessions,
+    each with a memo that saw its two turns before."""
+    from gateway.config import ServerConfig
+    from gateway.ingress.memo import DecodeMemo
+    from gateway.ingress.split import parse_shared
+
+    limits = ServerConfig()
+    body_of = agent_bodies()[dialect][1]
+    tools = body_of["tools"]
+    call = {"name": workloads.tools()[0]["function"]["name"], "arguments": "{}"}
+
+    def answer(n: int) -> dict[str, Any]:
+        calls = [{"id": f"call_next_{n}", "type": "function", "function": call}]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+
+    convert = {"chat": list, "messages": _as_messages, "gemini": _as_gemini}[dialect]
+    field = "contents" if dialect == "gemini" else "messages"
+    head = {**body_of, "model": "stub"}
+    if dialect == "gemini":  # its model is in the path
+        del head["model"]
+
+    def body(transcript: list[dict[str, Any]]) -> bytes:
+        return orjson.dumps({**head, field: convert(transcript), "tools": tools})
+
+    def turn(memo: DecodeMemo, raw: bytes) -> None:
+        parsed = parse_shared(raw, field, memo, "s", limits, None, False, CODEC_OF[dialect].typed_items)
+        assert parsed is not None
+        CODEC_OF[dialect].decode(parsed[0], {}, SEALER, parsed[1], params={"model": "stub"})
+        memo.settle()
+
+    best = float("inf")
+    for round_ in range(rounds):
+        runs = []
+        for i in range(sessions):
+            seed = f"{round_}-{i}"
+            first = workloads.agent_messages(messages, seed)
+            second = workloads.next_turn(first, answer(1), seed)
+            memo = DecodeMemo(32 << 20)
+            for seen in (first, second):
+                turn(memo, body(seen))
+            runs.append((memo, body(workloads.next_turn(second, answer(2), seed))))
+        gc.collect()
+        started = time.process_time()
+        for memo, raw in runs:
+            turn(memo, raw)
+        best = min(best, (time.process_time() - started) / sessions * 1e6)
+    return best
+
+
 def main() -> None:
     about = __doc__.split("\n\n")[0]
     parser = argparse.ArgumentParser(prog="python bench/request_path.py", description=about)
@@ -169,6 +265,9 @@ def main() -> None:
     print("us per decode of a one-message request with 20 tools, per dialect")
     for name, value in measure_tools(max(1, args.reps // 4)).items():
         print(f"{name:14} {value:7.2f}")
+    print("us per agent's next turn (20 messages, 20 tools), parsed from bytes and decoded, per dialect")
+    for name in ("chat", "messages", "gemini"):
+        print(f"{name:14} {measure_next_turn(name, max(1, args.reps // 40)):7.2f}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from gateway.answering import answer_stream, answer_whole
 from gateway.continuity import chain
 from gateway.continuity.items import expand
 from gateway.continuity.restore import keyed, restore
-from gateway.ingress.admission import check_size, parse_counted, values_within_budget
+from gateway.ingress.admission import check_size, parse_counted, parse_short, values_within_budget
 from gateway.ingress.base import Dialect, Inbound, IngressCodec, Reply, SessionHint
 from gateway.ingress.budget import Shared, offloads
 from gateway.ingress.errors import ClientError, invalid, overflow_figures
@@ -227,12 +227,16 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
     if state.limits:
         exchange.key = state.limits.identify(exchange.tenant)
     exchange.raw = raw = await http.read()
-    field = exchange.codec.transcript_field
-    # an agent's next turn opens with the body held for its last one: counted from what follows
-    held = None if field is None else state.memo.held_bound(_memo_scope(exchange), raw, field)
-    values = await values_within_budget(raw, state.config.server, held)
-    exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
-    body, items = await _parse(exchange, raw, values, held)
+    short = parse_short(raw, state.config.server, state.memo.min_bytes)
+    if short is not None:  # what the steps below make of a short body, in one call
+        (body,), items, offload = short, None, None
+    else:
+        field = exchange.codec.transcript_field
+        # an agent's next turn opens with the body held for its last one: counted from what follows
+        held = None if field is None else state.memo.held_bound(_memo_scope(exchange), raw, field)
+        values = await values_within_budget(raw, state.config.server, held)
+        exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
+        body, items = await _parse(exchange, raw, values, held)
     decode = exchange.codec.decode
     if offload is not None:
         inbound = await offload.run(

@@ -13,6 +13,7 @@ from gateway.config import ServerConfig
 from gateway.ingress.budget import (
     JsonValues,
     Shared,
+    offloads,
     parsed_in_pieces,
     raw_parts,
     value_bound,
@@ -92,6 +93,24 @@ async def values_within_budget(raw: bytes, limits: ServerConfig, held: Shared | 
             await asyncio.sleep(0)
         return None
     return bound
+
+
+def parse_short(raw: bytes, limits: ServerConfig, min_bytes: int) -> tuple[Any] | None:
+    """A body shorter than the decode memo's `min_bytes` (the bench's small request, a one-shot
+    question), parsed and checked as the exchange's steps would (gateway/exchange.py `_run`: the
+    memo holds nothing for it, `values_within_budget` bounds it in one step, it is not offloaded,
+    `parse_transcript` and `parse_counted` parse it whole), without their coroutines and the
+    memo's calls: `(body,)`. None: those steps take it (a longer body; a bound past the cap,
+    counted exactly; an offloaded one). tests/exchange/test_short_body.py compares both."""
+    size = len(raw)
+    if size >= min_bytes:
+        return None
+    values = value_bound(raw, 0, size)
+    if values > limits.max_json_values or offloads(values, size):
+        return None
+    body = parse_json_body(raw, limits.max_json_depth)
+    check_parts(body, limits, values)
+    return (body,)
 
 
 def check_parts(body: Any, limits: ServerConfig, values: int | None = None, parts: int | None = None) -> None:

@@ -128,6 +128,8 @@ def raw_parts(body: Any) -> int:
     total = 0
     for value in body.values():
         if type(value) is not list:
+            if type(value) is KnownList:
+                total += value.parts
             continue
         for item in value:  # `item_parts`, inline: a transcript has thousands of items
             kind = type(item)
@@ -166,6 +168,22 @@ class Known:
 
 
 _KNOWN = [Known(parts) for parts in range(64)]
+
+
+class KnownList:
+    """In a body read in parts, a top-level list whose JSON text was decoded before (an agent's
+    tool definitions, the same every turn: gateway/ingress/tool_lists.py), left unparsed: `value`
+    is what the dialect's decode made of it, `text` its JSON text (parsed again only to report a
+    validation error of the whole request), `parts` what `raw_parts` counts for it and `nesting`
+    how deep it nests (`errors.nesting`, the list at 1). Immutable and shared."""
+
+    __slots__ = ("text", "value", "parts", "nesting")
+
+    def __init__(self, text: bytes, value: Any, parts: int, nesting: int) -> None:
+        self.text = text
+        self.value = value
+        self.parts = parts
+        self.nesting = nesting
 
 
 def known(parts: int) -> Known:

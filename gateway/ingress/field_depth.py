@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.bounded_cache import BoundedCache
+from gateway.ingress.budget import KnownList
 from gateway.ingress.errors import check_depth, invalid, nesting
 
 # a field's text at least this long has its nesting remembered (a shorter one is walked: cheaper
@@ -24,6 +25,9 @@ def check_fields_depth(body: dict[str, Any], texts: dict[str, Any], limit: int, 
     deepest = 0
     for name, value in body.items():
         kind = type(value)
+        if kind is KnownList:  # its nesting found when its text was first read
+            deepest = max(deepest, 1 + value.nesting)
+            continue
         if name == skip or (kind is not dict and kind is not list):
             walked[name] = value
             continue

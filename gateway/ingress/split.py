@@ -29,7 +29,7 @@ from gateway.ingress.field_depth import check_fields_depth
 from gateway.ingress.memo import DecodeMemo, Items
 from gateway.ingress.pieces import parse_json_pieces
 from gateway.ingress.slices import FIELDS, ITEMS, UNREADABLE, field_at
-from gateway.ingress.typed_items import TypedItems, typed_read
+from gateway.ingress.typed_items import TypedItems, read_field, typed_read
 
 # the deepest body orjson parses whole: deeper limits make the parts' parse accept what the whole's
 # refuses, so a body checked against one is parsed whole
@@ -46,6 +46,7 @@ def parse_split(
     values: int | None = None,
     opening: tuple[str, int] | None = None,
     shared: Shared | None = None,
+    typed: TypedItems | None = None,
 ) -> tuple[dict[str, Any], Items[Any]] | None:
     """The body, with `field` holding the items' values (`Known` for an item the memo found,
     left unparsed), and the items as the memo found them; checked in the order of the whole
@@ -53,7 +54,9 @@ def parse_split(
     the body whole. `values`: at least the JSON values of the body, when counted already.
     `opening`: what `admit` knows the body's opening by (a long list read item by item is held
     under it for the next turn: gateway/ingress/memo_chain.py). `shared`: what counting the
-    values found the body shares with the memo's held one (`DecodeMemo.held_bound`)."""
+    values found the body shares with the memo's held one (`DecodeMemo.held_bound`). `typed`: the
+    dialect's typed reading, whose tool lists the body's `tools` text is looked up in
+    (`typed_items.read_field`)."""
     if max_depth > ORJSON_DEPTH or not memo.enabled:
         return None
     # a turn going on from a held one: compared whole, only what follows the held list read
@@ -75,7 +78,7 @@ def parse_split(
     body: dict[str, Any] = {}
     try:
         for name, value in fields.items():
-            body[name] = None if name == field else orjson.loads(memoryview(value))
+            body[name] = None if name == field else read_field(name, value, typed)
     except orjson.JSONDecodeError:
         return None
     if chained is None:
@@ -149,7 +152,7 @@ def parse_transcript(
     seen, opening = memo.admit(scope, raw, field)  # evidence of reuse: else parsed whole
     if seen:
         checks = partial(check_parts, limits=limits, values=values)
-        split = parse_split(raw, field, memo, scope, limit, checks, values, opening, shared)
+        split = parse_split(raw, field, memo, scope, limit, checks, values, opening, shared, typed)
         if split is not None:
             return split
     # at first sight the items are decoded as they are parsed; a seen body's are looked up by

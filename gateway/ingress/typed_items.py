@@ -43,13 +43,29 @@ _OPEN, _CLOSE = ord("["), ord("]")
 @dataclass(frozen=True, slots=True)
 class TypedItems:
     """A dialect's typed reading of its transcript list: `decoder` reads the list's JSON text
-    into Structs (raising for any item of another shape); `depth`: how deep in the body an item's
-    values nest at most (the body 1, the list 2, an item 3), checked against `max_json_depth`;
-    `kinds`: the Structs' types, which the dialect's decode takes as checked."""
+    into Structs (raising for any item of another shape; None: the dialect has none, its items
+    are parsed by orjson); `depth`: how deep in the body an item's values nest at most (the body
+    1, the list 2, an item 3), checked against `max_json_depth`; `kinds`: the Structs' types,
+    which the dialect's decode takes as checked. `tools`: the
+    dialect's tool lists (gateway/ingress/tool_lists.py `ToolLists`), when its decode takes a
+    `KnownList` in the body's `tools` field: a body read in parts has that field's text looked up
+    there (`read_field`)."""
 
-    decoder: msgspec.json.Decoder[Any]
+    decoder: msgspec.json.Decoder[Any] | None
     depth: int
     kinds: frozenset[type]
+    tools: Any = None
+
+
+def read_field(name: str, text: Any, typed: TypedItems | None) -> Any:
+    """A top-level field of a body read in parts, from its JSON text: parsed by orjson (raising its
+    error), or a `KnownList` for the dialect's tools seen before (`TypedItems.tools`)."""
+    if name == TOOLS and typed is not None and typed.tools is not None:
+        return typed.tools.read(text)
+    return orjson.loads(memoryview(text))
+
+
+TOOLS = "tools"  # the field a dialect's tool definitions are in, in every dialect
 
 
 def typed_body(raw: bytes, field: str, typed: TypedItems, max_depth: int) -> dict[str, Any] | None:
@@ -95,7 +111,8 @@ def typed_read(
     anyway: the next turn goes on from it without reading the body again). `scope`: where the
     outside of a body read so is remembered (gateway/ingress/memo.py's scopes: a dialect and a
     tenant), and a body with the same outside is read without reading its fields again."""
-    if max_depth < typed.depth:
+    decoder = typed.decoder
+    if decoder is None or max_depth < typed.depth:
         return None
     outside = None
     if scope is not None:
@@ -121,8 +138,8 @@ def typed_read(
     body: dict[str, Any] = {}
     try:
         for name, value in texts.items():
-            body[name] = None if name == field else orjson.loads(memoryview(value))
-        body[field] = typed.decoder.decode(listed)
+            body[name] = None if name == field else read_field(name, value, typed)
+        body[field] = decoder.decode(listed)
     except (orjson.JSONDecodeError, *UNREADABLE):
         return None
     check_fields_depth(body, texts, max_depth, field)

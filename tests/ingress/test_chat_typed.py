@@ -354,7 +354,10 @@ def test_a_body_with_the_outside_of_one_read_typed_reads_as_it_does_alone(
     alone = typed_read(other, "messages", TYPED, depth)
     read = typed_read(other, "messages", TYPED, depth, scope)
     event("read typed" if read is not None else "parsed whole")
-    assert read == alone if listed else read in (None, alone)
+    # another body's outside found by its ends alone (the same head, a tail that ends as this
+    # one's) puts more than the list between them: msgspec refuses it, and the body is parsed whole
+    exact = found is None or mix & 3 == 0
+    assert read == alone if listed and exact else read in (None, alone)
     _outcome(raw, depth, typed=True)  # its outside remembered in the scope the outcome reads in
     assert _outcome(other, depth, typed=True) == _outcome(other, depth, typed=False)
 

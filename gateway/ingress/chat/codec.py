@@ -16,10 +16,9 @@ from gateway.ingress.base import (
     SessionHint,
     StreamEncoder,
 )
-from gateway.ingress.chat.decode import DecodeStats, decode_request, include_usage
+from gateway.ingress.chat.decode import TYPED_WITH_TOOLS, DecodeStats, decode_request, include_usage
 from gateway.ingress.chat.encode import ChatStreamEncoder, completion_json
 from gateway.ingress.chat.models import openai_model_list
-from gateway.ingress.chat.typed import TYPED
 from gateway.ingress.errors import ClientError, openai_error_body
 from gateway.ingress.memo import Items
 from gateway.ingress.textual import ServerToolsAsText, textual_turn
@@ -32,7 +31,7 @@ SESSION_HEADER = "X-Session-Id"
 
 class ChatCodec:
     transcript_field = "messages"
-    typed_items = TYPED
+    typed_items = TYPED_WITH_TOOLS
 
     def decode(
         self,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import islice
 from operator import attrgetter, itemgetter
 from typing import Any, NoReturn
 
+import orjson
 from pydantic import ValidationError
 
+from gateway.ingress.budget import KnownList
 from gateway.ingress.chat import wire as w
 from gateway.ingress.chat.plain import assistant_end, plain, plain_message, tool_call
 from gateway.ingress.chat.typed import TYPED, typed_head, typed_message, typed_messages
@@ -33,7 +36,7 @@ from gateway.transcript.model import (
     ToolSpec,
     replace,
 )
-from gateway.transcript.resume import Resumable
+from gateway.transcript.resume import MIN_MESSAGES, Resumable
 from gateway.transcript.seal import Sealer
 
 
@@ -63,6 +66,8 @@ def decode_request(
     if type(raw_messages) is not list or not raw_messages:
         _whole_validation_error(body)
     if items is None:
+        if len(raw_messages) < MIN_MESSAGES:
+            return _short(body, raw_messages, sealer, stats or DecodeStats())
         items = fresh_items(len(raw_messages))
     found_all = items.found
     if len(found_all) != len(raw_messages):
@@ -72,11 +77,7 @@ def decode_request(
     start, held = _DECODED.find(found_all, None)  # type: ignore[arg-type]
     try:
         wire = typed_head(body) or w.ChatRequestHead.model_validate(body)
-        raw_tools = body.get("tools")
-        if type(raw_tools) is list:
-            tools = _TOOL_LISTS.decoded(raw_tools)
-        else:  # none declared (absent or null: what the validator makes of them) or not a list
-            tools = () if raw_tools is None else _tool_specs(raw_tools)
+        tools = _tools(body.get("tools"))
         # only new messages are validated: a found one passed when it was first seen, one read
         # into its Struct (gateway/ingress/chat/typed.py) when it was parsed
         # a long transcript at first sight: every message read into its Struct, none found
@@ -126,7 +127,44 @@ def decode_request(
         messages.extend(rest)
     stats.ignored_tokens += ignored_total  # counted once the messages decoded (an error drops the stats)
     _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), tuple(messages), ignored_total))  # type: ignore[arg-type]
+    return _request(wire, tools, tuple(system), tuple(messages))
 
+
+def _short(body: dict[str, Any], raw_messages: list[Any], sealer: Sealer, stats: DecodeStats) -> Request:
+    """`decode_request` of a body whose items the memo does not see (a short body: the bench's
+    small request, a one-shot question) and too few for the fold to resume (`_DECODED` neither
+    finds nor holds them): the same checks in the same order and the same result, without the
+    memo's per-item bookkeeping (`fresh_items`, `Items.decode_each`: about a third of a
+    one-message decode). tests/ingress/test_chat_short.py compares both."""
+    try:
+        wire = typed_head(body) or w.ChatRequestHead.model_validate(body)
+        tools = _tools(body.get("tools"))
+        wires = [m if type(m) in _TYPED_KINDS or plain(m) else validated(m) for m in raw_messages]
+    except ValidationError:
+        _whole_validation_error(body)
+    if wire.n not in (None, 1):
+        raise invalid("only n=1 is supported", param="n", code="unsupported_value")
+    _refuse_unsupported(body)
+    decoded = [_decode_message(m, index, sealer) for index, m in enumerate(wires)]
+    system: list[Text] = []
+    leading, system_role = 0, Role.SYSTEM
+    for message, _ in decoded:  # the instructions that open the conversation
+        if message.role is not system_role:
+            break
+        system.extend(message.blocks)  # type: ignore[arg-type]
+        leading += 1
+    rest = [message for message, _ in islice(decoded, leading, None)]
+    if system_role in map(_ROLE, rest):  # later instructions stay where they are (with their blocks)
+        rest = [m for m in rest if m.role is not system_role or m.blocks]
+    stats.ignored_tokens += sum(map(_IGNORED, decoded))
+    return _request(wire, tools, tuple(system), tuple(rest))
+
+
+def _request(
+    wire: Any, tools: tuple[ToolSpec, ...], system: tuple[Text, ...], messages: tuple[Message, ...]
+) -> Request:
+    """The request of a decoded head (`wire`: typed.py `Head` or `wire.ChatRequestHead`), tools
+    and messages, once the tool names and the tool choice are checked."""
     names = {t.name for t in tools}
     if len(names) != len(tools):
         raise invalid("tool names must be unique", param="tools", code="invalid_value")
@@ -154,8 +192,8 @@ def decode_request(
     stop = wire.stop
     return Request(
         model=wire.model,
-        messages=tuple(messages),
-        system=tuple(system),
+        messages=messages,
+        system=system,
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=wire.parallel_tool_calls,
@@ -167,6 +205,18 @@ def decode_request(
         reasoning_effort=wire.reasoning_effort,
         response_format=_response_format(wire.response_format),
     )
+
+
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    """The request's `tools` decoded (raises pydantic's ValidationError): a list seen before by
+    its text (`KnownList`: a body read in parts) or its values (`ToolLists`)."""
+    kind = type(raw)
+    if kind is KnownList:
+        return raw.value  # type: ignore[no-any-return]
+    if kind is list:
+        return _TOOL_LISTS.decoded(raw)
+    # none declared (absent or null: what the validator makes of them) or not a list
+    return () if raw is None else _tool_specs(raw)
 
 
 def _tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
@@ -183,6 +233,8 @@ def _tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
 
 
 _TOOL_LISTS = ToolLists(_tool_specs)
+# the codec's typed reading: its messages' Structs, and its tools found by their text
+TYPED_WITH_TOOLS = dataclasses.replace(TYPED, tools=_TOOL_LISTS)
 # the decoded messages' fold (system instructions, messages, ignored tokens) per conversation
 _DECODED = Resumable()
 
@@ -230,6 +282,9 @@ def _message(msg: Any, index: int, sealer: Sealer) -> Decoded:
 def _whole_validation_error(body: dict[str, Any]) -> NoReturn:
     """Raise the first error of the whole request, as OpenAI orders them (model, messages, the
     rest): the head and the messages are validated apart, so either may have failed first."""
+    tools = body.get("tools")
+    if type(tools) is KnownList:  # left unparsed (`_tools`), valid: the whole body's error is elsewhere
+        body = {**body, "tools": orjson.loads(tools.text)}
     try:
         # the same first error as the whole body's, from bounded work (a long body's in one
         # pydantic call held the GIL ~0.6 s); should the cut pass, the whole decides

@@ -21,7 +21,7 @@ from gateway.ingress.base import (
     Reply,
     Route,
 )
-from gateway.ingress.gemini.decode import Decoded, decode_request
+from gateway.ingress.gemini.decode import TYPED_TOOLS, Decoded, decode_request
 from gateway.ingress.gemini.encode import AnswerParts, GeminiStreamEncoder, answer_json, continuity_token
 from gateway.ingress.gemini.errors import google_error
 from gateway.ingress.gemini.models import model_list
@@ -51,7 +51,7 @@ class GeminiCodec:
     # the memo keeps a witness per content; the reading resumes after the contents the
     # conversation's last turn read (gateway/ingress/resumed.py)
     transcript_field = "contents"
-    typed_items = None
+    typed_items = TYPED_TOOLS
 
     def decode(
         self,

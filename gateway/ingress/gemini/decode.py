@@ -27,11 +27,13 @@ from typing import Any
 
 import orjson
 
+from gateway.ingress.budget import KnownList
 from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini.schema import json_schema
 from gateway.ingress.memo_items import Items
 from gateway.ingress.resumed import ResumedReads
 from gateway.ingress.tool_lists import ToolLists
+from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -153,7 +155,11 @@ def decode_request(
     messages = _Contents(sealer, out).decode(contents, items, body)
     system = _system(body.get("systemInstruction"))
     raw_tools = body.get("tools")
-    tools, hosted = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _tools(raw_tools)
+    kind = type(raw_tools)
+    if kind is KnownList:  # found by its text (a body read in parts: gateway/ingress/tool_lists.py)
+        tools, hosted = raw_tools.value
+    else:
+        tools, hosted = _TOOL_LISTS.decoded(raw_tools) if kind is list else _tools(raw_tools)
     config = _dict(body.get("generationConfig"), "generationConfig")
     fields: dict[str, Any] = {}
     _generation(config, fields, out)
@@ -419,6 +425,8 @@ def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
 
 # the declarations' schemas are read and converted once per list (gateway/ingress/tool_lists.py)
 _TOOL_LISTS = ToolLists(_tools)
+# no typed reading of the contents (parsed by orjson), the tools found by their text
+TYPED_TOOLS = TypedItems(None, 0, frozenset(), tools=_TOOL_LISTS)
 
 
 def _declaration(declaration: dict[str, Any], path: str) -> ToolSpec:

@@ -24,7 +24,7 @@ from gateway.ingress.echo_formats import anthropic_token
 from gateway.ingress.errors import anthropic_error
 from gateway.ingress.memo import Items
 from gateway.ingress.messages import wire as w
-from gateway.ingress.messages.decode import Decoded, Validated, decode_request, validate
+from gateway.ingress.messages.decode import TYPED_TOOLS, Decoded, Validated, decode_request, validate
 from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, message_json
 from gateway.ingress.messages.models import anthropic_client, anthropic_model_list
 from gateway.transcript.events import BlockKind
@@ -42,7 +42,7 @@ class Context:
 
 class MessagesCodec:
     transcript_field = "messages"
-    typed_items = None
+    typed_items = TYPED_TOOLS
 
     def decode(
         self,

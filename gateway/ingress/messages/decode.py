@@ -16,11 +16,13 @@ from typing import Any, NoReturn
 import orjson
 from pydantic import ValidationError
 
+from gateway.ingress.budget import KnownList
 from gateway.ingress.echo_formats import anthropic_redacted, anthropic_thinking
 from gateway.ingress.errors import ClientError
 from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.messages import wire as w
 from gateway.ingress.tool_lists import ToolLists
+from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
@@ -121,6 +123,8 @@ def _validated_tools(raw: Any) -> ToolList:
 
 
 _TOOL_LISTS = ToolLists(_validated_tools)
+# no typed reading of the messages (parsed by orjson), the tools found by their text
+TYPED_TOOLS = TypedItems(None, 0, frozenset(), tools=_TOOL_LISTS)
 # the decoded messages' fold (opening system blocks, messages, ignored tokens) per conversation
 _DECODED = Resumable()
 
@@ -141,7 +145,11 @@ def validate(
     try:
         head = w.HEADS[model].model_validate(body)
         raw_tools = body.get("tools")
-        tools = _TOOL_LISTS.decoded(raw_tools) if type(raw_tools) is list else _validated_tools(raw_tools)
+        kind = type(raw_tools)
+        if kind is KnownList:  # found by its text (a body read in parts: gateway/ingress/tool_lists.py)
+            tools = raw_tools.value
+        else:
+            tools = _TOOL_LISTS.decoded(raw_tools) if kind is list else _validated_tools(raw_tools)
         # only new messages are validated: a found one passed when it was first seen
         messages = [
             w.MESSAGE.validate_python(m) if found is None else None
@@ -158,6 +166,9 @@ def validate(
 def _whole_validation_error(body: dict[str, Any], model: type[w.MessagesRequest]) -> NoReturn:
     """Raise the most specific error of the whole request: the head and the messages are
     validated apart, and the error reported is chosen among all of them."""
+    tools = body.get("tools")
+    if type(tools) is KnownList:  # left unparsed, valid: the whole body's error is elsewhere
+        body = {**body, "tools": orjson.loads(tools.text)}
     try:
         model.model_validate(body)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from gateway.providers import held_wire
 from gateway.providers.base import (
     EncodeError,
     HttpRequest,
@@ -210,7 +211,9 @@ class ChatEncoder:
 
         body: dict[str, Any] = {"model": target.model}
         rendered: Rendered | None = None
-        if d.tool_message_name:  # a tool message's `name` is its call's, from elsewhere
+        if d.tool_message_name or len(request.messages) < held_wire.MIN_MESSAGES:
+            # a tool message's `name` is its call's, from elsewhere; a short list is held nowhere
+            # (`HeldWire.rendered`): written with the body, as a list rendered afresh is
             encode(request.messages, 0, messages)
             body["messages"] = messages
         else:
