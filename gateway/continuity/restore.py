@@ -42,7 +42,7 @@ def keyed(request: Request, session: str, tenant: str = "") -> tuple[tuple[str |
     start = len(keys)
     # a turn with a call is found by its first call's key (`lookup_key`), made here: an agent's
     # turns are mostly calls; a text turn's by `text_turn_key` (its position: the keys before it)
-    calls, texts = call_key_prefix(tenant), text_key_prefix(session, tenant)
+    calls, texts = call_key_prefix(tenant), ""  # texts: made at the first text turn
     assistant, call_kind, keep = _ASSISTANT, ToolCall, keys.append
     for message in messages[done:] if done else messages:
         if message.role is assistant:
@@ -52,13 +52,15 @@ def keyed(request: Request, session: str, tenant: str = "") -> tuple[tuple[str |
                     keep(calls + block.id)
                     break
             else:
+                texts = texts or text_key_prefix(session, tenant)
                 keep(text_turn_key(texts, len(keys), blocks))
-    added = dict.fromkeys(keys[start:])  # in order, once each (C speed)
-    added.pop(None, None)
-    if added and distinct:  # a turn going on: its few new keys
-        added = {key: None for key in added if key not in distinct}
-    if added:
-        distinct = {**distinct, **added} if distinct else added  # a held dict never changes
+    if len(keys) > start:  # a small request (no assistant turn) skips this
+        added = dict.fromkeys(keys[start:])  # in order, once each (C speed)
+        added.pop(None, None)
+        if added and distinct:  # a turn going on: its few new keys
+            added = {key: None for key in added if key not in distinct}
+        if added:
+            distinct = {**distinct, **added} if distinct else added  # a held dict never changes
     found = (tuple(keys), distinct)
     _KEYS_SO_FAR.hold(messages, context, found)
     return found
