@@ -7,6 +7,9 @@ call, one fresh conversation per turn, as `bench/turns.py` sends them through th
 - `parse`: the memo's admission, the body's parse, its depth checks and part counts
   (`parse_transcript`);
 - `decode`: the Chat dialect's decode into the canonical Request, the memo recording the items;
+- `keys`: restore's lookup keys (`keyed`: a key per assistant turn, a text turn's a hash of its
+  text) and `size`: `check_size` (the blocks counted against the caps), as the exchange runs them
+  on the decoded request;
 - `repair`: `prepare` for an OpenAI Chat target; `encode`: that provider's request body.
 
 A body the exchange hands to its worker thread (`offloads`: 5,000 messages do) is parsed to
@@ -48,7 +51,8 @@ sys.path.insert(1, str(ROOT))
 
 from bench import workloads  # noqa: E402
 from gateway.config.loading import config_from_dict  # noqa: E402
-from gateway.ingress.admission import values_within_budget  # noqa: E402
+from gateway.continuity.restore import keyed  # noqa: E402
+from gateway.ingress.admission import check_size, values_within_budget  # noqa: E402
 from gateway.ingress.budget import offloads  # noqa: E402
 from gateway.ingress.chat.codec import CODEC  # noqa: E402
 from gateway.ingress.memo import SHORT_BODY, DecodeMemo  # noqa: E402
@@ -107,6 +111,14 @@ def turn(memo: DecodeMemo, raw: bytes) -> dict[str, float]:
         started = clock()
         inbound = CODEC.decode(body, {}, SEALER, items)
         took["decode"] = clock() - started
+
+        started = clock()
+        keyed(inbound.request, "sess_bench")
+        took["keys"] = clock() - started
+
+        started = clock()
+        check_size(inbound.request, SERVER)
+        took["size"] = clock() - started
 
         started = clock()
         prepared = prepare(inbound.request, TARGET, ADAPTER.capabilities)

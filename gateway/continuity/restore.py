@@ -15,7 +15,7 @@ import orjson
 from cachetools import LRUCache
 
 from gateway.continuity.codec import decode_turn
-from gateway.continuity.keys import call_key_prefix, lookup_key, normalize_text
+from gateway.continuity.keys import call_key_prefix, normalize_text, text_key_prefix, text_turn_key
 from gateway.repair.report import Repair
 from gateway.transcript.model import Block, Message, Request, Role, Text, ToolCall, replace
 from gateway.transcript.resume import Resumable
@@ -39,27 +39,28 @@ def keyed(request: Request, session: str, tenant: str = "") -> tuple[tuple[str |
     done, held = _KEYS_SO_FAR.find(messages, context)
     keys: list[str | None] = [] if held is None else list(held[0])
     distinct: dict[str, None] = {} if held is None else held[1]
-    added: dict[str, None] = {}
-    position = len(keys)
+    start = len(keys)
     # a turn with a call is found by its first call's key (`lookup_key`), made here: an agent's
-    # turns are mostly calls
-    calls = call_key_prefix(tenant)
+    # turns are mostly calls; a text turn's by `text_turn_key` (its position: the keys before it)
+    calls, texts = call_key_prefix(tenant), ""  # texts: made at the first text turn
     assistant, call_kind, keep = _ASSISTANT, ToolCall, keys.append
     for message in messages[done:] if done else messages:
         if message.role is assistant:
             blocks = message.blocks
             for block in blocks:
                 if type(block) is call_kind:
-                    key: str | None = calls + block.id
+                    keep(calls + block.id)
                     break
             else:
-                key = lookup_key(blocks, session, position, tenant)
-            keep(key)
-            position += 1
-            if key is not None and key not in distinct:
-                added[key] = None
-    if added:
-        distinct = {**distinct, **added} if distinct else added  # a held dict never changes
+                texts = texts or text_key_prefix(session, tenant)
+                keep(text_turn_key(texts, len(keys), blocks))
+    if len(keys) > start:  # a small request (no assistant turn) skips this
+        added = dict.fromkeys(keys[start:])  # in order, once each (C speed)
+        added.pop(None, None)
+        if added and distinct:  # a turn going on: its few new keys
+            added = {key: None for key in added if key not in distinct}
+        if added:
+            distinct = {**distinct, **added} if distinct else added  # a held dict never changes
     found = (tuple(keys), distinct)
     _KEYS_SO_FAR.hold(messages, context, found)
     return found

@@ -23,7 +23,7 @@ def test_every_step_of_a_cold_turn_is_measured():
         check=True,
     )
     steps = [line.split()[0] for line in done.stdout.splitlines()[1:]]
-    assert steps == ["bound", "parse", "decode", "repair", "encode", "all"]
+    assert steps == ["bound", "parse", "decode", "keys", "size", "repair", "encode", "all"]
 
 
 def test_the_sweeps_transcript_is_read_typed():
