@@ -36,8 +36,9 @@ BATCH = 128
 # seconds the first held request waits at most (what a metrics scrape, the access log's file or the
 # inspector's live feed can lag behind the answers, while requests keep coming)
 DELAY = 0.05
-# a request body from this size on is accounted for at once (it and what it made are freed then)
-LARGE_BODY = 256 << 10
+# a request body from this size on is accounted for at once (it and what it made are freed then):
+# at most BATCH smaller ones, 8 MiB of bodies and what they decoded to, wait
+LARGE_BODY = 64 << 10
 
 
 class Books:
