@@ -169,7 +169,7 @@ def instrument(floor: bool, tail: bool = False) -> None:
 
 
 def instrument_tail() -> None:
-    """The bookkeeping's steps (`exchange._account` and what it calls): what is left between
+    """The bookkeeping's steps (`books.account` and what it calls): what is left between
     them is the batch's own work and what freeing the request's objects costs."""
     import gateway.books as books
     import gateway.exchange as exchange
