@@ -431,7 +431,7 @@ class Metrics:
     def render(self) -> bytes:
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
-        self.before_read()  # this worker's figures in its files (the other workers' may lag DELAY)
+        self.before_read()  # this worker's ended requests in its files (gateway/books.py)
         self.refresh_targets()
         every_worker = CollectorRegistry()
         MultiProcessCollector(every_worker, self.multiprocess_dir)
