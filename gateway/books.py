@@ -7,10 +7,11 @@ left the CPU's caches by the time the next request ends. It ran right after the 
 so the client's next request waited behind it. Small requests are now held (`Books`) and
 accounted for together: when `BATCH` wait, `DELAY` after the first of them, or as soon as
 anything reads what they update (a metrics read, the inspector's API, the shutdown:
-`Books.settle`). A named key's request and a large one are accounted for in the loop's next pass,
-as every request was before, with those held before them: the key is charged before its next
-request is admitted, and what a large one lets go (the memo's held body, the resuming passes'
-retired conversations, its worker-thread work) is freed at once.
+`Books.settle`). A named key's request, a traced one and a large one are accounted for in the
+loop's next pass, as every request was before, with those held before them: the key is charged
+before its next request is admitted, the span ends with the request, and what a large one lets go
+(the memo's held body, the resuming passes' retired conversations, its worker-thread work) is
+freed at once.
 """
 
 from __future__ import annotations
@@ -96,11 +97,12 @@ class Books:
 
 def _at_once(exchange: Exchange) -> bool:
     """Accounted for in the loop's next pass: a named key's request (what it used is charged
-    before the key's next request is let in, as `KeyLimits.spend` starts it then), and what a
-    request leaves behind to free (a large body, its worker thread's frozen objects, conversations
-    the resuming passes retired)."""
+    before the key's next request is let in, as `KeyLimits.spend` starts it then), a traced one
+    (its span ends when its bookkeeping runs), and what a request leaves behind to free (a large
+    body, its worker thread's frozen objects, conversations the resuming passes retired)."""
     return (
         bool(exchange.key)
+        or exchange.trace is not None
         or exchange.offload is not None
         or len(exchange.raw) >= LARGE_BODY
         or retired_waiting()

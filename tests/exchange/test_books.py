@@ -153,9 +153,34 @@ async def test_books_that_do_not_hold_account_for_each_request_in_the_next_pass(
     )
     for hold, expected in ((True, []), (False, ["a"])):
         books = gateway.books.Books(hold=hold)
-        exchange = SimpleNamespace(request_id="a", record=lambda ended: None, offload=None, raw=b"", key="")
+        exchange = SimpleNamespace(
+            request_id="a", record=lambda ended: None, offload=None, raw=b"", key="", trace=None
+        )
         books.add(exchange, 1.0, {})
         await asyncio.sleep(0)
         assert accounted == expected and len(books) == (1 if hold else 0)
         books.settle()
         accounted.clear()
+
+
+async def test_a_traced_request_is_accounted_for_at_once(held, monkeypatch):
+    """Its span ends when its bookkeeping runs (tracing's `finish`)."""
+    from types import SimpleNamespace
+
+    accounted: list[str] = []
+    monkeypatch.setattr(
+        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
+    )
+    books = gateway.books.Books()
+    plain = SimpleNamespace(
+        request_id="a", record=lambda ended: None, offload=None, raw=b"", key="", trace=None
+    )
+    traced = SimpleNamespace(
+        request_id="b", record=lambda ended: None, offload=None, raw=b"", key="", trace=object()
+    )
+    books.add(plain, 1.0, {})
+    await asyncio.sleep(0)
+    assert accounted == []
+    books.add(traced, 1.0, {})
+    await asyncio.sleep(0)
+    assert accounted == ["a", "b"]

@@ -291,6 +291,7 @@ async def test_requests_ending_in_one_step_are_accounted_together_in_order(monke
                     offload=None,
                     raw=b"",
                     key="",
+                    trace=None,
                 )
                 books.add(exchange, 1.5, {})
             books.settle()
