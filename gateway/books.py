@@ -11,7 +11,7 @@ anything reads what they update (a metrics read, the inspector's API, the shutdo
 loop's next pass, as every request was before, with those held before them: the key is charged
 before its next request is admitted, the span ends with the request, and what a large one lets go
 (the memo's held body, the resuming passes' retired conversations, its worker-thread work) is
-freed at once.
+bounded and freed at once.
 """
 
 from __future__ import annotations
@@ -98,14 +98,17 @@ class Books:
 def _at_once(exchange: Exchange) -> bool:
     """Accounted for in the loop's next pass: a named key's request (what it used is charged
     before the key's next request is let in, as `KeyLimits.spend` starts it then), a traced one
-    (its span ends when its bookkeeping runs), and what a request leaves behind to free (a large
-    body, its worker thread's frozen objects, conversations the resuming passes retired)."""
+    (its span ends when its bookkeeping runs), one whose body the memo waits to bound (`settle`:
+    else the next request bounds it, on its way upstream), and what a request leaves behind to
+    free (a large body, its worker thread's frozen objects, conversations the resuming passes
+    retired)."""
     return (
         bool(exchange.key)
         or exchange.trace is not None
         or exchange.offload is not None
         or len(exchange.raw) >= LARGE_BODY
         or retired_waiting()
+        or exchange.state.memo.unsettled()
     )
 
 

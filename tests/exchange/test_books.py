@@ -9,6 +9,7 @@ import asyncio
 import logging
 import time
 from datetime import datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,6 +26,13 @@ LONG = 60.0  # a DELAY no test waits for
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gateway.books, "DELAY", LONG)
+
+
+def _finished(request_id: str, **fields: object) -> SimpleNamespace:
+    """What `Books` reads of a finished exchange, for a stand-in `account`."""
+    memo = SimpleNamespace(unsettled=lambda: False)
+    found = {"offload": None, "raw": b"", "key": "", "trace": None, "state": SimpleNamespace(memo=memo)}
+    return SimpleNamespace(request_id=request_id, record=lambda ended: None, **{**found, **fields})
 
 
 def _counted(stack) -> float:  # type: ignore[no-untyped-def]
@@ -145,17 +153,13 @@ async def test_a_named_keys_request_is_accounted_for_at_once(held):
 
 async def test_books_that_do_not_hold_account_for_each_request_in_the_next_pass(held, monkeypatch):
     """`gateway serve --workers`: another worker's scrape reads these figures and cannot settle."""
-    from types import SimpleNamespace
-
     accounted: list[str] = []
     monkeypatch.setattr(
         gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
     )
     for hold, expected in ((True, []), (False, ["a"])):
         books = gateway.books.Books(hold=hold)
-        exchange = SimpleNamespace(
-            request_id="a", record=lambda ended: None, offload=None, raw=b"", key="", trace=None
-        )
+        exchange = _finished("a")
         books.add(exchange, 1.0, {})
         await asyncio.sleep(0)
         assert accounted == expected and len(books) == (1 if hold else 0)
@@ -165,22 +169,28 @@ async def test_books_that_do_not_hold_account_for_each_request_in_the_next_pass(
 
 async def test_a_traced_request_is_accounted_for_at_once(held, monkeypatch):
     """Its span ends when its bookkeeping runs (tracing's `finish`)."""
-    from types import SimpleNamespace
-
     accounted: list[str] = []
     monkeypatch.setattr(
         gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
     )
     books = gateway.books.Books()
-    plain = SimpleNamespace(
-        request_id="a", record=lambda ended: None, offload=None, raw=b"", key="", trace=None
-    )
-    traced = SimpleNamespace(
-        request_id="b", record=lambda ended: None, offload=None, raw=b"", key="", trace=object()
-    )
+    plain, traced = _finished("a"), _finished("b", trace=object())
     books.add(plain, 1.0, {})
     await asyncio.sleep(0)
     assert accounted == []
     books.add(traced, 1.0, {})
     await asyncio.sleep(0)
     assert accounted == ["a", "b"]
+
+
+async def test_a_request_whose_body_the_memo_waits_to_bound_is_accounted_for_at_once(held, monkeypatch):
+    """`DecodeMemo.settle` bounds it then, not the next request on its way upstream."""
+    accounted: list[str] = []
+    monkeypatch.setattr(
+        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
+    )
+    books = gateway.books.Books()
+    waiting = SimpleNamespace(memo=SimpleNamespace(unsettled=lambda: True))
+    books.add(_finished("a", state=waiting), 1.0, {})
+    await asyncio.sleep(0)
+    assert accounted == ["a"]

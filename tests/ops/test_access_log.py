@@ -292,6 +292,7 @@ async def test_requests_ending_in_one_step_are_accounted_together_in_order(monke
                     raw=b"",
                     key="",
                     trace=None,
+                    state=SimpleNamespace(memo=SimpleNamespace(unsettled=lambda: False)),
                 )
                 books.add(exchange, 1.5, {})
             books.settle()
