@@ -1,5 +1,5 @@
 """A finished request's bookkeeping, in process (no sockets, no rig): CPU time of what the
-exchange's `_account` callback does for every request (gateway/exchange.py) - the metrics update,
+bookkeeping (`account`, gateway/books.py) does for every request - the metrics update,
 the access-log line (through the redacting filter, set up as `gateway serve` does, written to a
 file), the inspector's capture - for a small chat request's record. The bench's per-request CPU
 holds this among everything else; this is the part a change to the bookkeeping moves, measured
@@ -25,8 +25,9 @@ import orjson
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.access_log import ACCESS_LOGGER, configure_logging, log_access
+from gateway.books import account
 from gateway.config import load_config
-from gateway.exchange import Exchange, _account
+from gateway.exchange import Exchange
 from gateway.ingress.dialects import DIALECTS
 from gateway.inspector import Inspector
 from gateway.metrics import Metrics, new_request_id
@@ -92,13 +93,15 @@ def measure(reps: int, rounds: int = 5) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, logging_restored():
         done = exchange(Path(tmp))
         state, record, headers = done.state, done.record(), done.http.headers
+        ended = time.monotonic()
+        wall = time.time()
         gc.collect()
         return {
             "metrics": per_call(lambda: state.metrics.record(record), reps, rounds),
             "access line": per_call(lambda: log_access(record), reps, rounds),
             "inspector capture": per_call(lambda: state.inspector.capture(done, headers), reps, rounds),
             "record": per_call(done.record, reps, rounds),
-            "_account (all)": per_call(lambda: _account(done, record, headers), reps, rounds),
+            "account (all)": per_call(lambda: account(done, record, headers, ended, wall), reps, rounds),
         }
 
 

@@ -11,8 +11,9 @@ bytes handed to the server protocol until the upstream request's write), `answer
 out` (the upstream answer's bytes until the client answer's write) and the tail (after that write
 until the next request's bytes: the bookkeeping). The gateway's steps in between are its own
 functions, wrapped at run time (a mark costs ~1 us: figures are inflated alike). Also prints how
-many requests found the previous one's bookkeeping (`_account_pending`) run after their bytes
-came in and before their handler: at c=1 it then adds to their latency.
+many requests found the bookkeeping (`Books.settle`; `_account_pending` in a checkout from before
+gateway/books.py) run after their bytes came in and before their handler: at c=1 it then adds to
+their latency. `--tail`: the bookkeeping's own steps too.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ class _MarkedTransport:
         return getattr(self._transport, name)
 
 
-def instrument(floor: bool) -> None:
-    """The segment marks (both) and the gateway's steps (its own functions)."""
+def instrument(floor: bool, tail: bool = False) -> None:
+    """The segment marks (both) and the gateway's steps (its own functions); `tail`: the
+    bookkeeping's own steps too (in place of the request's)."""
     received = web_protocol.RequestHandler.data_received
 
     def data_received(self: Any, data: bytes) -> None:
@@ -154,7 +156,42 @@ def instrument(floor: bool) -> None:
         (attempt, "_whole", "whole"),
         (ChatAdapter, "decode_response", "decode_answer"),
         (exchange, "answer_whole", "answer"),
-        (exchange, "_account_pending", "account"),
+    ):
+        wrap(owner, name, label)
+    try:  # the bookkeeping, held and done for several requests together (gateway/books.py)
+        from gateway.books import Books
+
+        wrap(Books, "settle", "account")
+    except ImportError:  # a checkout from before: one callback a loop pass
+        wrap(exchange, "_account_pending", "account")
+    if tail:
+        instrument_tail()
+
+
+def instrument_tail() -> None:
+    """The bookkeeping's steps (`books.account` and what it calls): what is left between
+    them is the batch's own work and what freeing the request's objects costs."""
+    import gateway.books as books
+    import gateway.exchange as exchange
+    import gateway.state as state
+    from gateway.access_log import _LineHandler
+    from gateway.cost import PriceBook
+    from gateway.ingress.memo import DecodeMemo
+    from gateway.inspector import Inspector
+    from gateway.inspector.capture import Ring
+    from gateway.metrics import Metrics
+
+    for owner, name, label in (
+        (exchange.Exchange, "record", "record"),
+        (state.GatewayState, "observe", "observe"),
+        (PriceBook, "cost", "cost"),
+        (Metrics, "record", "metrics"),
+        (state, "log_access", "access_line"),
+        (Inspector, "capture", "capture"),
+        (Ring, "add", "ring"),
+        (DecodeMemo, "settle", "settle"),
+        (books, "release_retired", "release"),
+        (_LineHandler, "flush_held", "flush"),
     ):
         wrap(owner, name, label)
 
@@ -286,8 +323,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-pin", action="store_true", help="leave every process unpinned")
     parser.add_argument("--warm", type=int, default=1000, help="requests before the first round")
+    parser.add_argument("--tail", action="store_true", help="the bookkeeping's own steps too")
     args = parser.parse_args()
-    instrument(args.floor)
+    instrument(args.floor, args.tail)
     try:
         import uvloop
     except ImportError:

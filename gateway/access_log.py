@@ -127,12 +127,13 @@ _milli = -1  # the millisecond `_milli_text` was written for
 _milli_text = ""
 
 
-def _timestamp() -> str:
-    """The time now as `datetime.now(UTC).isoformat(timespec="milliseconds")` writes it, the
-    date and time of day formatted once per second, the whole text once per millisecond (the
-    requests accounted for together mostly share one)."""
+def _timestamp(milli: int | None = None) -> str:
+    """The time now (or `milli`, ms since the epoch) as `datetime.now(UTC).isoformat(timespec=
+    "milliseconds")` writes it, the date and time of day formatted once per second, the whole
+    text once per millisecond (the requests accounted for together mostly share one)."""
     global _second, _second_text, _milli, _milli_text
-    milli = time.time_ns() // 1_000_000
+    if milli is None:
+        milli = time.time_ns() // 1_000_000
     if milli == _milli:
         return _milli_text
     second, rest = divmod(milli, 1000)
@@ -190,7 +191,8 @@ def _shape(record: RequestRecord) -> tuple[str, str, str, bool]:
     return shape
 
 
-def log_access(record: RequestRecord) -> None:
+def log_access(record: RequestRecord, ended_ms: int | None = None) -> None:
+    """`ended_ms`: the line's time (ms since the epoch), when not now: the request's end."""
     if not _access.isEnabledFor(logging.INFO):
         return
     head, middle, tail, clean = _shape(record)
@@ -217,7 +219,7 @@ def log_access(record: RequestRecord) -> None:
             used = f'{{"input":{a},"output":{b},"cache_read":{c},"cache_write":{d},"reasoning":{e}}}'
         traced = f',"trace_id":"{trace_id}"' if trace_id else ""
         text = (
-            f'{{"ts":"{_timestamp()}","request_id":"{request_id}",{head}{session}",{middle}{duration},'
+            f'{{"ts":"{_timestamp(ended_ms)}","request_id":"{request_id}",{head}{session}",{middle}{duration},'
             f'"ttft_ms":{ttft},"usage":{used},"cost_usd":{cost},"ignored_tokens":{ignored}{tail}{traced}}}'
         )
         handler = _handler
@@ -225,7 +227,7 @@ def log_access(record: RequestRecord) -> None:
             handler.write_line(text)  # what the record below would write, without making it
             return
     else:
-        text = orjson.dumps({"ts": _timestamp(), **_line(record)[0]}).decode()
+        text = orjson.dumps({"ts": _timestamp(ended_ms), **_line(record)[0]}).decode()
     # `Logger.info` without its caller lookup (a walk of the stack, ~6 us a line, for a file and
     # line number no access-log format prints): the same record through the same filters and
     # handlers

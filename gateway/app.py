@@ -252,7 +252,7 @@ def create_app(
         )
         # the config refused tracing.enabled without the SDK installed
         tracing = Tracing(config.tracing) if config.tracing.enabled else None
-        app[GatewayState.KEY] = GatewayState(
+        app[GatewayState.KEY] = state = GatewayState(
             config,
             metrics,
             engine,
@@ -270,6 +270,7 @@ def create_app(
         try:
             yield
         finally:
+            state.books.settle()  # every request answered is accounted for (gateway/books.py)
             if refresher is not None:
                 refresher.cancel()
             await recorder.drain()  # turns answered before shutdown are still recorded

@@ -17,14 +17,14 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from gateway.access_log import lines_held, session_hash
+from gateway.access_log import session_hash
 from gateway.answering import answer_stream, answer_whole
 from gateway.continuity import chain
 from gateway.continuity.items import expand
@@ -51,7 +51,6 @@ from gateway.transcript.events import (
     is_first_content,
 )
 from gateway.transcript.model import AssistantTurn, Request, Usage, replace
-from gateway.transcript.resume import release_retired
 
 if TYPE_CHECKING:
     from gateway.tracing import RequestTrace
@@ -167,58 +166,12 @@ async def run_exchange(
         raise
     finally:
         state.metrics.requests_in_flight.inc(-1)
-        # the request's end (its duration), accounted for once the answer is on its way: a whole
-        # answer is written to the client when this returns (in the same step of the loop, unless
-        # the client is slow to read), so the record, the metrics, the access-log line, the
-        # inspector's capture and the trace are off its latency (nothing changes the exchange
-        # after this); the callback runs before any later event of the loop (the client's next
-        # request, a /metrics scrape)
-        pending = state.accounting
-        if not pending:
-            asyncio.get_running_loop().call_soon(_account_pending, pending)
-        pending.append((exchange, time.monotonic(), http.headers))
-
-
-def _account_pending(pending: list[tuple[Exchange, float, Mapping[str, str]]]) -> None:
-    """The requests that ended since the last call, accounted for in one callback, in the order
-    they ended: the bookkeeping's code and data stay warm from one to the next, and their
-    access-log lines reach the file in one write (`lines_held`)."""
-    batch = pending[:]
-    pending.clear()
-    with lines_held():
-        for exchange, ended, headers in batch:
-            try:
-                _account(exchange, exchange.record(ended), headers)
-            except Exception as exc:  # as a callback of its own: reported, the others go on
-                asyncio.get_running_loop().call_exception_handler(
-                    {"message": "accounting for a finished request failed", "exception": exc}
-                )
-
-
-def _account(exchange: Exchange, record: RequestRecord, headers: Mapping[str, str]) -> None:
-    """A finished request's bookkeeping (`run_exchange`)."""
-    state = exchange.state
-    state.observe(record)
-    state.inspector.capture(exchange, headers)
-    exchange.cost_usd = record.cost_usd
-    if exchange.trace is not None:
-        _finish_trace(exchange.trace, exchange, record)
-    if exchange.offload is not None:  # what its worker-thread jobs froze is thawed (gateway/offload.py)
-        exchange.offload.end()
-    # a long body the memo holds for the next turn, bounded now that the answer is on its way
-    state.memo.settle()
-    # and the conversations the resuming passes let go are freed (gateway/transcript/resume.py)
-    release_retired()
-
-
-def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
-    answer = exchange.answer
-    error = answer.error if answer is not None else None
-    repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
-    try:
-        trace.finish(record, exchange.turn, error, repairs)
-    except Exception:  # telemetry never fails a request that was answered
-        log.exception("ending the trace of request %s failed", exchange.request_id)
+        # the request's end (its duration), accounted for once the answer is on its way, with
+        # others (gateway/books.py): a whole answer is written to the client when this returns
+        # (in the same step of the loop, unless the client is slow to read), so the record, the
+        # metrics, the access-log line, the inspector's capture and the trace are off its latency
+        # (nothing changes the exchange after this)
+        state.books.add(exchange, time.monotonic(), http.headers)
 
 
 async def _run(exchange: Exchange) -> web.StreamResponse:

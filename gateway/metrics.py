@@ -136,11 +136,29 @@ def enable_multiprocess(directory: str) -> None:
     values.ValueClass = values.get_value_class()
 
 
+class _BeforeRead:
+    """First in the registry: whatever collects it (a scrape, a test's read) has the requests
+    that ended accounted for first (`Metrics.before_read`, gateway/books.py)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Any]:
+        self._metrics.before_read()
+        return ()
+
+
+def _nothing() -> None:
+    pass
+
+
 class Metrics:
     def __init__(
         self, registry: CollectorRegistry | None = None, multiprocess_dir: str | None = None
     ) -> None:
         r = self.registry = registry or CollectorRegistry()
+        self.before_read: Callable[[], None] = _nothing
+        r.register(_BeforeRead(self))
         # set: this process is one of several workers, and a scrape reports all of them
         self.multiprocess_dir = multiprocess_dir
         self._target_probes: list[tuple[Any, Callable[[], float]]] = []
@@ -413,6 +431,7 @@ class Metrics:
     def render(self) -> bytes:
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
+        self.before_read()  # this worker's ended requests in its files (gateway/books.py)
         self.refresh_targets()
         every_worker = CollectorRegistry()
         MultiProcessCollector(every_worker, self.multiprocess_dir)

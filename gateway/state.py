@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
 from gateway.access_log import log_access
+from gateway.books import Books
 from gateway.config import GatewayConfig
 from gateway.continuity.chain import History
 from gateway.continuity.recorder import Recorder
@@ -59,21 +59,26 @@ class GatewayState:
     tracing: Tracing | None = None
     # answers kept for previous_response_id (gateway/continuity/chain.py)
     history: History = field(init=False)
-    # requests that ended and await their bookkeeping, in one callback (gateway/exchange.py)
-    accounting: list[Any] = field(init=False, default_factory=list)
+    # requests that ended and await their bookkeeping (gateway/books.py)
+    books: Books = field(init=False)
 
     def __post_init__(self) -> None:
         store = self.config.store
         self.history = History(
             self.store, self.recorder, ttl_seconds=store.ttl_seconds, max_depth=store.max_chain_depth
         )
+        # held unless other workers read what the bookkeeping updates (they cannot settle it)
+        self.books = Books(hold=self.metrics.multiprocess_dir is None)
+        # whatever reads what the bookkeeping updates sees every request that ended before
+        self.metrics.before_read = self.inspector.before_read = self.books.settle
 
     KEY = web.AppKey("gateway_state", object)  # typed access: request.app[GatewayState.KEY]
 
-    def observe(self, record: RequestRecord) -> None:
+    def observe(self, record: RequestRecord, ended_ms: int | None = None) -> None:
         """The one place a finished request is accounted for: metrics, then its access-log line
         (written even if a malformed upstream figure broke the metrics update). The answer's cost
-        is worked out here, once, and a named key is charged for it."""
+        is worked out here, once, and a named key is charged for it. `ended_ms`: the request's end
+        on the wall clock, in ms, when accounted for later (the line's time; default now)."""
         usage = record.usage
         if usage is not None and record.provider != NO_PROVIDER and self.prices is not None:
             record.cost_usd = self.prices.cost(record.provider, record.upstream_model, usage)
@@ -84,7 +89,7 @@ class GatewayState:
             self.metrics.record(record)
         except Exception:
             log.exception("metrics update failed for request %s", record.request_id)
-        log_access(record)
+        log_access(record, ended_ms)
 
     def observe_refusal(self, path: str, exc: ClientError, started: float, request_id: str = "") -> None:
         """A request refused before any dialect handler took it (unknown path, wrong method,

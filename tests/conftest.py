@@ -43,3 +43,13 @@ def fixture_path(*parts: str, root: Path = FIXTURES, env: Mapping[str, str] | No
     if in_ci(env):
         pytest.fail(f"CI=true and {reason}: CI runs every recorded-fixture test", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def books_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished request is accounted for in the loop's next pass (gateway/books.py holds it up
+    to `DELAY` while requests keep coming, a bench's figure): tests check what a request updated
+    right after its answer. tests/exchange/test_books.py checks the held books themselves."""
+    import gateway.books
+
+    monkeypatch.setattr(gateway.books, "DELAY", 0.0)

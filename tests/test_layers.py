@@ -24,6 +24,7 @@ LAYERS = {
     "handlers": 5,
     "lifecycle": 4,
     "exchange": 4,
+    "books": 4,  # a finished request's bookkeeping, held and done in batches (gateway/books.py)
     "answering": 4,  # the exchange after its commit point (gateway/answering.py)
     "inspector": 4,
     "state": 4,

@@ -91,10 +91,12 @@ def _local_list(
     def keep(capture: Capture) -> bool:
         return capture.tenant == tenant and all(getattr(capture, k) == v for k, v in wanted.items())
 
+    inspector.before_read()
     return [summary(c) for c in inspector.ring.newest(keep, limit)]
 
 
 def _local_capture(inspector: Inspector, tenant: str, capture_id: str) -> Capture | None:
+    inspector.before_read()
     capture = inspector.ring.get(capture_id)
     return capture if capture is not None and capture.tenant == tenant else None
 

@@ -136,6 +136,10 @@ class Chains:
         self._settle()  # one waits at a time: an earlier one is placed first, in its order
         self._unsized = (key, held, known)
 
+    def unsettled(self: DecodeMemo) -> bool:
+        """Whether a body held last waits for `settle`."""
+        return self._unsized is not None
+
     def settle(self: DecodeMemo) -> None:
         """The body held last, placed on probation once bounded, if it waits (`_place`): called
         once a request's answer is on its way (the exchange's bookkeeping). Never waits for the

@@ -10,7 +10,7 @@ path never serializes or sends anything.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.inspector.capture import Capture, Ring, capture_of
@@ -23,7 +23,7 @@ FEED_QUEUE = 256  # summaries a slow feed reader may fall behind by before it mi
 
 
 class Inspector:
-    __slots__ = ("enabled", "ring", "peers", "stopping", "_feeds")
+    __slots__ = ("enabled", "ring", "peers", "stopping", "_feeds", "before_read")
 
     def __init__(self, enabled: bool = True, max_bytes: int = 32 << 20) -> None:
         self.enabled = enabled
@@ -31,13 +31,23 @@ class Inspector:
         self.peers: tuple[str, ...] = ()  # sibling workers' sockets (gateway/inspector/peers.py)
         self._feeds: dict[asyncio.Queue[dict[str, Any]], str] = {}  # live readers -> their tenant
         self.stopping = asyncio.Event()  # set when the gateway stops: live feeds end
+        # called before the API reads the ring: the requests that ended but are not captured yet
+        # are (gateway/books.py)
+        self.before_read: Callable[[], None] = _nothing
 
-    def capture(self, exchange: Exchange, headers: Mapping[str, str]) -> None:
-        """Called once per request as it ends: keeps references, serializes nothing (unless a
-        live feed is open, which gets the summary)."""
+    def capture(
+        self,
+        exchange: Exchange,
+        headers: Mapping[str, str],
+        ended: float | None = None,
+        wall: float | None = None,
+    ) -> None:
+        """Called once per request once it ended (`ended`, `wall`: when, on the monotonic and
+        the wall clock; default now): keeps references, serializes nothing (unless a live feed
+        is open, which gets the summary)."""
         if not self.enabled:
             return
-        capture = capture_of(exchange, headers)
+        capture = capture_of(exchange, headers, ended, wall)
         if self.ring.add(capture) and self._feeds:
             self._publish(capture)
 
@@ -57,3 +67,7 @@ class Inspector:
 
     def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
         self._feeds.pop(queue, None)
+
+
+def _nothing() -> None:
+    pass

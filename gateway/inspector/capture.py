@@ -77,7 +77,11 @@ class Capture:
         return counts
 
 
-def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
+def capture_of(
+    exchange: Exchange, headers: Mapping[str, str], ended: float | None = None, wall: float | None = None
+) -> Capture:
+    """`ended`: the request's end on the monotonic clock and `wall` on the wall clock, when it is
+    captured later (default: now)."""
     answer = exchange.answer
     attempts = answer.attempts if answer is not None else exchange.attempts
     turn = exchange.turn
@@ -86,14 +90,14 @@ def capture_of(exchange: Exchange, headers: Mapping[str, str]) -> Capture:
         size += turn_size(turn)
     return Capture(
         id=exchange.request_id,
-        time=time.time(),
+        time=time.time() if wall is None else wall,
         ingress=exchange.dialect.ingress,
         tenant=exchange.tenant,
         session=exchange.session,
         model=exchange.model,
         status=exchange.status,
         outcome=exchange.outcome,
-        duration=time.monotonic() - exchange.started,
+        duration=(time.monotonic() if ended is None else ended) - exchange.started,
         ttft=exchange.ttft,
         usage=exchange.usage,
         headers=_shown(headers),

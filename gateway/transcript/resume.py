@@ -102,6 +102,11 @@ def retire(values: list[Any]) -> None:
     del values  # freed here, outside the lock
 
 
+def retired_waiting() -> bool:
+    """Whether `release_retired` has anything to free."""
+    return bool(_retired)
+
+
 def release_retired() -> None:
     """Free what the held conversations let go since the last call."""
     global _retired

@@ -294,7 +294,7 @@ async def test_conversations_the_passes_let_go_are_freed_after_the_request_went_
     conversation pushes out is freed in the exchange's bookkeeping, once the request reached the
     provider (`resume.release_retired`), not on its way there."""
     from bench.workloads import agent_messages
-    from gateway import exchange
+    from gateway import books
     from gateway.repair import tool_ids
     from gateway.transcript import resume
 
@@ -305,7 +305,7 @@ async def test_conversations_the_passes_let_go_are_freed_after_the_request_went_
     releases: list[tuple[int, int]] = []  # (requests the provider had, values retired) at each release
     release = resume.release_retired
     monkeypatch.setattr(
-        exchange,
+        books,
         "release_retired",
         lambda: releases.append((len(upstream), len(resume._retired))) or release(),
     )

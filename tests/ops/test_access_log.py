@@ -165,17 +165,17 @@ def test_configure_logging_rejects_an_unknown_level(restore_logging):
 async def test_a_whole_answer_is_written_before_its_bookkeeping(caplog, monkeypatch):
     """Metrics, the access line and the inspector's capture come once the answer is on its way
     (off the client's latency), and before the client can see it complete."""
-    import gateway.exchange
+    import gateway.books
 
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
-    account = gateway.exchange._account
+    account = gateway.books.account
     written: list[int] = []
 
-    def accounted(exchange, record, headers):
+    def accounted(exchange, record, headers, ended, wall):
         written.append(exchange.http.writer.output_size)  # the answer's bytes written so far
-        account(exchange, record, headers)
+        account(exchange, record, headers, ended, wall)
 
-    monkeypatch.setattr(gateway.exchange, "_account", accounted)
+    monkeypatch.setattr(gateway.books, "account", accounted)
     async with running_stack() as stack:
         stack.hub.states["openai_chat"].push(Reply(text="Forty-two."))
         status, _, body = await stack.chat({"model": "openai-chat", "messages": USER})
@@ -262,32 +262,41 @@ async def test_requests_ending_in_one_step_are_accounted_together_in_order(monke
     import asyncio
     from types import SimpleNamespace
 
+    import gateway.books
     import gateway.exchange
 
     accounted: list[str] = []
 
-    def account(exchange, record, headers):
+    def account(exchange, record, headers, ended, wall):
         assert record == ("record", 1.5) or type(record).__name__ == "RequestRecord"
         accounted.append(exchange.request_id)
         if exchange.request_id == "b":
             raise RuntimeError("broken metrics")
 
-    monkeypatch.setattr(gateway.exchange, "_account", account)
+    monkeypatch.setattr(gateway.books, "account", account)
     loop = asyncio.get_running_loop()
     reported: list[dict] = []
     loop.set_exception_handler(lambda loop, context: reported.append(context))
     try:
         async with running_stack() as stack:
             state = stack.app[gateway.exchange.GatewayState.KEY]
-            pending = state.accounting
-            assert pending == []
+            books = state.books
+            assert len(books) == 0
             for request_id in "abc":
                 # (the exchange, its end on the monotonic clock, its headers): the record is built
                 # in the callback, off the answer's latency
-                exchange = SimpleNamespace(request_id=request_id, record=lambda ended: ("record", ended))
-                pending.append((exchange, 1.5, {}))
-            gateway.exchange._account_pending(pending)
-            assert accounted == ["a", "b", "c"] and pending == []
+                exchange = SimpleNamespace(
+                    request_id=request_id,
+                    record=lambda ended: ("record", ended),
+                    offload=None,
+                    raw=b"",
+                    key="",
+                    trace=None,
+                    state=SimpleNamespace(memo=SimpleNamespace(unsettled=lambda: False)),
+                )
+                books.add(exchange, 1.5, {})
+            books.settle()
+            assert accounted == ["a", "b", "c"] and len(books) == 0
             assert [str(c["exception"]) for c in reported] == ["broken metrics"]
             accounted.clear()
             # through the exchange: every request is accounted for once its answer is out
@@ -295,6 +304,6 @@ async def test_requests_ending_in_one_step_are_accounted_together_in_order(monke
                 status, _, _ = await stack.chat({"model": "openai-chat", "messages": USER})
                 assert status == 200
             await asyncio.sleep(0)
-            assert len(accounted) == 3 and len(set(accounted)) == 3 and pending == []
+            assert len(accounted) == 3 and len(set(accounted)) == 3 and len(books) == 0
     finally:
         loop.set_exception_handler(None)

@@ -65,7 +65,7 @@ def records(draw: st.DrawFn) -> RequestRecord:
 def captured(restore_logging, monkeypatch):
     """configure_logging as `gateway serve` does, into a buffer; the line's time fixed. Yields
     (the buffer, the redactor, the whole lines it scanned)."""
-    monkeypatch.setattr(access_log, "_timestamp", lambda: TS)
+    monkeypatch.setattr(access_log, "_timestamp", lambda milli=None: TS)
     redactor = Redactor(SECRETS)
     out = io.StringIO()
     configure_logging("info", redactor, out)

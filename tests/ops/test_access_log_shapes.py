@@ -62,7 +62,7 @@ def records(draw: st.DrawFn) -> RequestRecord:
 
 @pytest.fixture
 def out(restore_logging, monkeypatch):
-    monkeypatch.setattr(access_log, "_timestamp", lambda: TS)
+    monkeypatch.setattr(access_log, "_timestamp", lambda milli=None: TS)
     buffer = io.StringIO()
     configure_logging("info", Redactor(("sk-secret-0123456789abcdef",)), buffer)
     return buffer

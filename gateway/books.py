@@ -1,0 +1,141 @@
+"""A finished request's bookkeeping: its record, pricing, metrics, access-log line, inspector
+capture and trace (`account`), done off the answer's latency and for several requests together.
+
+At c=1 the bookkeeping of one request alone cost ~150-200 us of CPU (bench/c1_path.py `--tail`)
+against ~12-20 us a request done back to back (bench/books.py): the code and data it touches have
+left the CPU's caches by the time the next request ends. It ran right after the answer's write,
+so the client's next request waited behind it. Small requests are now held (`Books`) and
+accounted for together: when `BATCH` wait, `DELAY` after the first of them, or as soon as
+anything reads what they update (a metrics read, the inspector's API, the shutdown:
+`Books.settle`). A named key's request, a traced one and a large one are accounted for in the
+loop's next pass, as every request was before, with those held before them: the key is charged
+before its next request is admitted, the span ends with the request, and what a large one lets go
+(the memo's held body, the resuming passes' retired conversations, its worker-thread work) is
+bounded and freed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from gateway.access_log import lines_held
+from gateway.transcript.resume import release_retired, retired_waiting
+
+if TYPE_CHECKING:
+    from gateway.exchange import Exchange
+    from gateway.metrics import RequestRecord
+    from gateway.tracing import RequestTrace
+
+log = logging.getLogger("gateway")
+
+# requests held at most (the bench's 128 streams of a burst end together: one batch, right then)
+BATCH = 128
+# seconds the first held request waits at most (what a metrics scrape, the access log's file or the
+# inspector's live feed can lag behind the answers, while requests keep coming)
+DELAY = 0.05
+# a request body from this size on is accounted for at once (it and what it made are freed then):
+# at most BATCH smaller ones, 8 MiB of bodies and what they decoded to, wait
+LARGE_BODY = 64 << 10
+
+
+class Books:
+    """The finished requests awaiting their bookkeeping, in the order they ended."""
+
+    __slots__ = ("_pending", "_timer", "_soon", "_hold")
+
+    def __init__(self, hold: bool = True) -> None:
+        """`hold`: False where another process reads what the bookkeeping updates (`gateway serve
+        --workers`: a scrape of any worker reads every worker's figures, the inspector's API every
+        worker's captures), which this one cannot settle: each request is accounted for in the
+        loop's next pass."""
+        self._hold = hold
+        self._pending: list[tuple[Exchange, float, Mapping[str, str]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._soon = False  # `settle` is scheduled in the loop's next pass
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, exchange: Exchange, ended: float, headers: Mapping[str, str]) -> None:
+        """`ended`: the request's end on the monotonic clock; `headers`: the client's."""
+        pending = self._pending
+        pending.append((exchange, ended, headers))
+        if self._soon:
+            return
+        if len(pending) >= BATCH or not self._hold or _at_once(exchange):
+            self._soon = True
+            asyncio.get_running_loop().call_soon(self.settle)
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(DELAY, self.settle)
+
+    def settle(self) -> None:
+        """Every held request accounted for, now, in the order they ended: their access-log
+        lines reach the file in one write (`lines_held`)."""
+        self._soon = False
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
+        batch = self._pending
+        if not batch:
+            return
+        self._pending = []
+        wall = time.time() - time.monotonic()  # the wall clock's time at 0 on the monotonic one
+        with lines_held():
+            for exchange, ended, headers in batch:
+                try:
+                    account(exchange, exchange.record(ended), headers, ended, ended + wall)
+                except Exception as exc:  # as a callback of its own: reported, the others go on
+                    asyncio.get_running_loop().call_exception_handler(
+                        {"message": "accounting for a finished request failed", "exception": exc}
+                    )
+
+
+def _at_once(exchange: Exchange) -> bool:
+    """Accounted for in the loop's next pass: a named key's request (what it used is charged
+    before the key's next request is let in, as `KeyLimits.spend` starts it then), a traced one
+    (its span ends when its bookkeeping runs), one whose body the memo waits to bound (`settle`:
+    else the next request bounds it, on its way upstream), and what a request leaves behind to
+    free (a large body, its worker thread's frozen objects, conversations the resuming passes
+    retired)."""
+    return (
+        bool(exchange.key)
+        or exchange.trace is not None
+        or exchange.offload is not None
+        or len(exchange.raw) >= LARGE_BODY
+        or retired_waiting()
+        or exchange.state.memo.unsettled()
+    )
+
+
+def account(
+    exchange: Exchange, record: RequestRecord, headers: Mapping[str, str], ended: float, wall: float
+) -> None:
+    """A finished request's bookkeeping; `ended`: its end on the monotonic clock, `wall` on the
+    wall clock (its access-log line's time and its capture's)."""
+    state = exchange.state
+    state.observe(record, int(wall * 1000))
+    state.inspector.capture(exchange, headers, ended, wall)
+    exchange.cost_usd = record.cost_usd
+    if exchange.trace is not None:
+        _finish_trace(exchange.trace, exchange, record)
+    if exchange.offload is not None:  # what its worker-thread jobs froze is thawed (gateway/offload.py)
+        exchange.offload.end()
+    # a long body the memo holds for the next turn, bounded now that the answer is on its way
+    state.memo.settle()
+    # and the conversations the resuming passes let go are freed (gateway/transcript/resume.py)
+    release_retired()
+
+
+def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:
+    answer = exchange.answer
+    error = answer.error if answer is not None else None
+    repairs = (*exchange.restored, *(answer.repairs if answer is not None else ()))
+    try:
+        trace.finish(record, exchange.turn, error, repairs)
+    except Exception:  # telemetry never fails a request that was answered
+        log.exception("ending the trace of request %s failed", exchange.request_id)
