@@ -1,0 +1,127 @@
+"""A whole JSON answer's status line and headers written from their parts in one go, instead of
+through aiohttp's `web.Response`: a CIMultiDict of the headers, the `on_response_prepare` signal
+that restricts them (`restrict_response_headers`), aiohttp's header preparation and its
+serialization. Those took ~20 of the ~25 us that writing the small request's answer cost warm,
+and more at c=1, where every line of that code is cold again (bench/answer_write.py).
+
+The bytes are those aiohttp writes for the same answer, hook included
+(tests/security/test_whole_answer.py compares them). What this does not cover gets aiohttp's
+Response as before: HTTP/1.0 or a client that asked to close (the Connection header), a browser's
+CORS origin (its headers), an app with any other prepare hook, and a header set that the allow-list
+would cut or that holds a framing header or a control character."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.helpers import rfc822_formatted_time
+from aiohttp.http import HttpVersion11
+
+from gateway.browser import CORS_ORIGIN
+from gateway.security import SERVER_HEADER, client_headers_refused, restrict_response_headers
+
+# the status line, the handler's header lines, then what aiohttp adds itself as it orders them
+# (Content-Type, Content-Length, Date, Server, and Connection only when closing an HTTP/1.1
+# connection), the blank line and the body
+_FORM = (
+    b"HTTP/1.1 200 OK\r\n%bContent-Type: application/json\r\nContent-Length: %d\r\nDate: %b\r\n"
+    + f"Server: {SERVER_HEADER}\r\n".encode()
+    + b"%b\r\n%b"
+)
+# headers aiohttp or this module write: given by the handler, they take the general path
+_FRAMING = frozenset({"content-type", "content-length", "date", "server", "connection", "transfer-encoding"})
+# a header set as written -> whether it can be written as it is (judged once per set)
+_PLAIN: dict[tuple[str, ...], bool] = {}
+_MAX_SETS = 1024
+# what aiohttp refuses in a header (a line break would smuggle another): it fails the answer
+_FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def json_answer(request: web.BaseRequest, headers: Mapping[str, str], body: bytes) -> web.StreamResponse:
+    """A 200 JSON answer with the gateway's `headers`: written as one block when the request allows
+    it, else aiohttp's Response."""
+    if request.version == HttpVersion11 and request.keep_alive and request.get(CORS_ORIGIN) is None:
+        lines = _lines(headers)
+        if lines is not None and _own_hook_only(request):
+            return WholeJson(lines, body)
+    return web.Response(body=body, headers=headers, content_type="application/json")
+
+
+def _lines(headers: Mapping[str, str]) -> bytes | None:
+    """The header lines as aiohttp writes them, or None when the general path must judge them."""
+    names = tuple(headers)
+    plain = _PLAIN.get(names)
+    if plain is None:
+        plain = not client_headers_refused(names) and not any(n.lower() in _FRAMING for n in names)
+        if len(_PLAIN) < _MAX_SETS:
+            _PLAIN[names] = plain
+    if not plain:
+        return None
+    lines = [f"{name}: {value}" for name, value in headers.items()]
+    if _FORBIDDEN.search("".join(lines)) is not None:
+        return None
+    try:
+        return "".join([line + "\r\n" for line in lines]).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+
+
+def _own_hook_only(request: web.BaseRequest) -> bool:
+    """Whether the route's only prepare hook is the gateway's own header restriction (the one this
+    module writes the effect of)."""
+    apps = request.match_info.apps
+    if len(apps) != 1:
+        return False
+    hooks = apps[0].on_response_prepare
+    return len(hooks) == 1 and hooks[0] is restrict_response_headers
+
+
+class WholeJson(web.StreamResponse):
+    """A 200 JSON answer written whole at `prepare` (aiohttp calls `prepare` then `write_eof`):
+    its head from the gateway's header lines and the fixed framing, then the body, in one write
+    through the request's writer (which waits for a slow client as aiohttp's own write does)."""
+
+    def __init__(self, lines: bytes, body: bytes) -> None:
+        super().__init__()
+        self._lines = lines
+        self._json = body
+        self._written = -1  # the bytes written, once they were
+        self._closing = False
+
+    @property
+    def prepared(self) -> bool:
+        return self._written >= 0
+
+    @property
+    def keep_alive(self) -> bool:
+        return not self._closing
+
+    @property
+    def body_length(self) -> int:
+        return max(self._written, 0)
+
+    def force_close(self) -> None:
+        super().force_close()
+        self._closing = True
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        if self._written >= 0:
+            return None
+        body = self._json
+        closing = b"Connection: close\r\n" if self._closing else b""
+        data = _FORM % (self._lines, len(body), rfc822_formatted_time().encode(), closing, body)
+        writer = request.writer
+        await writer.write_eof(data)
+        self._written = len(data)
+        self._json = b""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<WholeJson {'eof' if self._written >= 0 else 'not prepared'}>"
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        if self._written < 0:
+            raise RuntimeError("a whole answer is written by prepare()")
