@@ -33,11 +33,12 @@ _FORM = (
 )
 # headers aiohttp or this module write: given by the handler, they take the general path
 _FRAMING = frozenset({"content-type", "content-length", "date", "server", "connection", "transfer-encoding"})
-# a header set as written -> whether it can be written as it is (judged once per set)
-_PLAIN: dict[tuple[str, ...], bool] = {}
-_MAX_SETS = 1024
 # what aiohttp refuses in a header (a line break would smuggle another): it fails the answer
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# a header set's names as written -> its lines with a %s per value, or None when the general path
+# must judge them (a name the allow-list cuts, a framing header, a control character)
+_FORMS: dict[tuple[str, ...], str | None] = {}
+_MAX_SETS = 1024
 
 
 def json_answer(request: web.BaseRequest, headers: Mapping[str, str], body: bytes) -> web.StreamResponse:
@@ -53,20 +54,31 @@ def json_answer(request: web.BaseRequest, headers: Mapping[str, str], body: byte
 def _lines(headers: Mapping[str, str]) -> bytes | None:
     """The header lines as aiohttp writes them, or None when the general path must judge them."""
     names = tuple(headers)
-    plain = _PLAIN.get(names)
-    if plain is None:
-        plain = not client_headers_refused(names) and not any(n.lower() in _FRAMING for n in names)
-        if len(_PLAIN) < _MAX_SETS:
-            _PLAIN[names] = plain
-    if not plain:
-        return None
-    lines = [f"{name}: {value}" for name, value in headers.items()]
-    if _FORBIDDEN.search("".join(lines)) is not None:
-        return None
     try:
-        return "".join([line + "\r\n" for line in lines]).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate
+        form = _FORMS[names]
+    except KeyError:
+        form = _form(names)
+    if form is None:
         return None
+    values = tuple(headers.values())
+    try:
+        if _FORBIDDEN.search("\t".join(values)) is not None:  # (a tab is allowed)
+            return None
+        return (form % values).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):  # a value that is no str, a lone surrogate
+        return None
+
+
+def _form(names: tuple[str, ...]) -> str | None:
+    plain = (
+        not client_headers_refused(names)
+        and not any(n.lower() in _FRAMING for n in names)
+        and _FORBIDDEN.search("".join(names)) is None
+    )
+    form = "".join([f"{n.replace('%', '%%')}: %s\r\n" for n in names]) if plain else None
+    if len(_FORMS) < _MAX_SETS:
+        _FORMS[names] = form
+    return form
 
 
 def _own_hook_only(request: web.BaseRequest) -> bool:
