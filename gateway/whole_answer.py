@@ -7,13 +7,19 @@ serialization: writing the small request's answer took 15.9 us warm that way and
 The bytes are those aiohttp writes for the same answer, hook included
 (tests/security/test_whole_answer.py compares them). What this does not cover gets aiohttp's
 Response as before: HTTP/1.0 or a client that asked to close (the Connection header), a browser's
-CORS origin (its headers), an app with any other prepare hook, and a header set that the allow-list
-would cut or that holds a framing header or a control character."""
+CORS origin (its headers), an app with any other prepare hook or a sub-app, and a header set that
+the allow-list would cut or that holds a framing header or a character that is not printable.
+
+At c=1 every line a request runs is cold again, so a request checks as little as it can: the
+app's hooks are judged once as it starts (`json_answer_for`), the CORS origin is looked up only
+when an Origin header came, the values are checked by `str.isprintable`. A per-request hook check
+(`request.match_info.apps`), `request.get` (a Mapping method in Python) and a regular expression
+took 10-15 us each there (bench/c1_path.py with a mark around each, the marks' cost included)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
@@ -22,6 +28,9 @@ from aiohttp.http import HttpVersion11
 
 from gateway.browser import CORS_ORIGIN
 from gateway.security import SERVER_HEADER, client_headers_refused, restrict_response_headers
+from gateway.state import json_response
+
+JsonAnswer = Callable[[web.BaseRequest, Mapping[str, str], bytes], web.StreamResponse]
 
 # the status line, the handler's header lines, then what aiohttp adds itself as it orders them
 # (Content-Type, Content-Length, Date, Server, and Connection only when closing an HTTP/1.1
@@ -41,14 +50,30 @@ _FORMS: dict[tuple[str, ...], str | None] = {}
 _MAX_SETS = 1024
 
 
+def json_answer_for(app: web.Application) -> JsonAnswer:
+    """How the app's whole answers are written (`GatewayState.json_answer`), decided once as it
+    starts: as one block when the only prepare hook its routes run is the gateway's own header
+    restriction (the one this module writes the effect of), else aiohttp's Response."""
+    hooks = app.on_response_prepare
+    subapps = any(isinstance(r, web.PrefixedSubAppResource) for r in app.router.resources())
+    own = len(hooks) == 1 and hooks[0] is restrict_response_headers and not subapps
+    return json_answer if own else json_response
+
+
 def json_answer(request: web.BaseRequest, headers: Mapping[str, str], body: bytes) -> web.StreamResponse:
     """A 200 JSON answer with the gateway's `headers`: written as one block when the request allows
-    it, else aiohttp's Response."""
-    if request.version == HttpVersion11 and request.keep_alive and request.get(CORS_ORIGIN) is None:
+    it, else aiohttp's Response. For an app whose only prepare hook is the gateway's own
+    (`json_answer_for`)."""
+    # without an Origin header the guard found no CORS origin (gateway/browser.py `check_origin`)
+    if (
+        request.version == HttpVersion11
+        and request.keep_alive
+        and ("Origin" not in request.headers or request.get(CORS_ORIGIN) is None)
+    ):
         lines = _lines(headers)
-        if lines is not None and _own_hook_only(request):
+        if lines is not None:
             return WholeJson(lines, body)
-    return web.Response(body=body, headers=headers, content_type="application/json")
+    return json_response(request, headers, body)
 
 
 def _lines(headers: Mapping[str, str]) -> bytes | None:
@@ -62,7 +87,9 @@ def _lines(headers: Mapping[str, str]) -> bytes | None:
         return None
     values = tuple(headers.values())
     try:
-        if _FORBIDDEN.search("\t".join(values)) is not None:  # (a tab is allowed)
+        # printable: no control character aiohttp refuses (a tab, which it takes, or an unusual
+        # character takes the general path too)
+        if not "".join(values).isprintable():
             return None
         return (form % values).encode("utf-8")
     except (TypeError, UnicodeEncodeError):  # a value that is no str, a lone surrogate
@@ -79,16 +106,6 @@ def _form(names: tuple[str, ...]) -> str | None:
     if len(_FORMS) < _MAX_SETS:
         _FORMS[names] = form
     return form
-
-
-def _own_hook_only(request: web.BaseRequest) -> bool:
-    """Whether the route's only prepare hook is the gateway's own header restriction (the one this
-    module writes the effect of)."""
-    apps = request.match_info.apps
-    if len(apps) != 1:
-        return False
-    hooks = apps[0].on_response_prepare
-    return len(hooks) == 1 and hooks[0] is restrict_response_headers
 
 
 class WholeJson(web.StreamResponse):
