@@ -80,7 +80,7 @@ async def record_turn(exchange: Exchange, inbound: Inbound, request: Request, tu
 
 async def answer_whole(
     exchange: Exchange, inbound: Inbound, request: Request, answer: Answer
-) -> web.Response:
+) -> web.StreamResponse:
     assembler = Assembler()
     hide = None if answer.prepared.decision.shown else ReasoningFilter()
     stream = answer.stream
@@ -117,8 +117,10 @@ async def answer_whole(
     if not answer.prepared.decision.shown:  # kept whole above; the client asked for no reasoning
         turn = replace(turn, blocks=visible_blocks(turn.blocks, False))
     assert exchange.reply is not None
-    body = exchange.codec.answer(inbound, exchange.reply, turn, exchange.state.sealer)
-    return web.Response(body=body, headers=exchange.headers, content_type="application/json")
+    state = exchange.state
+    return state.json_answer(
+        exchange.http, exchange.headers, exchange.codec.answer(inbound, exchange.reply, turn, state.sealer)
+    )
 
 
 async def answer_stream(

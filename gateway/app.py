@@ -56,6 +56,7 @@ from gateway.store import open_store
 from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 from gateway.upstream import client_session
+from gateway.whole_answer import json_answer_for
 
 log = logging.getLogger("gateway")
 
@@ -266,6 +267,7 @@ def create_app(
             prices=PriceBook(config),
             limits=limits,
             tracing=tracing,
+            json_answer=json_answer_for(app),
         )
         try:
             yield

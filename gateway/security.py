@@ -380,6 +380,11 @@ async def restrict_response_headers(request: web.BaseRequest, response: web.Stre
         headers.update(cors_headers(origin))
 
 
+def client_headers_refused(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of a client response's headers (as written, in order) the allow-list refuses."""
+    return _CLIENT.refused(names)
+
+
 def _client_header_allowed(name: str) -> bool:
     return name in CLIENT_RESPONSE_HEADERS or name.startswith(GATEWAY_HEADER_PREFIX)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -33,6 +34,11 @@ log = logging.getLogger("gateway")
 TENANT = web.RequestKey("gateway_tenant", str)
 
 
+def json_response(request: web.BaseRequest, headers: Mapping[str, str], body: bytes) -> web.StreamResponse:
+    """A whole 200 JSON answer as aiohttp writes it (`GatewayState.json_answer`'s default)."""
+    return web.Response(body=body, headers=headers, content_type="application/json")
+
+
 @dataclass(slots=True)
 class GatewayState:
     config: GatewayConfig
@@ -57,6 +63,9 @@ class GatewayState:
     limits: KeyLimits | None = None
     # OpenTelemetry traces (gateway/tracing.py); None: tracing is off
     tracing: Tracing | None = None
+    # a whole 200 JSON answer for a request (its body, the gateway's headers): the app's is written
+    # as one pre-built block (gateway/whole_answer.py, which knows the app's header restriction)
+    json_answer: Callable[[web.BaseRequest, Mapping[str, str], bytes], web.StreamResponse] = json_response
     # answers kept for previous_response_id (gateway/continuity/chain.py)
     history: History = field(init=False)
     # requests that ended and await their bookkeeping (gateway/books.py)

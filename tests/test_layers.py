@@ -48,6 +48,7 @@ LAYERS = {
     "limits": 3,
     "security": 5,
     "browser": 5,  # security's browser checks (Host, Origin, media type)
+    "whole_answer": 5,  # a whole answer's head as aiohttp and security's restriction write it
     # config validates model names against the providers' capability data
     "redaction": 2,
     "config": 2,

@@ -203,9 +203,38 @@ class ChatStreamEncoder:
         return b": keepalive\n\n"
 
 
+# the JSON orjson writes for a turn of one plain text block (or none): `completion_json`'s body
+# with its strings and usage written alone (orjson writes a value the same wherever it stands)
+_TEXT_FORM = (
+    b'{"id":%b,"object":"chat.completion","created":%d,"model":%b,"choices":[{"index":0,"message":'
+    b'{"role":"assistant","content":%b},"logprobs":null,"finish_reason":%b}],"usage":%b}'
+)
+
+
 def completion_json(
     turn: AssistantTurn, response_id: str, model: str, sealer: Sealer, created: int | None = None
 ) -> bytes:
+    blocks = turn.blocks
+    # nearly every answer without tools: one text (no refusal, no continuity to carry), or nothing
+    if not blocks or (
+        len(blocks) == 1 and type(block := blocks[0]) is Text and block.meta is None and not block.refusal
+    ):
+        dumps = orjson.dumps
+        return _TEXT_FORM % (
+            dumps(response_id),
+            int(time.time()) if created is None else created,
+            dumps(model),
+            dumps(blocks[0].text if blocks else ""),
+            dumps(finish_reason(turn.stop_reason, False)),
+            dumps(usage_json(turn.usage)),
+        )
+    return completion_dict_json(turn, response_id, model, sealer, created)
+
+
+def completion_dict_json(
+    turn: AssistantTurn, response_id: str, model: str, sealer: Sealer, created: int | None = None
+) -> bytes:
+    """`completion_json` for any turn: the body built as a dict and written by orjson."""
     texts: list[str] = []
     refusals: list[str] = []
     reasoning: list[str] = []
