@@ -55,9 +55,9 @@ class SSEParser:
             data = self.one_data(chunk)
             if data is not None:
                 return [("", data.decode("utf-8", "replace"))]
-            whole = self._whole_events(chunk)
+            whole = self.whole_frames(chunk)
             if whole is not None:
-                return whole
+                return [(name, data.decode("utf-8", "replace")) for name, data in whole]
         buf = self._buf + chunk if self._buf else chunk
         if b"\n" not in buf and b"\r" not in buf:
             if len(buf) > self._max_line:
@@ -84,14 +84,18 @@ class SSEParser:
             self._line(raw, out)
         return out
 
-    def _whole_events(self, chunk: bytes) -> list[tuple[str, str]] | None:
+    def whole_frames(self, chunk: bytes) -> list[tuple[str, bytes]] | None:
         """The events of a chunk made only of `[event: NAME\\n]data: DATA\\n\\n` frames within the
-        limits; None for anything else (the line-by-line framing handles it). Walked by offsets:
-        no copy of the chunk or of its frames, only the name and data decoded."""
-        if not chunk.endswith(b"\n\n") or b"\r" in chunk:
+        limits, with nothing pending, each data as its bytes (`feed` gives them decoded); None for
+        anything else (the line-by-line framing handles it). Walked by offsets: no copy of the
+        chunk, only each name decoded and each data sliced. A decoder that parses the bytes itself
+        (`SSEStreamDecoder.on_data`) takes a chunk of several events (a stream's first read: its
+        opening and first content; its last: the finish, the usage and [DONE]) without the UTF-8
+        decode of each."""
+        if not chunk.endswith(b"\n\n") or b"\r" in chunk or self._buf or self._data or self._event:
             return None
         max_line, max_event = self._max_line, self._max_event
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, bytes]] = []
         size, at = len(chunk), 0
         while at < size:
             name = ""
@@ -106,7 +110,7 @@ class SSEParser:
             end = chunk.find(b"\n", at)  # found: the chunk ends with one
             if chunk[end + 1 : end + 2] != b"\n" or end - at > max_line or end - at - 6 > max_event:
                 return None
-            out.append((name, chunk[at + 6 : end].decode("utf-8", "replace")))
+            out.append((name, chunk[at + 6 : end]))
             at = end + 2
         return out
 

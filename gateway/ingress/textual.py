@@ -6,8 +6,6 @@ the blocks themselves (the wrapper sits between the relay and the dialect's enco
 
 from __future__ import annotations
 
-import dataclasses
-
 from gateway.ingress.base import StreamEncoder
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event, UpstreamError
 from gateway.transcript.model import (
@@ -77,7 +75,7 @@ class ServerToolsAsText:
             if event.citations and not all(self._is_native(c.meta) for c in event.citations):
                 return self._join(
                     BlockDelta(event.index, "\n\n" + citations_text(event.citations)),
-                    dataclasses.replace(event, citations=()),
+                    replace(event, citations=()),
                 )
         return self._inner.event(event)
 

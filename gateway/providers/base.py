@@ -280,9 +280,22 @@ class SSEStreamDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         out: list[Event] = []
         if not self.failed:
-            data = self._sse.one_data(chunk)
+            sse = self._sse
+            data = sse.one_data(chunk)
             if data is not None:  # nearly every chunk: one data event, its bytes not decoded here
                 self.on_data(data, out)
+                return out
+            # several whole events (a stream's first read and its last, often): each unnamed
+            # one's bytes to `on_data` too
+            whole = sse.whole_frames(chunk)
+            if whole is not None:
+                for name, raw in whole:
+                    if self.failed:
+                        break
+                    if name:
+                        self.on_event(name, raw.decode("utf-8", "replace"), out)
+                    else:
+                        self.on_data(raw, out)
                 return out
         try:
             frames = self._sse.feed(chunk)

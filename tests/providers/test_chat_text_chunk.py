@@ -26,6 +26,7 @@ def _decode(kind: str, body: bytes, typed: bool, monkeypatch: pytest.MonkeyPatch
     with monkeypatch.context() as patch:
         if not typed:
             patch.setattr(text_chunk, "DECODER", _Refuses())
+            patch.setattr(text_chunk, "OPENING", _Refuses())
         decoder = ADAPTERS[kind].stream_decoder(target(kind))
         events = decoder.feed(body) + decoder.finish()
     return events, decoder.failed
@@ -104,6 +105,34 @@ def test_any_chunk_decodes_alike(chunks, done):
     with pytest.MonkeyPatch.context() as monkeypatch:
         lines = [orjson.dumps(c).decode() for c in (OPENING, *chunks)]
         _same("openai_chat", sse(lines, done), monkeypatch)
+
+
+@settings(max_examples=300)
+@given(st.lists(CHUNK, min_size=1, max_size=4), st.booleans())
+def test_any_opening_chunk_decodes_alike(chunks, done):
+    """The chunks before the answer started (the typed opening: its MessageStart, then what
+    `_typed_chunk` reads), none of them the usual opening."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _same("openai_chat", sse([orjson.dumps(c).decode() for c in chunks], done), monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        '{"id":"a","id":"b","model":"m","choices":[]}',  # the last of a repeated key
+        '{"id":null,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"}}]}',
+        '{"id":"","model":null,"choices":[]}',  # no MessageStart: the next chunk opens
+        '{"id":5,"model":"m","choices":[]}',
+        '{"id":"a","model":["m"],"choices":[]}',
+        '{"id":"a","choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1e400}}',
+        '{"id":"a","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":[2]}',
+        '{"id":"a","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"length"}]}',
+        '{"id":"a","error":{"message":"boom"}}',
+    ],
+)
+def test_opening_texts_the_parsers_could_read_differently(opening, monkeypatch):
+    events = _same("openai_chat", sse([opening, '{"choices":[{"delta":{"content":"y"}}]}']), monkeypatch)
+    assert events
 
 
 @pytest.mark.parametrize(

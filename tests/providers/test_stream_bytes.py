@@ -118,3 +118,22 @@ def test_frames_split_anywhere_decode_alike(data, chunks, kind):
     cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(body)), max_size=8)))
     pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
     _same(kind, pieces)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.lists(CHUNK, max_size=5), st.sampled_from(sorted(ADAPTERS)))
+def test_chunks_of_several_whole_events_decode_alike(data, chunks, kind):
+    """A chunk of several whole events (a stream's first read: its opening and first content;
+    its last: the finish, the usage and [DONE]) hands each event's bytes to `on_data`: the events
+    of the parser's decoded pairs, invalid UTF-8 and the opening chunk's typed decode included."""
+    frames = _frames([data.draw(corrupted(orjson.dumps(c))) for c in (OPENING, *chunks)] + [b"[DONE]"])
+    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(frames) - 1), max_size=3))))
+    pieces = [b"".join(frames[a:b]) for a, b in zip([0, *cuts], [*cuts, len(frames)], strict=True)]
+    _same(kind, pieces)
+
+
+def test_named_events_of_a_whole_chunk_decode_alike():
+    """Anthropic's named events, several in one chunk: decoded for `on_event` as before."""
+    lines = chunk_lines(fixture_path("anthropic", "anthropic-tool-no-args.chunks.txt"))
+    frames = [f"event: {orjson.loads(line)['type']}\ndata: {line}\n\n".encode() for line in lines]
+    assert len(_same("anthropic", [b"".join(frames[:3]), b"".join(frames[3:])])) > 3

@@ -81,32 +81,68 @@ class ChatStreamDecoder(SSEStreamDecoder):
             self.done = True
             self._complete(out)
             return
-        if self._started:  # nearly every chunk after the first: the typed decode (text_chunk.py)
-            try:
-                text = text_chunk.DECODER.decode(data)
-            except text_chunk.NOT_THE_SHAPE:
-                pass
-            else:
-                if self._typed_chunk(text, out):
-                    return
+        # nearly every chunk, the first included: the typed decode (text_chunk.py)
+        started = self._started
+        try:
+            text = (text_chunk.DECODER if started else text_chunk.OPENING).decode(data)
+        except text_chunk.NOT_THE_SHAPE:
+            pass
+        else:
+            if self._typed_chunk(text, out) if started else self._typed_opening(text, out):  # type: ignore[arg-type]
+                return
         self._dict_chunk(data, out)
 
     def on_data(self, data: bytes, out: list[Event]) -> None:
         """`on_event` for the bytes of an unnamed event: msgspec reads them as they are (one UTF-8
         decode less per chunk), the same typed decode; anything else takes `on_event`'s path."""
-        if self._started and data != b"[DONE]":
-            try:
-                text = text_chunk.DECODER.decode(data)
-            except UnicodeDecodeError:  # invalid UTF-8: decoded with replacements, as before
-                pass
-            except text_chunk.NOT_THE_SHAPE:  # not the shape: the dict path (the typed failed)
-                self._dict_chunk(data.decode("utf-8", "replace"), out)
+        if data == b"[DONE]":
+            self.done = True
+            self._complete(out)
+            return
+        started = self._started
+        try:
+            text = (text_chunk.DECODER if started else text_chunk.OPENING).decode(data)
+        except UnicodeDecodeError:  # invalid UTF-8: decoded with replacements, as before
+            self.on_event("", data.decode("utf-8", "replace"), out)
+            return
+        except text_chunk.NOT_THE_SHAPE:  # not the shape: the dict path (the typed failed)
+            self._dict_chunk(data.decode("utf-8", "replace"), out)
+            return
+        if started:
+            # nearly every chunk: one choice's text (or reasoning) delta, its block open: what
+            # `_typed_chunk` does for it, a call less per chunk
+            choices = text.choices
+            if choices is not None and len(choices) == 1 and not text.usage:
+                choice = choices[0]
+                delta = choice.delta
+                if delta is not None and choice.index == 0 and not choice.finish_reason and not choice.usage:
+                    content, reasoning = delta.content, delta.reasoning_content
+                    if content and not reasoning and self._text is not None:
+                        self._text_parts.append(content)
+                        out.append(BlockDelta(self._text, content))
+                        return
+                    if reasoning and not content and self._reasoning is not None:
+                        out.append(BlockDelta(self._reasoning, reasoning))
+                        return
+            if self._typed_chunk(text, out):
                 return
-            else:
-                if not self._typed_chunk(text, out):
-                    self._dict_chunk(data.decode("utf-8", "replace"), out)
-                return
-        self.on_event("", data.decode("utf-8", "replace"), out)
+        elif self._typed_opening(text, out):  # type: ignore[arg-type]
+            return
+        self._dict_chunk(data.decode("utf-8", "replace"), out)
+
+    def _typed_opening(self, chunk: text_chunk.OpeningChunk, out: list[Event]) -> bool:
+        """`_typed_chunk` for a chunk before the answer started (`on_chunk`'s MessageStart first);
+        False, with nothing done, as there."""
+        if not (chunk.id or chunk.choices):
+            return self._typed_chunk(chunk, out)
+        at = len(out)
+        self._started = True
+        out.append(MessageStart(chunk.id or "", chunk.model or ""))
+        if self._typed_chunk(chunk, out):
+            return True
+        del out[at:]
+        self._started = False
+        return False
 
     def _typed_chunk(self, chunk: text_chunk.TextChunk, out: list[Event]) -> bool:
         """`on_chunk` for a chunk of the typed shape: the same events in the same order. False,
@@ -115,18 +151,21 @@ class ChatStreamDecoder(SSEStreamDecoder):
         choices = chunk.choices
         if choices is not None and len(choices) == 1 and not chunk.usage:
             choice = choices[0]
-            if not choice.finish_reason and not choice.usage:  # nearly every chunk: a text delta
+            if not choice.usage:  # nearly every chunk: a text delta, or the finish
                 delta = choice.delta
-                if delta is not None and choice.index == 0:
-                    if delta.reasoning_content:
-                        self._reasoning_text(delta.reasoning_content, out)
-                    content = delta.content
-                    if content:
-                        if self._text is None:
-                            self._plain_text(content, out)
-                        else:  # `_plain_text` with its block open
-                            self._text_parts.append(content)
-                            out.append(BlockDelta(self._text, content))
+                if choice.index == 0:
+                    if delta is not None:
+                        if delta.reasoning_content:
+                            self._reasoning_text(delta.reasoning_content, out)
+                        content = delta.content
+                        if content:
+                            if self._text is None:
+                                self._plain_text(content, out)
+                            else:  # `_plain_text` with its block open
+                                self._text_parts.append(content)
+                                out.append(BlockDelta(self._text, content))
+                    if choice.finish_reason:
+                        self._finish(choice.finish_reason, out)
                 return True
         return self._typed_ending(chunk, out)
 
@@ -160,7 +199,7 @@ class ChatStreamDecoder(SSEStreamDecoder):
                 self._finish(choice.finish_reason, out)
         if usage:
             try:
-                self._usage = self._parse_usage(usage)
+                self._usage = usage_of(self.dialect, usage)
             except (AttributeError, TypeError) as exc:  # as `_dict_chunk` reports it
                 self._fail(out, ErrorCategory.PROTOCOL, f"malformed stream chunk: {exc}")
         return True
@@ -199,7 +238,7 @@ class ChatStreamDecoder(SSEStreamDecoder):
             if reason:
                 self._finish(reason, out)
         if usage:
-            self._usage = self._parse_usage(usage)
+            self._usage = usage_of(self.dialect, usage)
 
     def _finish(self, reason: Any, out: list[Event]) -> None:
         self._close_all(out)
@@ -268,7 +307,8 @@ class ChatStreamDecoder(SSEStreamDecoder):
 
     def _plain_text(self, text: str, out: list[Event]) -> None:
         if self._text is None:
-            self._close_reasoning(out)
+            if self._reasoning is not None:
+                self._close_reasoning(out)
             self._text = self._start(out, BlockKind.TEXT)
             self._text_parts = []
         self._text_parts.append(text)
@@ -319,7 +359,7 @@ class ChatStreamDecoder(SSEStreamDecoder):
 
     def _close_text(self, out: list[Event]) -> None:
         if self._text is not None:
-            out.append(BlockStop(self._text, None, self._citations()))
+            out.append(BlockStop(self._text, None, self._citations() if self._notes else ()))
             self._text = None
 
     def _citations(self) -> tuple[Citation, ...]:
@@ -348,8 +388,10 @@ class ChatStreamDecoder(SSEStreamDecoder):
             self._reasoning = None
 
     def _close_all(self, out: list[Event]) -> None:
-        self._close_reasoning(out)
-        self._close_text(out)
+        if self._reasoning is not None:
+            self._close_reasoning(out)
+        if self._text is not None:
+            self._close_text(out)
         if self._refusal is not None:
             out.append(BlockStop(self._refusal))
             self._refusal = None
@@ -377,9 +419,6 @@ class ChatStreamDecoder(SSEStreamDecoder):
         if not self.failed:
             self.failed = True
             out.append(StreamError(error))
-
-    def _parse_usage(self, raw: dict[str, Any]) -> Usage:
-        return usage_of(self.dialect, raw)
 
 
 def usage_of(dialect: ChatDialect, raw: dict[str, Any]) -> Usage:

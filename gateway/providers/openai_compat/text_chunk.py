@@ -42,7 +42,15 @@ class TextChunk(msgspec.Struct):
     error: None = None
 
 
+class OpeningChunk(TextChunk):
+    """A stream's first chunk (its MessageStart: the answer's id and model) of the same shape."""
+
+    id: str | None = None
+    model: str | None = None
+
+
 DECODER = msgspec.json.Decoder(TextChunk)
+OPENING = msgspec.json.Decoder(OpeningChunk)
 # a chunk that is not of the shape, or not JSON at all (the dict path reports it as before);
 # RecursionError: nesting deeper than msgspec follows (orjson's own limit then decides)
 NOT_THE_SHAPE = (msgspec.DecodeError, RecursionError)
