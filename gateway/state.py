@@ -77,7 +77,7 @@ class GatewayState:
             self.store, self.recorder, ttl_seconds=store.ttl_seconds, max_depth=store.max_chain_depth
         )
         # held unless other workers read what the bookkeeping updates (they cannot settle it)
-        self.books = Books(hold=self.metrics.multiprocess_dir is None)
+        self.books = Books(hold=self.metrics.multiprocess_dir is None, in_flight=self.in_flight)
         # whatever reads what the bookkeeping updates sees every request that ended before
         self.metrics.before_read = self.inspector.before_read = self.books.settle
 

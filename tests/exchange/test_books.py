@@ -25,7 +25,28 @@ LONG = 60.0  # a DELAY no test waits for
 
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held as requests that end while others are in flight are (these tests send one at a time)."""
     monkeypatch.setattr(gateway.books, "DELAY", LONG)
+    monkeypatch.setattr(gateway.books, "HOLD_ALONE", True)
+
+
+async def test_a_request_that_ends_alone_is_accounted_for_in_the_next_pass(monkeypatch):
+    """A lone client's next request would wait behind a whole batch every BATCH requests; one
+    that ends while others are in flight is held, and goes with the next lone one."""
+    monkeypatch.setattr(gateway.books, "DELAY", LONG)
+    accounted: list[str] = []
+    monkeypatch.setattr(
+        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
+    )
+    in_flight = ["a", "b"]
+    books = gateway.books.Books(in_flight=in_flight)
+    books.add(_finished("a"), 1.0, {})
+    await asyncio.sleep(0)
+    assert accounted == [] and len(books) == 1
+    in_flight.remove("a")
+    books.add(_finished("b"), 1.0, {})
+    await asyncio.sleep(0)
+    assert accounted == ["a", "b"] and len(books) == 0
 
 
 def _finished(request_id: str, **fields: object) -> SimpleNamespace:
@@ -64,6 +85,7 @@ async def test_a_small_request_is_held_until_its_metrics_are_read(held, caplog):
 
 async def test_held_requests_are_accounted_for_once_delay_has_passed(monkeypatch, caplog):
     monkeypatch.setattr(gateway.books, "DELAY", 0.05)
+    monkeypatch.setattr(gateway.books, "HOLD_ALONE", True)
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     async with running_stack() as stack:
         await _ask(stack)
