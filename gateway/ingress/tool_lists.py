@@ -42,17 +42,20 @@ MAX_TEXT = 128 << 10
 
 class ToolLists(Generic[T]):
     """`decode(tools)` of the lists seen before, by their text; a list that does not serialize
-    (not JSON values) or is too long to keep is decoded every time."""
+    (not JSON values) or is too long to keep is decoded every time.
+
+    One LRU holds both texts a list is found by: the text orjson writes for a list parsed with its
+    body (`decoded`) and the text a body read in parts sent (`read`). Both give back the same
+    values, so they decode to the same value; a client that writes JSON as orjson does (no
+    spaces: JavaScript's `JSON.stringify`) has its list kept once, found by both, and the
+    budget bounds every list kept, by either text."""
 
     def __init__(self, decode: Callable[[Any], T], budget: int = BUDGET) -> None:
         self._decode = decode
-        # text -> (what it is charged, the value)
-        self._kept: LRUCache[bytes, tuple[int, T]] = LRUCache(maxsize=budget, getsizeof=lambda e: e[0])
-        self._lock = threading.Lock()  # decodes also run in the worker thread (gateway/offload.py)
-        # JSON text as sent -> the list it decoded to (`read`), charged as a kept list is
-        self._texts: LRUCache[bytes, KnownList] = LRUCache(
+        self._kept: LRUCache[bytes, KnownList] = LRUCache(
             maxsize=budget, getsizeof=lambda k: CHARGE * len(k.text) + 256
         )
+        self._lock = threading.Lock()  # decodes also run in the worker thread (gateway/offload.py)
 
     def decoded(self, tools: Any) -> T:
         try:
@@ -60,13 +63,15 @@ class ToolLists(Generic[T]):
         except orjson.JSONEncodeError:
             return self._decode(tools)
         with self._lock:
-            entry = self._kept.get(text)
-        if entry is not None:
-            return entry[1]
+            known = self._kept.get(text)
+        if known is not None:
+            return known.value  # type: ignore[no-any-return]
         value = self._decode(tools)  # raises as it would without the memo; nothing is kept then
         if len(text) <= MAX_TEXT:
+            # counted only if a body read in parts sends this text (`read`): the walk that
+            # finds a list's nesting costs most of what decoding it does
             with self._lock:
-                self._kept[text] = (CHARGE * len(text) + 256, value)
+                self._kept[text] = KnownList(text, value, UNCOUNTED, UNCOUNTED)
         return value
 
     def read(self, text: Any) -> Any:
@@ -75,20 +80,23 @@ class ToolLists(Generic[T]):
         `orjson.loads` parses it (raising its error)."""
         key = bytes(text)
         with self._lock:
-            known = self._texts.get(key)
-        if known is not None:
+            known = self._kept.get(key)
+        if known is not None and known.parts != UNCOUNTED:
             return known
         parsed = orjson.loads(key)
         if type(parsed) is not list or len(key) > MAX_TEXT:
             return parsed
         try:
-            value = self.decoded(parsed)
+            value = self.decoded(parsed)  # kept by `decoded` (uncounted): found there by this text
         except Exception:  # noqa: BLE001 - the request's decode meets it again and reports it in its place
             return parsed
         known = KnownList(key, value, sum(map(item_parts, parsed)), nesting(parsed))
         with self._lock:
-            self._texts[key] = known
+            self._kept[key] = known
         return known
 
     def __len__(self) -> int:
         return len(self._kept)
+
+
+UNCOUNTED = -1  # a kept list's parts and nesting before a body read in parts sent its text

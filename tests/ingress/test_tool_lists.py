@@ -4,6 +4,7 @@ seen before or not, and as the whole request's validation reads them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -165,6 +166,40 @@ def test_the_lists_kept_stay_within_the_budget_least_recent_first_out():
     assert calls == []
     lists.decoded(texts[0])
     assert calls == [texts[0]]
+
+
+def test_a_list_is_kept_once_by_each_text_it_comes_in_and_counted_when_read():
+    from gateway.ingress.budget import KnownList, item_parts
+    from gateway.ingress.errors import nesting
+
+    calls: list[Any] = []
+    lists = ToolLists(lambda raw: calls.append(raw) or len(raw))
+    listed = [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}, {"content": [1, 2]}]
+    compact, spaced = orjson.dumps(listed), json.dumps(listed).encode()
+    assert lists.decoded(listed) == 2 and len(lists) == 1
+    # a body read in parts that sends the text orjson writes finds the same entry, now counted
+    known = lists.read(compact)
+    assert type(known) is KnownList and known.text == compact and known.value == 2
+    assert (known.parts, known.nesting) == (sum(map(item_parts, listed)), nesting(listed)) == (3, 4)
+    assert lists.read(compact) is known and len(lists) == 1
+    # another text of the same values: kept beside it, decoded once in all
+    other = lists.read(memoryview(spaced))
+    assert type(other) is KnownList and other.text == spaced and other.value == 2
+    assert (other.parts, other.nesting) == (3, 4) and len(lists) == 2
+    assert lists.decoded(listed) == 2 and calls == [listed]
+
+
+def test_the_budget_bounds_the_lists_kept_by_either_text():
+    texts = [[f"{n:04d}", "x" * 990] for n in range(3)]
+    charge = CHARGE * len(orjson.dumps(texts[0])) + 256
+    lists = ToolLists(len, budget=3 * charge + 64)
+    for raw in texts[:2]:
+        lists.decoded(raw)
+    spaced = json.dumps(texts[2]).encode()  # another text than orjson's: kept by both
+    assert spaced != orjson.dumps(texts[2])
+    lists.read(spaced)
+    assert sum(CHARGE * len(k) + 256 for k in lists._kept) <= 3 * charge + 64
+    assert list(lists._kept) == [orjson.dumps(texts[1]), orjson.dumps(texts[2]), spaced]
 
 
 # -- the Messages dialect: custom and server tools, whose decode refuses some lists itself -----
