@@ -11,8 +11,9 @@ without a shared machine's noise in between.
 Prints microseconds per request (the best of five rounds) for each step and for all of them,
 then each dialect's decode of a one-message request carrying the bench's 20 tools, as an agent
 sends them every turn (`gateway/ingress/tool_lists.py`), then an agent's next turn (a chat
-transcript of 20 messages and the 20 tools, its two turns before seen just before) parsed from its bytes
-as the exchange parses it (the decode memo, the codec's typed reading) and decoded.
+transcript of 20 messages and the 20 tools, in each dialect's form, its two turns before seen just
+before) parsed from its bytes as the exchange parses it (the decode memo, the codec's typed
+reading) and decoded.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from gateway.transcript.seal import Sealer
 from gateway.transcript.target import Target
 
 SEALER = Sealer(b"b" * 32)
-CODEC_OF = {"chat": CODEC, "messages": MESSAGES, "gemini": GENERATE}
+CODEC_OF = {"chat": CODEC, "messages": MESSAGES, "responses": RESPONSES, "gemini": GENERATE}
 TARGET = Target(provider="stub", kind="openai_chat", model="stub", base_url="https://bench.invalid/v1")
 ADAPTER = get_adapter(TARGET.kind)
 REPLY = Reply("chatcmpl-1", "stub", 7)
@@ -203,10 +204,28 @@ def _as_gemini(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _as_responses(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's chat transcript (`workloads.agent_messages`) as Responses `input` items."""
+    out: list[dict[str, Any]] = []
+    for m in chat:
+        if m["role"] == "system":
+            continue  # the Responses API's `instructions`: not part of the transcript measured here
+        if m["role"] == "tool":
+            out.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+        elif m.get("tool_calls"):
+            for c in m["tool_calls"]:
+                function = c["function"]
+                call = {"call_id": c["id"], "name": function["name"], "arguments": function["arguments"]}
+                out.append({"type": "function_call", **call})
+        else:
+            out.append({"role": m["role"], "content": m["content"] or "..."})
+    return out
+
+
 def measure_next_turn(dialect: str, sessions: int, rounds: int = 5, messages: int = 20) -> float:
     """Microseconds of CPU per next turn (parse from bytes and decode, the exchange's way) of an
-    agent in `dialect` ("chat", "messages" or "gemini"), the best of `rounds` rounds of `sessions` sessions,
-    each with a memo that saw its two turns before."""
+    agent in `dialect` ("chat", "messages", "responses" or "gemini"), the best of `rounds` rounds
+    of `sessions` sessions, each with a memo that saw its two turns before."""
     from gateway.config import ServerConfig
     from gateway.ingress.memo import DecodeMemo
     from gateway.ingress.split import parse_shared
@@ -220,8 +239,9 @@ def measure_next_turn(dialect: str, sessions: int, rounds: int = 5, messages: in
         calls = [{"id": f"call_next_{n}", "type": "function", "function": call}]
         return {"role": "assistant", "content": None, "tool_calls": calls}
 
-    convert = {"chat": list, "messages": _as_messages, "gemini": _as_gemini}[dialect]
-    field = "contents" if dialect == "gemini" else "messages"
+    forms = {"chat": list, "messages": _as_messages, "responses": _as_responses, "gemini": _as_gemini}
+    convert = forms[dialect]
+    field = {"gemini": "contents", "responses": "input"}.get(dialect, "messages")
     head = {**body_of, "model": "stub"}
     if dialect == "gemini":  # its model is in the path
         del head["model"]
@@ -266,7 +286,7 @@ def main() -> None:
     for name, value in measure_tools(max(1, args.reps // 4)).items():
         print(f"{name:14} {value:7.2f}")
     print("us per agent's next turn (20 messages, 20 tools), parsed from bytes and decoded, per dialect")
-    for name in ("chat", "messages", "gemini"):
+    for name in ("chat", "messages", "responses", "gemini"):
         print(f"{name:14} {measure_next_turn(name, max(1, args.reps // 40)):7.2f}")
 
 

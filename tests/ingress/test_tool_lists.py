@@ -174,7 +174,10 @@ def test_a_list_is_kept_once_by_each_text_it_comes_in_and_counted_when_read():
 
     calls: list[Any] = []
     lists = ToolLists(lambda raw: calls.append(raw) or len(raw))
-    listed = [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}, {"content": [1, 2]}]
+    listed = [
+        {"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}},
+        {"content": [1, 2]},
+    ]
     compact, spaced = orjson.dumps(listed), json.dumps(listed).encode()
     assert lists.decoded(listed) == 2 and len(lists) == 1
     # a body read in parts that sends the text orjson writes finds the same entry, now counted
@@ -349,4 +352,4 @@ def responses_outcome(body: dict[str, Any]) -> Any:
 def test_seen_or_not_a_responses_request_decodes_or_fails_alike(raw_tools, items, choice):
     body = with_tools({"model": "m", "input": items}, raw_tools, choice)
     # without the memo: nothing found, every tool added and finished in the request's own order
-    alike(responses_outcome, responses_decode, lambda raw: None, body)
+    alike(responses_outcome, responses_decode, lambda raw: (None, raw), body)

@@ -29,7 +29,7 @@ from gateway.ingress.base import (
 from gateway.ingress.chat.codec import openai_error
 from gateway.ingress.chat.models import openai_model_list
 from gateway.ingress.memo import Items
-from gateway.ingress.responses.decode import decode_request
+from gateway.ingress.responses.decode import TYPED_TOOLS, decode_request
 from gateway.ingress.responses.output import (
     ERROR_FINISH,
     Answering,
@@ -59,7 +59,7 @@ class ResponsesCodec:
     # an item alone is not a unit to decode: the memo keeps a witness per item, and the reading of
     # the items resumes after those the conversation's last turn read (gateway/ingress/resumed.py)
     transcript_field = "input"
-    typed_items = None
+    typed_items = TYPED_TOOLS
 
     def decode(
         self,

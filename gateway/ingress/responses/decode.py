@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.ingress.base import HistoryRef, ItemRef, SessionHint
+from gateway.ingress.budget import KnownList
 from gateway.ingress.errors import invalid
 from gateway.ingress.memo_items import Items as Found
 from gateway.ingress.responses.fields import (
@@ -24,6 +25,7 @@ from gateway.ingress.responses.items import read_items
 from gateway.ingress.responses.output import Answering
 from gateway.ingress.responses.tools import Tools, listed, tool_choice, with_listed
 from gateway.ingress.tool_lists import ToolLists
+from gateway.ingress.typed_items import TypedItems
 from gateway.session import valid_session_id
 from gateway.transcript.model import REASONING_EFFORTS, Message, Request, ResponseFormat, Role, Text
 from gateway.transcript.seal import Sealer
@@ -61,7 +63,16 @@ class Decoded:
     references: tuple[ItemRef, ...] = ()
 
 
-_TOOL_LISTS = ToolLists(listed)
+def _listed(raw: list[Any]) -> tuple[Tools | None, list[Any]]:
+    """`listed`, kept with the list it was read from: a list found by its text stands unparsed in
+    the body (`KnownList`), and the Response object echoes the request's `tools` as they were
+    parsed (`_shell`; the same JSON values give the same echo, written by orjson)."""
+    return listed(raw), raw
+
+
+_TOOL_LISTS = ToolLists(_listed)
+# no typed reading of the input items (parsed by orjson), the tools found by their text
+TYPED_TOOLS = TypedItems(None, 0, frozenset(), tools=_TOOL_LISTS)
 
 
 def decode_request(
@@ -87,8 +98,15 @@ def decode_request(
     tools = Tools()
     raw_tools = body.get("tools") or []
     # the same `tools` every turn: added and finished once (gateway/ingress/tool_lists.py)
-    alone = _TOOL_LISTS.decoded(raw_tools) if not compact and type(raw_tools) is list else None
-    if not compact and alone is None:
+    alone = None
+    kind = type(raw_tools)
+    if kind is KnownList:  # found by its text (a body read in parts), finished alone or not
+        alone, raw_tools = raw_tools.value
+    elif kind is list and not compact:
+        alone, raw_tools = _TOOL_LISTS.decoded(raw_tools)
+    if compact:  # the request's tools are not the compaction's: only echoed
+        alone = None
+    elif alone is None:
         for n, tool in enumerate(array(raw_tools, "tools")):
             tools.add(tool, f"tools[{n}]")
     previous = optional_text(body, "previous_response_id", "")
@@ -144,7 +162,7 @@ def decode_request(
         cache_key=cache_key,
     )
     answering = Answering(
-        shell=_shell(body, model, store, instructions),
+        shell=_shell(body, model, store, instructions, raw_tools),
         names=tools.names,
         summaries=summary is not None,
         encrypted=ENCRYPTED_INCLUDE in include,
@@ -204,8 +222,11 @@ def _response_format(raw: Any) -> ResponseFormat | None:
     )
 
 
-def _shell(body: dict[str, Any], model: str, store: bool | None, instructions: str | None) -> dict[str, Any]:
-    """The request's fields every Response object echoes, as the API echoes them."""
+def _shell(
+    body: dict[str, Any], model: str, store: bool | None, instructions: str | None, tools: Any
+) -> dict[str, Any]:
+    """The request's fields every Response object echoes, as the API echoes them (`tools`: the
+    request's, parsed)."""
     reasoning = body.get("reasoning") or {}
     text_config = body.get("text") or {}
     return {
@@ -227,7 +248,7 @@ def _shell(body: dict[str, Any], model: str, store: bool | None, instructions: s
             "verbosity": text_config.get("verbosity", "medium"),
         },
         "tool_choice": body.get("tool_choice", "auto"),
-        "tools": body.get("tools") or [],
+        "tools": tools,
         "top_logprobs": 0,
         "top_p": body.get("top_p", 1.0),
         "truncation": body.get("truncation") or "disabled",
