@@ -19,11 +19,11 @@ took 10-15 us each there (bench/c1_path.py with a mark around each, the marks' c
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import HttpVersion11
 
 from gateway.browser import CORS_ORIGIN
@@ -31,6 +31,32 @@ from gateway.security import SERVER_HEADER, client_headers_refused, restrict_res
 from gateway.state import json_response
 
 JsonAnswer = Callable[[web.BaseRequest, Mapping[str, str], bytes], web.StreamResponse]
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_date_second = -1  # the second `_date_text` was written for
+_date_text = ""
+
+
+def http_date() -> str:
+    """The Date header's value now, as aiohttp's Response writes it (its `rfc822_formatted_time`,
+    which this is used in place of where aiohttp has none: that is no documented API), formatted
+    once per second. tests/security/test_whole_answer.py compares the two."""
+    global _date_second, _date_text
+    now = int(time.time())
+    if now != _date_second:
+        year, month, day, hh, mm, ss, weekday, *_ = time.gmtime(now)
+        _date_text = (
+            f"{_WEEKDAYS[weekday]}, {day:02d} {_MONTHS[month]:>3} {year:4d} {hh:02d}:{mm:02d}:{ss:02d} GMT"
+        )
+        _date_second = now
+    return _date_text
+
+
+try:  # the one aiohttp's Responses use, so a whole answer's Date is theirs to the second
+    from aiohttp.helpers import rfc822_formatted_time
+except ImportError:  # an aiohttp that moved or dropped it
+    rfc822_formatted_time = http_date
 
 # the status line, the handler's header lines, then what aiohttp adds itself as it orders them
 # (Content-Type, Content-Length, Date, Server, and Connection only when closing an HTTP/1.1

@@ -5,9 +5,13 @@ exchange's answers where it applies."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import time
+import types
 from typing import Any
 from unittest import mock
 
+import aiohttp.helpers
 import pytest
 from aiohttp import web
 from aiohttp.http_writer import HttpVersion, StreamWriter
@@ -15,10 +19,11 @@ from aiohttp.test_utils import make_mocked_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway import whole_answer
 from gateway.browser import CORS_ORIGIN
 from gateway.security import restrict_response_headers, send_and_close
 from gateway.state import json_response
-from gateway.whole_answer import WholeJson, json_answer, json_answer_for
+from gateway.whole_answer import WholeJson, http_date, json_answer, json_answer_for
 
 
 class _Transport:
@@ -283,5 +288,40 @@ def test_the_gateway_s_answers_take_the_block(
         return await _both(headers, body, force_close=force_close)
 
     fast, plain = asyncio.run(run())
+    assert fast[0] is WholeJson
+    assert fast[1:] == plain[1:]
+
+
+def _at(second: float) -> types.SimpleNamespace:
+    """A `time` module whose clock reads `second`."""
+    return types.SimpleNamespace(time=lambda: second, gmtime=time.gmtime)
+
+
+# from the epoch to the last second of year 9999, whole seconds and between them
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(0, 253_402_300_799), st.floats(0, 253_402_300_799.9)))
+def test_the_date_is_written_as_aiohttp_writes_it(second: float) -> None:
+    with (
+        mock.patch.object(whole_answer, "time", _at(second)),
+        mock.patch.object(aiohttp.helpers, "time", _at(second)),
+    ):
+        assert http_date() == aiohttp.helpers.rfc822_formatted_time()
+        assert http_date() == aiohttp.helpers.rfc822_formatted_time()  # once formatted, kept
+
+
+def test_an_aiohttp_without_its_date_formatter_gets_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the module as it loads where aiohttp.helpers has no rfc822_formatted_time
+    monkeypatch.delattr(aiohttp.helpers, "rfc822_formatted_time")
+    spec = importlib.util.spec_from_file_location("whole_answer_without", whole_answer.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.rfc822_formatted_time is module.http_date
+    assert whole_answer.rfc822_formatted_time is not whole_answer.http_date
+
+
+async def test_the_block_with_this_date_is_what_aiohttp_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(whole_answer, "rfc822_formatted_time", http_date)
+    fast, plain = await _both(GATEWAY_HEADERS, BODY)
     assert fast[0] is WholeJson
     assert fast[1:] == plain[1:]
