@@ -17,6 +17,7 @@ from gateway.ingress.chat import decode as chat_decode
 from gateway.ingress.chat import wire as w
 from gateway.ingress.errors import ClientError
 from gateway.ingress.gemini import decode as gemini_decode
+from gateway.ingress.gemini import tools as gemini_tool_decode
 from gateway.ingress.messages import decode as messages_decode
 from gateway.ingress.messages import wire as mw
 from gateway.ingress.responses import decode as responses_decode
@@ -284,7 +285,7 @@ def gemini_outcome(body: dict[str, Any]) -> Any:
 @given(gemini_tools)
 def test_seen_or_not_a_gemini_request_decodes_or_fails_alike(raw_tools):
     body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": raw_tools}
-    alike(gemini_outcome, gemini_decode, gemini_decode._tools, body)
+    alike(gemini_outcome, gemini_tool_decode, gemini_tool_decode._tools, body)
 
 
 # -- the Responses dialect: the items may add tools (`additional_tools`) and name namespaced ones --

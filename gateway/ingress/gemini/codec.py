@@ -21,10 +21,11 @@ from gateway.ingress.base import (
     Reply,
     Route,
 )
-from gateway.ingress.gemini.decode import TYPED_TOOLS, Decoded, decode_request
+from gateway.ingress.gemini.decode import Decoded, decode_request
 from gateway.ingress.gemini.encode import AnswerParts, GeminiStreamEncoder, answer_json, continuity_token
 from gateway.ingress.gemini.errors import google_error
 from gateway.ingress.gemini.models import model_list
+from gateway.ingress.gemini.tools import TYPED_TOOLS
 from gateway.ingress.memo import Items
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity

@@ -27,19 +27,17 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.budget import KnownList
 from gateway.ingress.errors import ClientError
+from gateway.ingress.gemini.fields import GEMINI, array, invalid, number, obj, string
 from gateway.ingress.gemini.schema import json_schema
+from gateway.ingress.gemini.tools import tool_choice, tools_of
 from gateway.ingress.memo_items import Items
 from gateway.ingress.resumed import ResumedReads
-from gateway.ingress.tool_lists import ToolLists
-from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.model import (
     ANY_ISSUER,
     Block,
     Continuity,
     Document,
-    HostedTool,
     Image,
     Message,
     Reasoning,
@@ -48,45 +46,19 @@ from gateway.transcript.model import (
     Role,
     Text,
     ToolCall,
-    ToolChoice,
-    ToolChoiceMode,
     ToolResult,
-    ToolSpec,
 )
 from gateway.transcript.seal import Sealer
 
-GEMINI = "gemini"
 SIGNATURE = "thought_signature"  # gateway.providers.gemini's key in Continuity.data
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 PLACEHOLDERS = frozenset({SKIP_SIGNATURE, base64.b64encode(SKIP_SIGNATURE.encode()).decode()})
-# Google's built-in tools: they run on Google's side, so only a Gemini target can serve them
-BUILT_IN_TOOLS = (
-    "googleSearch",
-    "googleSearchRetrieval",
-    "urlContext",
-    "codeExecution",
-    "fileSearch",
-    "googleMaps",
-    "computerUse",
-    "enterpriseWebSearch",
-)
-MODES = {
-    "AUTO": ToolChoiceMode.AUTO,
-    "MODE_UNSPECIFIED": ToolChoiceMode.AUTO,
-    "VALIDATED": ToolChoiceMode.AUTO,
-    "NONE": ToolChoiceMode.NONE,
-    "ANY": ToolChoiceMode.REQUIRED,
-}
 LEVELS = {"MINIMAL": "minimal", "LOW": "low", "MEDIUM": "medium", "HIGH": "high"}
 # request fields that need Google-side state or services the gateway does not route
 UNSUPPORTED = {
     "cachedContent": "cached contents (`cachedContent`) live on Google's side: send the contents instead",
 }
 _UNSUPPORTED_PARTS = ("executableCode", "codeExecutionResult", "videoMetadata", "toolCall", "toolResponse")
-
-
-def invalid(message: str, path: str | None = None) -> ClientError:
-    return ClientError(400, f"{path}: {message}" if path else message, param=path)
 
 
 class Decoded:
@@ -97,70 +69,23 @@ class Decoded:
         self.include_thoughts = True
 
 
-def _dict(value: Any, path: str, required: bool = False, data: bool = False) -> dict[str, Any]:
-    """An object of the request's structure, its field names in lowerCamelCase: Google's parser
-    takes the proto's snake_case names too (`system_instruction`, `function_call`). `data`: an
-    object of the client's own (call arguments, a function's response), taken as it is."""
-    if value is None and not required:
-        return {}
-    if type(value) is not dict:
-        raise invalid("must be an object", path)
-    if data or not any("_" in key for key in value):
-        return value
-    return {_camel(key): item for key, item in value.items()}
-
-
-def _camel(name: str) -> str:
-    if "_" not in name or name.startswith("_"):
-        return name
-    head, *rest = name.split("_")
-    return head + "".join(word[:1].upper() + word[1:] for word in rest)
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if type(value) is not list:
-        raise invalid("must be an array", path)
-    return value
-
-
-def _str(value: Any, path: str) -> str:
-    if type(value) is not str:
-        raise invalid("must be a string", path)
-    return value
-
-
-def _number(value: Any, path: str, kind: type = float) -> Any:
-    if value is None:
-        return None
-    if type(value) is bool or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
-        raise invalid("must be an integer" if kind is int else "must be a number", path)
-    return kind(value)
-
-
 def decode_request(
     body: Any, model: str, stream: bool, sealer: Sealer, out: Decoded, items: Items[Any] | None = None
 ) -> Request:
     """`items`: what the decode memo found of `contents` (within an exchange)."""
     if type(body) is not dict:
         raise invalid("request body must be a JSON object")
-    body = _dict(body, "")
+    body = obj(body, "")
     for name, message in UNSUPPORTED.items():
         if body.get(name) is not None:
             raise ClientError(400, f"{name}: {message}", param=name, code="unsupported_parameter")
-    contents = _list(body.get("contents"), "contents")
+    contents = array(body.get("contents"), "contents")
     if not contents:
         raise invalid("contents is not specified", "contents")
     messages = _Contents(sealer, out).decode(contents, items, body)
     system = _system(body.get("systemInstruction"))
-    raw_tools = body.get("tools")
-    kind = type(raw_tools)
-    if kind is KnownList:  # found by its text (a body read in parts: gateway/ingress/tool_lists.py)
-        tools, hosted = raw_tools.value
-    else:
-        tools, hosted = _TOOL_LISTS.decoded(raw_tools) if kind is list else _tools(raw_tools)
-    config = _dict(body.get("generationConfig"), "generationConfig")
+    tools, hosted = tools_of(body.get("tools"))
+    config = obj(body.get("generationConfig"), "generationConfig")
     fields: dict[str, Any] = {}
     _generation(config, fields, out)
     return Request(
@@ -169,7 +94,7 @@ def decode_request(
         system=system,
         tools=tools,
         hosted_tools=hosted,
-        tool_choice=_tool_choice(body.get("toolConfig"), bool(tools)),
+        tool_choice=tool_choice(body.get("toolConfig"), bool(tools)),
         stream=stream,
         **fields,
     )
@@ -180,15 +105,15 @@ def _system(value: Any) -> tuple[Text, ...]:
         return ()
     if type(value) is str:  # the SDKs take a plain string too
         return (Text(value),) if value else ()
-    content = _dict(value, "systemInstruction")
+    content = obj(value, "systemInstruction")
     texts = []
-    for i, part in enumerate(_list(content.get("parts"), "systemInstruction.parts")):
-        part = _dict(part, f"systemInstruction.parts[{i}]", required=True)
+    for i, part in enumerate(array(content.get("parts"), "systemInstruction.parts")):
+        part = obj(part, f"systemInstruction.parts[{i}]", required=True)
         if "text" not in part:
             raise invalid(
                 "only text parts are allowed in a system instruction", f"systemInstruction.parts[{i}]"
             )
-        text = _str(part["text"], f"systemInstruction.parts[{i}].text")
+        text = string(part["text"], f"systemInstruction.parts[{i}].text")
         if text:
             texts.append(Text(text))
     return tuple(texts)
@@ -237,13 +162,13 @@ class _Contents:
 
     def _content(self, content: Any, i: int, messages: list[Message]) -> None:
         path = f"contents[{i}]"
-        content = _dict(content, path, required=True)
+        content = obj(content, path, required=True)
         role = content.get("role") or "user"
-        parts = _list(content.get("parts"), f"{path}.parts")
+        parts = array(content.get("parts"), f"{path}.parts")
         if role == "model":
             self._turn_calls = []
             blocks = [
-                self._model_part(_dict(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]", i, j)
+                self._model_part(obj(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]", i, j)
                 for j, p in enumerate(parts)
             ]
             messages.append(Message(Role.ASSISTANT, tuple(_merge_text(blocks))))
@@ -251,7 +176,7 @@ class _Contents:
             results: list[Block] = []
             own: list[Block] = []
             for j, p in enumerate(parts):
-                block = self._user_part(_dict(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]")
+                block = self._user_part(obj(p, f"{path}.parts[{j}]", True), f"{path}.parts[{j}]")
                 if block is not None:
                     (results if type(block) is ToolResult else own).append(block)
             if results:
@@ -266,11 +191,11 @@ class _Contents:
     def _model_part(self, part: dict[str, Any], path: str, i: int, j: int) -> Block:
         meta = self._signature(part.get("thoughtSignature"), f"{path}.thoughtSignature")
         if "functionCall" in part:
-            call = _dict(part["functionCall"], f"{path}.functionCall", True)
-            name = _str(call.get("name"), f"{path}.functionCall.name")
-            args = _dict(call.get("args"), f"{path}.functionCall.args", data=True)
+            call = obj(part["functionCall"], f"{path}.functionCall", True)
+            name = string(call.get("name"), f"{path}.functionCall.name")
+            args = obj(call.get("args"), f"{path}.functionCall.args", data=True)
             raw_id = call.get("id")
-            call_id = _strip(name, _str(raw_id, f"{path}.functionCall.id")) if raw_id else f"call_{i}_{j}"
+            call_id = _strip(name, string(raw_id, f"{path}.functionCall.id")) if raw_id else f"call_{i}_{j}"
             block = ToolCall(call_id, name, orjson.dumps(args).decode(), meta)
             self._turn_calls.append(block)
             self.known.add(call_id)
@@ -278,7 +203,7 @@ class _Contents:
         if "functionResponse" in part:
             raise invalid("a model turn cannot hold a functionResponse", path)
         _refuse_other(part, path)
-        text = _str(part.get("text", ""), f"{path}.text")
+        text = string(part.get("text", ""), f"{path}.text")
         if part.get("thought") is True:
             return Reasoning(text, meta)
         return Text(text, meta)
@@ -287,34 +212,34 @@ class _Contents:
 
     def _user_part(self, part: dict[str, Any], path: str) -> Block | None:
         if "functionResponse" in part:
-            return self._response(_dict(part["functionResponse"], f"{path}.functionResponse", True), path)
+            return self._response(obj(part["functionResponse"], f"{path}.functionResponse", True), path)
         if "functionCall" in part:
             raise invalid("a user turn cannot hold a functionCall", path)
         if "inlineData" in part:
-            blob = _dict(part["inlineData"], f"{path}.inlineData", True)
-            mime = _str(blob.get("mimeType"), f"{path}.inlineData.mimeType")
-            data = _str(blob.get("data"), f"{path}.inlineData.data")
+            blob = obj(part["inlineData"], f"{path}.inlineData", True)
+            mime = string(blob.get("mimeType"), f"{path}.inlineData.mimeType")
+            data = string(blob.get("data"), f"{path}.inlineData.data")
             return _media(mime, f"data:{mime};base64,{data}")
         if "fileData" in part:
-            file = _dict(part["fileData"], f"{path}.fileData", True)
-            uri = _str(file.get("fileUri"), f"{path}.fileData.fileUri")
+            file = obj(part["fileData"], f"{path}.fileData", True)
+            uri = string(file.get("fileUri"), f"{path}.fileData.fileUri")
             mime = file.get("mimeType") or "application/octet-stream"
-            return _media(_str(mime, f"{path}.fileData.mimeType"), uri)
+            return _media(string(mime, f"{path}.fileData.mimeType"), uri)
         _refuse_other(part, path)
         if part.get("thought") is True:
             return None  # a client's own thought summary in a user turn says nothing to a model
-        text = _str(part.get("text", ""), f"{path}.text")
+        text = string(part.get("text", ""), f"{path}.text")
         return Text(text) if text else None
 
     def _response(self, response: dict[str, Any], path: str) -> ToolResult:
-        name = _str(response.get("name"), f"{path}.functionResponse.name")
+        name = string(response.get("name"), f"{path}.functionResponse.name")
         raw_id = response.get("id")
-        call_id = _strip(name, _str(raw_id, f"{path}.functionResponse.id")) if raw_id else ""
+        call_id = _strip(name, string(raw_id, f"{path}.functionResponse.id")) if raw_id else ""
         if call_id not in self.known:
             call_id = self._pair(name) or call_id or name
         self.answered.add(call_id)
         payload = response.get("response")
-        content, is_error = _result_content(_dict(payload, f"{path}.functionResponse.response", data=True))
+        content, is_error = _result_content(obj(payload, f"{path}.functionResponse.response", data=True))
         return ToolResult(call_id, content, is_error)
 
     def _pair(self, name: str) -> str | None:
@@ -329,7 +254,7 @@ class _Contents:
     def _signature(self, value: Any, path: str) -> Continuity | None:
         if value is None:
             return None
-        token = _str(value, path)
+        token = string(value, path)
         if not token or token in PLACEHOLDERS:
             return None
         sealed = _sealed(token)
@@ -404,87 +329,29 @@ def _result_content(response: Mapping[str, Any]) -> tuple[str, bool]:
     return orjson.dumps(response).decode(), False
 
 
-def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
-    specs: list[ToolSpec] = []
-    hosted: list[HostedTool] = []
-    for t, tool in enumerate(_list(value, "tools")):
-        path = f"tools[{t}]"
-        tool = _dict(tool, path, True)
-        for key, spec in tool.items():
-            if key == "functionDeclarations":
-                for d, declaration in enumerate(_list(spec, f"{path}.{key}")):
-                    specs.append(
-                        _declaration(_dict(declaration, f"{path}.{key}[{d}]", True), f"{path}.{key}[{d}]")
-                    )
-            elif key in BUILT_IN_TOOLS:
-                hosted.append(HostedTool(GEMINI, key, {key: spec}, required=True))
-            else:
-                raise invalid(f"unknown tool {key!r}", f"{path}.{key}")
-    return tuple(specs), tuple(hosted)
-
-
-# the declarations' schemas are read and converted once per list (gateway/ingress/tool_lists.py)
-_TOOL_LISTS = ToolLists(_tools)
-# no typed reading of the contents (parsed by orjson), the tools found by their text
-TYPED_TOOLS = TypedItems(None, 0, frozenset(), tools=_TOOL_LISTS)
-
-
-def _declaration(declaration: dict[str, Any], path: str) -> ToolSpec:
-    name = _str(declaration.get("name"), f"{path}.name")
-    description = declaration.get("description") or ""
-    if "parametersJsonSchema" in declaration:
-        parameters = json_schema(declaration["parametersJsonSchema"], f"{path}.parametersJsonSchema")
-    elif declaration.get("parameters") is not None:
-        parameters = json_schema(declaration["parameters"], f"{path}.parameters")
-    else:
-        parameters = {"type": "object", "properties": {}}
-    return ToolSpec(name, _str(description, f"{path}.description"), parameters)
-
-
-def _tool_choice(value: Any, has_tools: bool) -> ToolChoice | None:
-    config = _dict(
-        _dict(value, "toolConfig").get("functionCallingConfig"), "toolConfig.functionCallingConfig"
-    )
-    if not config or not has_tools:
-        return None
-    path = "toolConfig.functionCallingConfig"
-    mode = MODES.get(config.get("mode") or "AUTO")
-    if mode is None:
-        raise invalid(f"unknown mode {config.get('mode')!r}", f"{path}.mode")
-    names = [_str(n, f"{path}.allowedFunctionNames") for n in _list(config.get("allowedFunctionNames"), path)]
-    if mode is ToolChoiceMode.REQUIRED and len(names) == 1:
-        return ToolChoice(ToolChoiceMode.TOOL, names[0])
-    if names and mode is ToolChoiceMode.REQUIRED:
-        raise ClientError(
-            400,
-            f"{path}.allowedFunctionNames: only one allowed function name can be honoured on every provider",
-            param=f"{path}.allowedFunctionNames",
-            code="unsupported_parameter",
-        )
-    return ToolChoice(mode)
-
-
 def _generation(config: dict[str, Any], fields: dict[str, Any], out: Decoded) -> None:
     path = "generationConfig"
-    count = _number(config.get("candidateCount"), f"{path}.candidateCount", int)
+    count = number(config.get("candidateCount"), f"{path}.candidateCount", int)
     if count not in (None, 1):
         raise ClientError(
             400, f"{path}.candidateCount: only one candidate is supported", param=f"{path}.candidateCount"
         )
-    fields["max_tokens"] = _number(config.get("maxOutputTokens"), f"{path}.maxOutputTokens", int)
-    fields["temperature"] = _number(config.get("temperature"), f"{path}.temperature")
-    fields["top_p"] = _number(config.get("topP"), f"{path}.topP")
-    fields["top_k"] = _number(config.get("topK"), f"{path}.topK", int)
+    fields["max_tokens"] = number(config.get("maxOutputTokens"), f"{path}.maxOutputTokens", int)
+    fields["temperature"] = number(config.get("temperature"), f"{path}.temperature")
+    fields["top_p"] = number(config.get("topP"), f"{path}.topP")
+    fields["top_k"] = number(config.get("topK"), f"{path}.topK", int)
     stop = config.get("stopSequences")
     if stop is not None:
-        fields["stop"] = tuple(_str(s, f"{path}.stopSequences") for s in _list(stop, f"{path}.stopSequences"))
+        fields["stop"] = tuple(
+            string(s, f"{path}.stopSequences") for s in array(stop, f"{path}.stopSequences")
+        )
     fields["response_format"] = _response_format(config, path)
-    thinking = _dict(config.get("thinkingConfig"), f"{path}.thinkingConfig")
+    thinking = obj(config.get("thinkingConfig"), f"{path}.thinkingConfig")
     if thinking:
         tpath = f"{path}.thinkingConfig"
         if thinking.get("includeThoughts") is False or "includeThoughts" not in thinking:
             out.include_thoughts = False  # Google sends thought summaries only when asked
-        budget = _number(thinking.get("thinkingBudget"), f"{tpath}.thinkingBudget", int)
+        budget = number(thinking.get("thinkingBudget"), f"{tpath}.thinkingBudget", int)
         level = thinking.get("thinkingLevel")
         if budget == 0:
             fields["thinking"] = False
@@ -496,7 +363,7 @@ def _generation(config: dict[str, Any], fields: dict[str, Any], out: Decoded) ->
         elif budget is not None:
             raise invalid("must be -1 (dynamic), 0 (off) or a positive budget", f"{tpath}.thinkingBudget")
         if level is not None:
-            effort = LEVELS.get(_str(level, f"{tpath}.thinkingLevel").upper())
+            effort = LEVELS.get(string(level, f"{tpath}.thinkingLevel").upper())
             if effort is None:
                 raise invalid(f"unknown thinking level {level!r}", f"{tpath}.thinkingLevel")
             fields["reasoning_effort"] = effort
