@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from gateway.ingress.errors import ClientError
-from gateway.ingress.gemini.fields import GEMINI, array, invalid, number, obj, string
+from gateway.ingress.errors import ClientError, invalid
+from gateway.ingress.gemini.fields import GEMINI, array, number, obj, string
 from gateway.ingress.gemini.schema import json_schema
 from gateway.ingress.gemini.tools import tool_choice, tools_of
 from gateway.ingress.memo_items import Items

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.ingress.errors import ClientError
+from gateway.ingress.errors import invalid
 
 GEMINI = "gemini"  # the family whose continuity and built-in tools a Gemini request carries
-
-
-def invalid(message: str, path: str | None = None) -> ClientError:
-    return ClientError(400, f"{path}: {message}" if path else message, param=path)
 
 
 def obj(value: Any, path: str, required: bool = False, data: bool = False) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.ingress.budget import KnownList
-from gateway.ingress.errors import ClientError
-from gateway.ingress.gemini.fields import GEMINI, array, invalid, obj, string
+from gateway.ingress.errors import ClientError, invalid
+from gateway.ingress.gemini.fields import GEMINI, array, obj, string
 from gateway.ingress.gemini.schema import json_schema
 from gateway.ingress.tool_lists import ToolLists
 from gateway.ingress.typed_items import TypedItems
