@@ -181,12 +181,14 @@ def instrument_tail() -> None:
     from gateway.inspector.capture import Ring
     from gateway.metrics import Metrics
 
+    # since round eleven the books take `observe`'s steps one by one, over the whole batch
+    stepwise = hasattr(books, "account_all")
     for owner, name, label in (
         (exchange.Exchange, "record", "record"),
-        (state.GatewayState, "observe", "observe"),
+        *(() if stepwise else ((state.GatewayState, "observe", "observe"),)),
         (PriceBook, "cost", "cost"),
         (Metrics, "record", "metrics"),
-        (state, "log_access", "access_line"),
+        (books if stepwise else state, "log_access", "access_line"),
         (Inspector, "capture", "capture"),
         (Ring, "add", "ring"),
         (DecodeMemo, "settle", "settle"),

@@ -181,9 +181,9 @@ def capture_timed() -> list[int]:
 
     timed, clock, spent = Inspector.capture, time.thread_time_ns, [0, 0]
 
-    def capture(self: Inspector, exchange: Any, headers: Any) -> None:
+    def capture(self: Inspector, exchange: Any, headers: Any, *when: Any) -> None:
         started = clock()
-        timed(self, exchange, headers)
+        timed(self, exchange, headers, *when)
         spent[0] += clock() - started
         spent[1] += 1
 

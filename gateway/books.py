@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sized
 from typing import TYPE_CHECKING
 
-from gateway.access_log import lines_held
+from gateway.access_log import lines_held, log_access
 from gateway.transcript.resume import release_retired, retired_waiting
 
 if TYPE_CHECKING:
@@ -94,15 +94,8 @@ class Books:
         if not batch:
             return
         self._pending = []
-        wall = time.time() - time.monotonic()  # the wall clock's time at 0 on the monotonic one
-        with lines_held():
-            for exchange, ended, headers in batch:
-                try:
-                    account(exchange, exchange.record(ended), headers, ended, ended + wall)
-                except Exception as exc:  # as a callback of its own: reported, the others go on
-                    asyncio.get_running_loop().call_exception_handler(
-                        {"message": "accounting for a finished request failed", "exception": exc}
-                    )
+        # (the wall clock's time at 0 on the monotonic one)
+        account_all(batch, time.time() - time.monotonic())
 
 
 def _at_once(exchange: Exchange) -> bool:
@@ -122,23 +115,86 @@ def _at_once(exchange: Exchange) -> bool:
     )
 
 
+Ended = tuple["Exchange", float, Mapping[str, str]]
+# an ended request with its record, its end on the monotonic clock and on the wall clock
+_Done = tuple["Exchange", "RequestRecord", Mapping[str, str], float, float]
+
+
+def account_all(batch: list[Ended], wall: float) -> None:
+    """The bookkeeping of the ended requests of `batch` (each: the exchange, its end on the
+    monotonic clock, the client's headers), in the order they ended; `wall`: the wall clock's time
+    at 0 on the monotonic one. A request whose step fails is reported (as a callback's failure)
+    and left out of its steps after that one; the others go on."""
+    done: list[_Done] = []
+    for exchange, ended, headers in batch:
+        try:
+            done.append((exchange, exchange.record(ended), headers, ended, ended + wall))
+        except Exception as exc:
+            _failed(exc)
+    _account(done)
+
+
 def account(
     exchange: Exchange, record: RequestRecord, headers: Mapping[str, str], ended: float, wall: float
 ) -> None:
-    """A finished request's bookkeeping; `ended`: its end on the monotonic clock, `wall` on the
-    wall clock (its access-log line's time and its capture's)."""
-    state = exchange.state
-    state.observe(record, int(wall * 1000))
-    state.inspector.capture(exchange, headers, ended, wall)
-    exchange.cost_usd = record.cost_usd
-    if exchange.trace is not None:
-        _finish_trace(exchange.trace, exchange, record)
-    if exchange.offload is not None:  # what its worker-thread jobs froze is thawed (gateway/offload.py)
-        exchange.offload.end()
-    # a long body the memo holds for the next turn, bounded now that the answer is on its way
-    state.memo.settle()
-    # and the conversations the resuming passes let go are freed (gateway/transcript/resume.py)
-    release_retired()
+    """One finished request's bookkeeping, its record made; `ended`: its end on the monotonic
+    clock, `wall` on the wall clock (its access-log line's time and its capture's)."""
+    _account([(exchange, record, headers, ended, wall)])
+
+
+def _account(done: list[_Done]) -> None:
+    """Step by step over the batch rather than request by request: each step's code and data stay
+    in the CPU's caches for the whole batch, where a request's turn found those of its first steps
+    evicted by its last ones (bench/served.py --concurrency 64 --model stub-d20 --tail, the batch's
+    CPU a request, side by side: 53.9 / 46.3 us request by request, 42.6 / 36.5 step by step)."""
+    if not done:
+        return
+    kept: list[_Done] = []
+    for item in done:  # pricing, and a named key charged (what `GatewayState.observe` does first)
+        try:
+            item[0].state.price(item[1])
+        except Exception as exc:
+            _failed(exc)
+        else:
+            kept.append(item)
+    for item in kept:  # the metrics (a failure is logged, the request goes on)
+        item[0].state.count(item[1])
+    done, kept = kept, []
+    with lines_held():  # the access lines, in one write
+        for item in done:
+            try:
+                log_access(item[1], int(item[4] * 1000))
+            except Exception as exc:
+                _failed(exc)
+            else:
+                kept.append(item)
+    state = None
+    for exchange, record, headers, ended, wall in kept:
+        try:
+            state = exchange.state
+            state.inspector.capture(exchange, headers, ended, wall)
+            exchange.cost_usd = record.cost_usd
+            if exchange.trace is not None:
+                _finish_trace(exchange.trace, exchange, record)
+            if exchange.offload is not None:
+                exchange.offload.end()  # what its worker-thread jobs froze is thawed (gateway/offload.py)
+        except Exception as exc:
+            _failed(exc)
+    try:
+        if state is not None:
+            # a long body the memo holds for the next turn, bounded now that the answer is on its way
+            state.memo.settle()
+        # and the conversations the resuming passes let go are freed (gateway/transcript/resume.py)
+        release_retired()
+    except Exception as exc:
+        _failed(exc)
+
+
+def _failed(exc: Exception) -> None:
+    # as a callback of its own: reported, the others go on
+    asyncio.get_running_loop().call_exception_handler(
+        {"message": "accounting for a finished request failed", "exception": exc}
+    )
 
 
 def _finish_trace(trace: RequestTrace, exchange: Exchange, record: RequestRecord) -> None:

@@ -88,17 +88,25 @@ class GatewayState:
         (written even if a malformed upstream figure broke the metrics update). The answer's cost
         is worked out here, once, and a named key is charged for it. `ended_ms`: the request's end
         on the wall clock, in ms, when accounted for later (the line's time; default now)."""
+        self.price(record)
+        self.count(record)
+        log_access(record, ended_ms)
+
+    def price(self, record: RequestRecord) -> None:
+        """`observe`'s first step: the answer's cost, and a named key charged for it."""
         usage = record.usage
         if usage is not None and record.provider != NO_PROVIDER and self.prices is not None:
             record.cost_usd = self.prices.cost(record.provider, record.upstream_model, usage)
         if record.key and self.limits is not None:
             tokens = usage.input_tokens + usage.output_tokens if usage is not None else 0
             self.limits.spend(record.key, tokens, record.cost_usd)
+
+    def count(self, record: RequestRecord) -> None:
+        """`observe`'s second step: the metrics (a failure is logged; the access line still goes)."""
         try:
             self.metrics.record(record)
         except Exception:
             log.exception("metrics update failed for request %s", record.request_id)
-        log_access(record, ended_ms)
 
     def observe_refusal(self, path: str, exc: ClientError, started: float, request_id: str = "") -> None:
         """A request refused before any dialect handler took it (unknown path, wrong method,

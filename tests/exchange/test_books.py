@@ -35,9 +35,7 @@ async def test_a_request_that_ends_alone_is_accounted_for_in_the_next_pass(monke
     that ends while others are in flight is held, and goes with the next lone one."""
     monkeypatch.setattr(gateway.books, "DELAY", LONG)
     accounted: list[str] = []
-    monkeypatch.setattr(
-        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
-    )
+    _stand_in(monkeypatch, accounted)
     in_flight = ["a", "b"]
     books = gateway.books.Books(in_flight=in_flight)
     books.add(_finished("a"), 1.0, {})
@@ -49,8 +47,17 @@ async def test_a_request_that_ends_alone_is_accounted_for_in_the_next_pass(monke
     assert accounted == ["a", "b"] and len(books) == 0
 
 
+def _stand_in(monkeypatch: pytest.MonkeyPatch, accounted: list[str]) -> None:
+    """The bookkeeping replaced by a note of the requests it is given, in order."""
+
+    def account_all(batch, wall):  # type: ignore[no-untyped-def]
+        accounted.extend(exchange.request_id for exchange, _, _ in batch)
+
+    monkeypatch.setattr(gateway.books, "account_all", account_all)
+
+
 def _finished(request_id: str, **fields: object) -> SimpleNamespace:
-    """What `Books` reads of a finished exchange, for a stand-in `account`."""
+    """What `Books` reads of a finished exchange, for a stand-in `account_all`."""
     memo = SimpleNamespace(unsettled=lambda: False)
     found = {"offload": None, "raw": b"", "key": "", "trace": None, "state": SimpleNamespace(memo=memo)}
     return SimpleNamespace(request_id=request_id, record=lambda ended: None, **{**found, **fields})
@@ -176,9 +183,7 @@ async def test_a_named_keys_request_is_accounted_for_at_once(held):
 async def test_books_that_do_not_hold_account_for_each_request_in_the_next_pass(held, monkeypatch):
     """`gateway serve --workers`: another worker's scrape reads these figures and cannot settle."""
     accounted: list[str] = []
-    monkeypatch.setattr(
-        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
-    )
+    _stand_in(monkeypatch, accounted)
     for hold, expected in ((True, []), (False, ["a"])):
         books = gateway.books.Books(hold=hold)
         exchange = _finished("a")
@@ -192,9 +197,7 @@ async def test_books_that_do_not_hold_account_for_each_request_in_the_next_pass(
 async def test_a_traced_request_is_accounted_for_at_once(held, monkeypatch):
     """Its span ends when its bookkeeping runs (tracing's `finish`)."""
     accounted: list[str] = []
-    monkeypatch.setattr(
-        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
-    )
+    _stand_in(monkeypatch, accounted)
     books = gateway.books.Books()
     plain, traced = _finished("a"), _finished("b", trace=object())
     books.add(plain, 1.0, {})
@@ -208,9 +211,7 @@ async def test_a_traced_request_is_accounted_for_at_once(held, monkeypatch):
 async def test_a_request_whose_body_the_memo_waits_to_bound_is_accounted_for_at_once(held, monkeypatch):
     """`DecodeMemo.settle` bounds it then, not the next request on its way upstream."""
     accounted: list[str] = []
-    monkeypatch.setattr(
-        gateway.books, "account", lambda exchange, *rest: accounted.append(exchange.request_id)
-    )
+    _stand_in(monkeypatch, accounted)
     books = gateway.books.Books()
     waiting = SimpleNamespace(memo=SimpleNamespace(unsettled=lambda: True))
     books.add(_finished("a", state=waiting), 1.0, {})

@@ -3,10 +3,9 @@ the whole ring is not kept."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from gateway.inspector.capture import Capture, Ring
 

@@ -168,14 +168,15 @@ async def test_a_whole_answer_is_written_before_its_bookkeeping(caplog, monkeypa
     import gateway.books
 
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
-    account = gateway.books.account
+    account_all = gateway.books.account_all
     written: list[int] = []
 
-    def accounted(exchange, record, headers, ended, wall):
-        written.append(exchange.http.writer.output_size)  # the answer's bytes written so far
-        account(exchange, record, headers, ended, wall)
+    def accounted(batch, wall):
+        # the answer's bytes written so far
+        written.extend(exchange.http.writer.output_size for exchange, _, _ in batch)
+        account_all(batch, wall)
 
-    monkeypatch.setattr(gateway.books, "account", accounted)
+    monkeypatch.setattr(gateway.books, "account_all", accounted)
     async with running_stack() as stack:
         stack.hub.states["openai_chat"].push(Reply(text="Forty-two."))
         status, _, body = await stack.chat({"model": "openai-chat", "messages": USER})
@@ -256,54 +257,77 @@ def test_lines_held_reach_a_line_buffered_stream_in_one_write(restore_logging):
     assert raw.writes[1].decode().splitlines() == lines[1:]
 
 
-async def test_requests_ending_in_one_step_are_accounted_together_in_order(monkeypatch):
-    """One callback for the requests that ended since the last: each accounted for as before,
-    in the order they ended; one that fails is reported and the others still are."""
+async def test_requests_ending_in_one_step_are_accounted_together_in_order(caplog):
+    """One call for the requests that ended since the last: each accounted for as before, in the
+    order they ended, step by step over them; one whose step fails is reported and left out of the
+    steps after it, and the others still are accounted for."""
     import asyncio
     from types import SimpleNamespace
 
     import gateway.books
     import gateway.exchange
 
-    accounted: list[str] = []
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    captured: list[str] = []
+    counted: list[str] = []
+    settled: list[int] = []
 
-    def account(exchange, record, headers, ended, wall):
-        assert record == ("record", 1.5) or type(record).__name__ == "RequestRecord"
-        accounted.append(exchange.request_id)
-        if exchange.request_id == "b":
-            raise RuntimeError("broken metrics")
+    def state(broken: str = "") -> SimpleNamespace:
+        def price(record: RequestRecord) -> None:
+            if broken == "pricing":
+                raise RuntimeError("broken pricing")
+            record.cost_usd = 0.25
 
-    monkeypatch.setattr(gateway.books, "account", account)
+        return SimpleNamespace(
+            price=price,
+            count=lambda record: counted.append(record.request_id),
+            inspector=SimpleNamespace(capture=lambda exchange, *rest: captured.append(exchange.request_id)),
+            memo=SimpleNamespace(settle=lambda: settled.append(1), unsettled=lambda: False),
+        )
+
+    def record_of(request_id: str):  # type: ignore[no-untyped-def]
+        def record(ended: float) -> RequestRecord:
+            if request_id == "d":
+                raise RuntimeError("broken record")
+            return RequestRecord("chat_completions", request_id=request_id, status=200, duration=0.5)
+
+        return record
+
     loop = asyncio.get_running_loop()
     reported: list[dict] = []
     loop.set_exception_handler(lambda loop, context: reported.append(context))
     try:
+        books = gateway.books.Books()
+        exchanges = []
+        for request_id in "abcd":
+            exchange = SimpleNamespace(
+                request_id=request_id,
+                record=record_of(request_id),
+                offload=None,
+                raw=b"",
+                key="",
+                trace=None,
+                cost_usd=None,
+                state=state("pricing" if request_id == "b" else ""),
+            )
+            exchanges.append(exchange)
+            books.add(exchange, 1.5, {})
+        books.settle()
+        assert len(books) == 0
+        assert sorted(str(c["exception"]) for c in reported) == ["broken pricing", "broken record"]
+        assert counted == captured == ["a", "c"] and settled == [1]
+        assert [line["request_id"] for line in access_lines(caplog)] == ["a", "c"]
+        assert [e.cost_usd for e in exchanges] == [0.25, None, 0.25, None]
+        caplog.clear()
+        reported.clear()
+        # through the exchange: every request is accounted for once its answer is out
         async with running_stack() as stack:
-            state = stack.app[gateway.exchange.GatewayState.KEY]
-            books = state.books
-            assert len(books) == 0
-            for request_id in "abc":
-                # (the exchange, its end on the monotonic clock, its headers): the record is built
-                # in the callback, off the answer's latency
-                exchange = SimpleNamespace(
-                    request_id=request_id,
-                    record=lambda ended: ("record", ended),
-                    offload=None,
-                    raw=b"",
-                    key="",
-                    trace=None,
-                    state=SimpleNamespace(memo=SimpleNamespace(unsettled=lambda: False)),
-                )
-                books.add(exchange, 1.5, {})
-            books.settle()
-            assert accounted == ["a", "b", "c"] and len(books) == 0
-            assert [str(c["exception"]) for c in reported] == ["broken metrics"]
-            accounted.clear()
-            # through the exchange: every request is accounted for once its answer is out
             for _ in range(3):
                 status, _, _ = await stack.chat({"model": "openai-chat", "messages": USER})
                 assert status == 200
             await asyncio.sleep(0)
-            assert len(accounted) == 3 and len(set(accounted)) == 3 and len(books) == 0
+            assert len(stack.state.books) == 0 and not reported
+            assert len({line["request_id"] for line in access_lines(caplog)}) == 3
+            assert len(stack.state.inspector.ring) == 3
     finally:
         loop.set_exception_handler(None)

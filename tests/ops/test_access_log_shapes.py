@@ -104,6 +104,22 @@ def test_a_figure_is_written_as_orjson_writes_it(value):
     assert access_log._figure(value) == orjson.dumps(value).decode()
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    value=st.none()
+    | st.floats()
+    | st.floats(min_value=-1e12, max_value=1e12)
+    | st.floats(min_value=0, max_value=10)
+    | st.integers(min_value=0, max_value=10**6).map(lambda n: (n + 0.5) / 10_000)  # ms ties at .x5
+    | st.sampled_from(
+        [0.0, -0.0, 5e-5, 1.5e-4, 2.5e-4, 99999999999.99995, 1e11, -1e11, 1.0000000000000002e11]
+    )
+)
+def test_a_duration_is_written_as_orjson_writes_its_rounded_ms(value):
+    """`_duration`'s one format is the text of `round(seconds * 1000, 1)` orjson writes."""
+    assert access_log._duration(value) == orjson.dumps(access_log._ms(value)).decode()
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     value=st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats(allow_nan=False) | st.booleans()
