@@ -132,7 +132,7 @@ async def answer_stream(
     head = encoder.start()
     # with no opening to carry them (NDJSON, Gemini's SSE), the headers go out at once: the first
     # event may be a long thinking phase away, which a client's header timeout does not wait for
-    response = (_StreamResponse if head else web.StreamResponse)(status=200, headers=headers)
+    response = state.stream_answer(http, headers, not head)
     assembler = Assembler()  # the turn as it streams, to record once it completed
     relay: Relay | None = None
     try:
@@ -173,15 +173,6 @@ async def answer_stream(
         if relay is not None:
             relay.stop_keeping_alive()
         await answer.aclose()
-
-
-class _StreamResponse(web.StreamResponse):
-    """The status line and headers go out with the first write (the dialect's opening, written at
-    once after `prepare`) rather than alone at `prepare`: one send and one packet less per
-    stream. aiohttp's own `web.Response` buffers its headers the same way (the same class
-    attribute); were it renamed, the headers would go out alone again, nothing worse."""
-
-    _send_headers_immediately = False
 
 
 # the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
