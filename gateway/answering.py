@@ -273,6 +273,7 @@ class Relay:
         "_failed",
         "_broken",
         "_done",
+        "_wrapper",
     )
 
     def __init__(
@@ -306,6 +307,9 @@ class Relay:
         self._failed: UpstreamError | None = None
         self._broken: Exception | None = None
         self._done: asyncio.Future[None] | None = None
+        # a lone delta (nearly every chunk) goes to what the server-tools wrapper passes it to
+        # (`ServerToolsAsText.delta`: the dialect's encoder itself, one call less)
+        self._wrapper = encoder if type(encoder) is ServerToolsAsText else None
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
@@ -444,7 +448,8 @@ class Relay:
             # its bookkeeping
             try:
                 self._assembler.add(event)
-                return self._encoder.event(event) or b""
+                wrapper = self._wrapper
+                return (self._encoder.event(event) if wrapper is None else wrapper.delta(event)) or b""
             except FORMAT_ERRORS as exc:
                 self._broken = exc
                 return b""
