@@ -13,7 +13,7 @@ import socket
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.client_exceptions import ClientConnectionResetError
@@ -228,13 +228,14 @@ def body_frames(writer: object) -> Callable[[bytes], None] | None:
         and getattr(writer, "_headers_written", False)
     ):
         return None
+    protocol = writer.protocol  # what the writer's `transport` property reads, read once here
 
     def frame(data: bytes) -> None:
         if not data:  # aiohttp writes nothing for it; framed, it would be the body's end
             return
         framed = b"%x\r\n%b\r\n" % (len(data), data)
         writer.output_size += len(framed)  # the access line's "answer started" check reads it
-        transport = writer.transport
+        transport = protocol.transport
         if transport is None or transport.is_closing():
             raise ClientConnectionResetError("Cannot write to closing transport")
         transport.write(framed)
@@ -274,6 +275,7 @@ class Relay:
         "_broken",
         "_done",
         "_wrapper",
+        "_protocol",
     )
 
     def __init__(
@@ -310,6 +312,8 @@ class Relay:
         # a lone delta (nearly every chunk) goes to what the server-tools wrapper passes it to
         # (`ServerToolsAsText.delta`: the dialect's encoder itself, one call less)
         self._wrapper = encoder if type(encoder) is ServerToolsAsText else None
+        # the client connection's protocol (aiohttp's `request.protocol`, a property), set by `run`
+        self._protocol: Any = None
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
@@ -322,6 +326,7 @@ class Relay:
         self._stream = stream
         # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
         protocol, writer = self._exchange.http.protocol, self._exchange.http.writer
+        self._protocol = protocol
         # the head goes out with the first events when they are in already (read before the
         # commit point: one write, one packet less per stream), never waiting for them
         self._first = [head] if head else []
@@ -408,7 +413,7 @@ class Relay:
         stream = self._stream
         assert done is not None and stream is not None and self._frame is not None
         try:
-            poll, frame, protocol = stream.poll, self._frame, self._exchange.http.protocol
+            poll, frame, protocol = stream.poll, self._frame, self._protocol
             while type(batch := poll()) is list:
                 data = self._handle(batch)
                 if data:
