@@ -13,7 +13,7 @@ import socket
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.client_exceptions import ClientConnectionResetError
@@ -132,7 +132,7 @@ async def answer_stream(
     head = encoder.start()
     # with no opening to carry them (NDJSON, Gemini's SSE), the headers go out at once: the first
     # event may be a long thinking phase away, which a client's header timeout does not wait for
-    response = (_StreamResponse if head else web.StreamResponse)(status=200, headers=headers)
+    response = state.stream_answer(http, headers, not head)
     assembler = Assembler()  # the turn as it streams, to record once it completed
     relay: Relay | None = None
     try:
@@ -173,15 +173,6 @@ async def answer_stream(
         if relay is not None:
             relay.stop_keeping_alive()
         await answer.aclose()
-
-
-class _StreamResponse(web.StreamResponse):
-    """The status line and headers go out with the first write (the dialect's opening, written at
-    once after `prepare`) rather than alone at `prepare`: one send and one packet less per
-    stream. aiohttp's own `web.Response` buffers its headers the same way (the same class
-    attribute); were it renamed, the headers would go out alone again, nothing worse."""
-
-    _send_headers_immediately = False
 
 
 # the kernel's send buffer for a streamed answer (Linux doubles it for its bookkeeping). Left to
@@ -237,13 +228,14 @@ def body_frames(writer: object) -> Callable[[bytes], None] | None:
         and getattr(writer, "_headers_written", False)
     ):
         return None
+    protocol = writer.protocol  # what the writer's `transport` property reads, read once here
 
     def frame(data: bytes) -> None:
         if not data:  # aiohttp writes nothing for it; framed, it would be the body's end
             return
         framed = b"%x\r\n%b\r\n" % (len(data), data)
         writer.output_size += len(framed)  # the access line's "answer started" check reads it
-        transport = writer.transport
+        transport = protocol.transport
         if transport is None or transport.is_closing():
             raise ClientConnectionResetError("Cannot write to closing transport")
         transport.write(framed)
@@ -282,6 +274,8 @@ class Relay:
         "_failed",
         "_broken",
         "_done",
+        "_wrapper",
+        "_protocol",
     )
 
     def __init__(
@@ -315,6 +309,11 @@ class Relay:
         self._failed: UpstreamError | None = None
         self._broken: Exception | None = None
         self._done: asyncio.Future[None] | None = None
+        # a lone delta (nearly every chunk) goes to what the server-tools wrapper passes it to
+        # (`ServerToolsAsText.delta`: the dialect's encoder itself, one call less)
+        self._wrapper = encoder if type(encoder) is ServerToolsAsText else None
+        # the client connection's protocol (aiohttp's `request.protocol`, a property), set by `run`
+        self._protocol: Any = None
 
     async def run(self, answer: Answer, head: bytes = b"") -> UpstreamError | None:
         """Write `head` (the dialect's opening), relay every event; the stream's error, if it
@@ -327,6 +326,7 @@ class Relay:
         self._stream = stream
         # aiohttp drains only every 64 KiB written: the relay waits as soon as the buffer is full
         protocol, writer = self._exchange.http.protocol, self._exchange.http.writer
+        self._protocol = protocol
         # the head goes out with the first events when they are in already (read before the
         # commit point: one write, one packet less per stream), never waiting for them
         self._first = [head] if head else []
@@ -413,7 +413,7 @@ class Relay:
         stream = self._stream
         assert done is not None and stream is not None and self._frame is not None
         try:
-            poll, frame, protocol = stream.poll, self._frame, self._exchange.http.protocol
+            poll, frame, protocol = stream.poll, self._frame, self._protocol
             while type(batch := poll()) is list:
                 data = self._handle(batch)
                 if data:
@@ -453,7 +453,8 @@ class Relay:
             # its bookkeeping
             try:
                 self._assembler.add(event)
-                return self._encoder.event(event) or b""
+                wrapper = self._wrapper
+                return (self._encoder.event(event) if wrapper is None else wrapper.delta(event)) or b""
             except FORMAT_ERRORS as exc:
                 self._broken = exc
                 return b""

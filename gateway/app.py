@@ -53,6 +53,7 @@ from gateway.security import (
 from gateway.server import refuse_over_capacity
 from gateway.state import GatewayState
 from gateway.store import open_store
+from gateway.stream_head import stream_answer_for
 from gateway.tracing import Tracing
 from gateway.transcript.seal import Sealer
 from gateway.upstream import client_session
@@ -253,6 +254,7 @@ def create_app(
         )
         # the config refused tracing.enabled without the SDK installed
         tracing = Tracing(config.tracing) if config.tracing.enabled else None
+        json_answer = json_answer_for(app)
         app[GatewayState.KEY] = state = GatewayState(
             config,
             metrics,
@@ -267,7 +269,8 @@ def create_app(
             prices=PriceBook(config),
             limits=limits,
             tracing=tracing,
-            json_answer=json_answer_for(app),
+            json_answer=json_answer,
+            stream_answer=stream_answer_for(app, json_answer),
         )
         try:
             yield

@@ -39,6 +39,23 @@ def json_response(request: web.BaseRequest, headers: Mapping[str, str], body: by
     return web.Response(body=body, headers=headers, content_type="application/json")
 
 
+def stream_response(
+    request: web.BaseRequest, headers: Mapping[str, str], at_once: bool
+) -> web.StreamResponse:
+    """A 200 stream as aiohttp writes it (`GatewayState.stream_answer`'s default): its head goes
+    out at `prepare` when `at_once`, else with the first write."""
+    return (web.StreamResponse if at_once else _HeldHead)(status=200, headers=headers)
+
+
+class _HeldHead(web.StreamResponse):
+    """The status line and headers go out with the first write (the dialect's opening, written at
+    once after `prepare`) rather than alone at `prepare`: one send and one packet less per
+    stream. aiohttp's own `web.Response` buffers its headers the same way (the same class
+    attribute); were it renamed, the headers would go out alone again, nothing worse."""
+
+    _send_headers_immediately = False
+
+
 @dataclass(slots=True)
 class GatewayState:
     config: GatewayConfig
@@ -66,6 +83,9 @@ class GatewayState:
     # a whole 200 JSON answer for a request (its body, the gateway's headers): the app's is written
     # as one pre-built block (gateway/whole_answer.py, which knows the app's header restriction)
     json_answer: Callable[[web.BaseRequest, Mapping[str, str], bytes], web.StreamResponse] = json_response
+    # a 200 stream's response (its headers; whether they go out at `prepare` rather than with the
+    # first write), its head pre-built for the app as the whole answer's (gateway/stream_head.py)
+    stream_answer: Callable[[web.BaseRequest, Mapping[str, str], bool], web.StreamResponse] = stream_response
     # answers kept for previous_response_id (gateway/continuity/chain.py)
     history: History = field(init=False)
     # requests that ended and await their bookkeeping (gateway/books.py)

@@ -79,7 +79,7 @@ class Upstream:
 
     __slots__ = (
         "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_timed",
-        "_watched", "_waiting", "_overdue", "_heading", "_last", "_clock", "__weakref__",
+        "_watched", "_waiting", "_overdue", "_heading", "_last", "_clock", "_take", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -105,6 +105,8 @@ class Upstream:
         self._last = 0.0
         # set when the watchdog is armed (a stream's `__aenter__`, else the first `take`)
         self._clock: Callable[[], float] | None = None
+        # the response's `take` (its connection's), kept at the first `take`
+        self._take: Callable[[int], bytes | asyncio.Future[None] | Later] | None = None
 
     async def __aenter__(self) -> Upstream:
         t = self._timeouts
@@ -243,8 +245,11 @@ class Upstream:
             clock = self._clock = loop.time
             self._last = loop.time()
             self._watch(self._last + self._timeouts.idle, loop)
+        take = self._take
+        if take is None:
+            take = self._take = response.taker()
         try:
-            chunk = response.take(MAX_STREAM_CHUNK)
+            chunk = take(MAX_STREAM_CHUNK)
         except FAILURES as exc:
             self._waiting = False
             raise UpstreamFailure(connection_error(exc)) from None

@@ -195,7 +195,11 @@ class Connection(asyncio.Protocol):
         if self._size > self._high and not self._paused and self._transport is not None:
             self._paused = True
             self._transport.pause_reading()
-        self._wake()
+        # `_wake` inline: a streamed chunk's one callback of llhttp's
+        if self._feeding:
+            self._woken = True
+        else:
+            self._notify()
 
     def on_message_complete(self) -> None:
         if self._interim:

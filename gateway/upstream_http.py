@@ -288,6 +288,13 @@ class Response:
         assert connection is not None
         return connection.take(n)
 
+    def taker(self) -> Callable[[int], bytes | asyncio.Future[None] | Later]:
+        """`take` itself, once started: the connection's, without this frame in between (a
+        stream takes twice per chunk: what came, then nothing more)."""
+        connection = self._connection
+        assert connection is not None
+        return connection.take
+
     def on_arrival(self, sink: Callable[[], None] | None) -> None:
         """`sink` hears of each arrival in place of `take`'s futures (`Connection.on_arrival`)."""
         connection = self._connection

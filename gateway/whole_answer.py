@@ -96,19 +96,22 @@ def json_answer(request: web.BaseRequest, headers: Mapping[str, str], body: byte
         and request.keep_alive
         and ("Origin" not in request.headers or request.get(CORS_ORIGIN) is None)
     ):
-        lines = _lines(headers)
+        lines = header_lines(headers, _FORMS, _FRAMING)
         if lines is not None:
             return WholeJson(lines, body)
     return json_response(request, headers, body)
 
 
-def _lines(headers: Mapping[str, str]) -> bytes | None:
-    """The header lines as aiohttp writes them, or None when the general path must judge them."""
+def header_lines(
+    headers: Mapping[str, str], forms: dict[tuple[str, ...], str | None], framing: frozenset[str]
+) -> bytes | None:
+    """The header lines as aiohttp writes them, or None when the general path must judge them
+    (`framing`: the names the caller's head writes itself; `forms`: its verdicts by header set)."""
     names = tuple(headers)
     try:
-        form = _FORMS[names]
+        form = forms[names]
     except KeyError:
-        form = _form(names)
+        form = _form(names, forms, framing)
     if form is None:
         return None
     values = tuple(headers.values())
@@ -122,15 +125,17 @@ def _lines(headers: Mapping[str, str]) -> bytes | None:
         return None
 
 
-def _form(names: tuple[str, ...]) -> str | None:
+def _form(
+    names: tuple[str, ...], forms: dict[tuple[str, ...], str | None], framing: frozenset[str]
+) -> str | None:
     plain = (
         not client_headers_refused(names)
-        and not any(n.lower() in _FRAMING for n in names)
+        and not any(n.lower() in framing for n in names)
         and _FORBIDDEN.search("".join(names)) is None
     )
     form = "".join([f"{n.replace('%', '%%')}: %s\r\n" for n in names]) if plain else None
-    if len(_FORMS) < _MAX_SETS:
-        _FORMS[names] = form
+    if len(forms) < _MAX_SETS:
+        forms[names] = form
     return form
 
 

@@ -49,6 +49,7 @@ LAYERS = {
     "security": 5,
     "browser": 5,  # security's browser checks (Host, Origin, media type)
     "whole_answer": 5,  # a whole answer's head as aiohttp and security's restriction write it
+    "stream_head": 5,  # a streamed answer's head, the same way (gateway/stream_head.py)
     # config validates model names against the providers' capability data
     "redaction": 2,
     "config": 2,

@@ -6,6 +6,8 @@ the blocks themselves (the wrapper sits between the relay and the dialect's enco
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateway.ingress.base import StreamEncoder
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, BlockStop, Event, UpstreamError
 from gateway.transcript.model import (
@@ -28,7 +30,7 @@ class ServerToolsAsText:
     """A StreamEncoder in front of another: server tool calls and results arrive at it as text
     blocks, citations as a sources list at the end of the text they annotate."""
 
-    __slots__ = ("_inner", "_native", "_calls", "_passed", "content_type", "keepalive_seconds")
+    __slots__ = ("_inner", "_native", "_calls", "_passed", "content_type", "keepalive_seconds", "delta")
 
     def __init__(self, inner: StreamEncoder, native: str | None = None) -> None:
         self._inner = inner
@@ -37,6 +39,10 @@ class ServerToolsAsText:
         self._passed: set[int] = set()  # native results: their stop goes to the encoder too
         self.content_type = inner.content_type
         self.keepalive_seconds = inner.keepalive_seconds
+        # what `event` does for a BlockDelta, without a call of this wrapper in between (the
+        # relay's per-chunk call): the inner encoder's own while no server tool call is open
+        # (nearly always), this wrapper's while one gathers its input
+        self.delta: Callable[[BlockDelta], bytes | None] = inner.event
 
     def start(self) -> bytes:
         return self._inner.start()
@@ -52,6 +58,7 @@ class ServerToolsAsText:
             # its issuer is known when it stops: it goes out whole then (providers stream one
             # such block at a time)
             self._calls[event.index] = (event.id, event.name, [])
+            self.delta = self.event
             return None
         if t is BlockStart and event.kind is BlockKind.SERVER_TOOL_RESULT:
             assert event.result is not None  # the assembler's contract
@@ -65,6 +72,8 @@ class ServerToolsAsText:
         if t is BlockStop:
             call = self._calls.pop(event.index, None)
             if call is not None:
+                if not self._calls:
+                    self.delta = self._inner.event
                 call_id, name, parts = call
                 if self._is_native(event.meta):
                     start = BlockStart(event.index, BlockKind.SERVER_TOOL_CALL, call_id, name)

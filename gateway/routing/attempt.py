@@ -12,6 +12,9 @@ from gateway.providers.base import HttpRequest, ProviderAdapter
 from gateway.repair import Prepared
 from gateway.routing.answer import CustomCallMapper, EventStream, IdMapper
 from gateway.transcript.events import (
+    BlockDelta,
+    BlockKind,
+    BlockStart,
     ErrorCategory,
     Event,
     Finish,
@@ -85,15 +88,25 @@ async def _streamed_attempt(
                     await batch
                 if batch is None:
                     break
-                for event in batch:
-                    if type(event) is StreamError:
-                        if not committed:
-                            # an error before any content: nothing was shown, try elsewhere
-                            return event.error
-                    elif not committed and _error_finish(event):
-                        return _empty_error_answer(target)
+                # `commits` inline, an error finish before it judged on the way (two calls per
+                # event before the commit point); what follows it in the batch is put back as it came
+                for at, event in enumerate(batch):
+                    t = type(event)
+                    if t is BlockDelta:
+                        committed = bool(event.text)
+                    elif t is BlockStart:
+                        committed = event.kind is BlockKind.TOOL_CALL
+                    elif t is Finish:
+                        if event.stop_reason is StopReason.ERROR:
+                            return _empty_error_answer(target)
+                        committed = True
+                    elif t is StreamError:
+                        # an error before any content: nothing was shown, try elsewhere
+                        return event.error
+                    if committed:
+                        buffered += batch[at:]
+                        break
                     buffered.append(event)
-                    committed = committed or commits(event)
             events.unread(buffered)
         handed_over = True
         return events
@@ -167,10 +180,6 @@ def _whole(
     if early or (late and not content):
         return _empty_error_answer(target)
     return events
-
-
-def _error_finish(event: Event) -> bool:
-    return type(event) is Finish and event.stop_reason is StopReason.ERROR
 
 
 def _empty_error_answer(target: Target) -> UpstreamError:

@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from types import SimpleNamespace
 from unittest import mock
 
+import pytest
+from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 from aiohttp.test_utils import make_mocked_request
 
 from gateway import answering
-from gateway.answering import _StreamResponse
+from gateway.state import stream_response
+from gateway.stream_head import stream_head
+
+# aiohttp's response (an app with other prepare hooks) and the gateway's pre-built head
+MAKERS = pytest.mark.parametrize("make", [stream_response, stream_head], ids=["aiohttp", "pre-built"])
 
 
 class Transport:
@@ -35,7 +42,7 @@ class Transport:
         return default
 
 
-async def _prepared() -> tuple[Transport, _StreamResponse]:
+async def _prepared(make: Callable[..., web.StreamResponse]) -> tuple[Transport, web.StreamResponse]:
     """A streamed answer prepared (as `answer_stream` does) over a recording transport."""
     transport = Transport()
     # the request handler: only its transport and flow control are used once the answer starts
@@ -44,13 +51,14 @@ async def _prepared() -> tuple[Transport, _StreamResponse]:
     request = make_mocked_request(
         "POST", "/v1/chat/completions", writer=writer, transport=transport, protocol=protocol
     )
-    response = _StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+    response = make(request, {"Content-Type": "text/event-stream"}, False)
     await response.prepare(request)
     return transport, response
 
 
-async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
-    transport, response = await _prepared()
+@MAKERS
+async def test_headers_share_the_first_write_and_the_ending_shares_the_last(make):
+    transport, response = await _prepared(make)
     assert transport.sent == [], "the headers went out alone"
     await response.write(b"data: 1\n\n")
     assert len(transport.sent) == 1
@@ -61,10 +69,11 @@ async def test_headers_share_the_first_write_and_the_ending_shares_the_last():
     assert transport.sent[1:] == [b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"]
 
 
-async def test_an_answer_held_whole_goes_out_in_one_write_with_its_headers():
+@MAKERS
+async def test_an_answer_held_whole_goes_out_in_one_write_with_its_headers(make):
     """What `answer_stream` writes when the relay held an answer read whole (Relay.held): the
     headers, the events and the chunked body's end in one send."""
-    transport, response = await _prepared()
+    transport, response = await _prepared(make)
     await response.write_eof(b"data: 1\n\n" + b"data: [DONE]\n\n")
     assert len(transport.sent) == 1
     head, _, body = transport.sent[0].partition(b"\r\n\r\n")
