@@ -49,7 +49,11 @@ def _plain_message(draw: st.DrawFn) -> dict[str, Any]:
             for i in range(draw(st.integers(0, 2))):
                 function: dict[str, Any] = {"name": draw(st.sampled_from(["read", "édit"]))}
                 if draw(st.booleans()):
-                    function["arguments"] = draw(st.sampled_from(['{"path": "a.py"}', "", "{bad", "[1]"]))
+                    function["arguments"] = draw(
+                        st.sampled_from(
+                            ['{"path": "a.py"}', "", " \n", "\u00a0", "{bad", "[1]", " 7 ", "1 2"]
+                        )
+                    )
                 call: dict[str, Any] = {
                     "id": draw(st.sampled_from([f"call_{i}", "call_0"])),
                     "function": function,

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Annotated, Literal, Union
 
 import msgspec
+from orjson import JSONDecodeError, loads
 
-from gateway.ingress.chat.plain import arguments_ok, assistant_message, tool_call
+from gateway.ingress.chat.plain import assistant_message, tool_call
 from gateway.ingress.reasoning_details import plain_blocks
 from gateway.ingress.typed_items import TypedItems
 from gateway.transcript.model import REASONING_EFFORTS, Message, Role, Text, ToolCall, ToolResult
@@ -109,8 +110,11 @@ def _assistant(msg: Assistant, index: int, sealer: Sealer) -> tuple[Message, int
         call = calls[0]
         function = call.function
         arguments = function.arguments
-        if not arguments_ok(arguments):
-            tool_call(call.id, function.name, arguments, None, set(), f"messages[{index}]", 0)  # raises
+        try:  # `arguments_ok` inline: its call and blank check were a third of checking 454 calls
+            loads(arguments)
+        except JSONDecodeError:
+            if arguments.strip():
+                tool_call(call.id, function.name, arguments, None, set(), f"messages[{index}]", 0)  # raises
         block = ToolCall(call.id, function.name, arguments or "{}", None)
         text = msg.content or msg.refusal or ""
         return Message(_ASSISTANT, plain_blocks(text, (block,), msg.reasoning_content)), 0
