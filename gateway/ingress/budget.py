@@ -47,14 +47,44 @@ class JsonValues:
 
 # every byte but those `value_bound` counts
 _NOT_COUNTED = bytes(b for b in range(256) if b not in b"{[,")
+# the bytes `value_bound` counts, the most frequent in an agent's body first
+_COUNTED = (b",", b"{", b"[")
+# a chunk is counted in pieces of this many bytes, by `bytes.replace` (whose counts are memchr's):
+# a piece's copies come from memory a piece before freed (a whole 1 MB body's, fresh each turn,
+# cost ~270 page faults)
+_PIECE = 64 << 10
+# a piece holding more counted bytes than one in this many is counted by `translate`
+_SPARSE_GAP = 40
 
 
 def value_bound(raw: bytes, start: int, end: int) -> int:
     """At least what `JsonValues` counts in `raw[start:end]`: its `{`, `[` and `,` bytes (in
-    strings too). One pass deleting every other byte: three `count`s took twice as long (~0.9 ms
-    a MiB)."""
-    chunk = raw if start == 0 and end >= len(raw) else raw[start:end]
-    return len(chunk.translate(None, _NOT_COUNTED))
+    strings too). A short chunk: one pass deleting every other byte (`translate`, ~1.3 ns a byte
+    whatever the bytes; three `count`s took twice as long). A long one, a piece at a time: the
+    bytes three `replace`s delete, which skip from one counted byte to the next by memchr (~20
+    ns a byte found and little besides: 3-5x faster where they are one in 48 bytes or fewer, as
+    in an agent's body, its code and prose: one in ~76; slower past one in ~24). They stop past
+    one in `_SPARSE_GAP` bytes of a piece, which `translate` then counts (having cost about a
+    third of it)."""
+    end = min(end, len(raw))
+    if end - start <= _PIECE:
+        chunk = raw if start == 0 and end == len(raw) else raw[start:end]
+        return len(chunk.translate(None, _NOT_COUNTED))
+    found = 0
+    for at in range(start, end, _PIECE):
+        piece = raw[at : min(at + _PIECE, end)]
+        size = len(piece)
+        most = size // _SPARSE_GAP
+        rest = piece
+        for counted in _COUNTED:
+            # at most one more than may be left: deleting that many tells the piece is dense
+            rest = rest.replace(counted, b"", most - (size - len(rest)) + 1)
+            if size - len(rest) > most:
+                found += len(piece.translate(None, _NOT_COUNTED))
+                break
+        else:
+            found += size - len(rest)
+    return found
 
 
 def common_prefix(a: bytes, b: bytes) -> int:

@@ -48,8 +48,20 @@ EVERYTHING = Holds()  # holds everything: every pass runs (what tests compare wi
 
 
 # a conversation's holdings so far (an "any" over its messages): its next turn walks only the new
-# messages (gateway/transcript/resume.py)
+# messages (gateway/transcript/resume.py); a transcript's first sight, what its decoder read
+# (`plain_holds`)
 _SO_FAR = Resumable()
+
+
+def plain_holds(
+    messages: tuple[Message, ...], calls: bool, results: bool, reasoning: bool, blank: bool
+) -> None:
+    """What a decoder read `messages` to hold from the plain shapes it decoded them from (their
+    calls, results, reasoning, blank text; no other kind the walk looks for: Chat's typed
+    reading, gateway/ingress/chat/typed.py), held as the walk's outcome for them: a long
+    transcript seen first is not walked again (~1.6M instructions for 1,000 messages).
+    tests/ingress/test_chat_typed.py compares it with the walk."""
+    _SO_FAR.hold(messages, None, (calls, False, results, reasoning, False, False, False, blank, False))
 
 
 def holds(messages: tuple[Message, ...]) -> Holds:

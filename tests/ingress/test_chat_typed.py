@@ -5,6 +5,7 @@ body's formatting, duplicate keys, escapes, encoding or depth limit."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
@@ -23,11 +24,15 @@ from gateway.ingress.memo import DecodeMemo
 from gateway.ingress.slices import list_span
 from gateway.ingress.split import parse_transcript
 from gateway.ingress.typed_items import _OUTSIDES, _outside_of, typed_body, typed_read
+from gateway.repair.holds import holds
+from gateway.transcript.resume import MIN_MESSAGES
 from gateway.transcript.seal import Sealer
 
 from .test_chat_plain import _message
 
 SEALER = Sealer(b"test-secret")
+# the module, not the function `gateway.repair` names after it
+holds_module = importlib.import_module("gateway.repair.holds")
 
 _plain_texts = st.sampled_from(
     ["", "hi", "Step 1: look at a file", "héllo ✓", "tab\there", "\ud800x"]
@@ -49,7 +54,11 @@ def _plain_message(draw: st.DrawFn) -> dict[str, Any]:
             for i in range(draw(st.integers(0, 2))):
                 function: dict[str, Any] = {"name": draw(st.sampled_from(["read", "édit"]))}
                 if draw(st.booleans()):
-                    function["arguments"] = draw(st.sampled_from(['{"path": "a.py"}', "", "{bad", "[1]"]))
+                    function["arguments"] = draw(
+                        st.sampled_from(
+                            ['{"path": "a.py"}', "", " \n", "\u00a0", "{bad", "[1]", " 7 ", "1 2"]
+                        )
+                    )
                 call: dict[str, Any] = {
                     "id": draw(st.sampled_from([f"call_{i}", "call_0"])),
                     "function": function,
@@ -375,3 +384,83 @@ def test_an_agents_next_conversation_is_read_without_its_fields_read_again_in_it
     read = typed_read(second, "messages", TYPED, 64, "chat\0tenant")
     assert read is not None and read == typed_read(second, "messages", TYPED, 64)
     assert read[1] == list_span(second, "messages")
+
+
+_TEXTS = st.sampled_from(["hi", "x y"])
+_BLANKISH = st.sampled_from(["", " ", "\n\t", "hi"])
+
+
+@st.composite
+def _agent_message(draw: st.DrawFn, texts: st.SearchStrategy[str] = _TEXTS) -> dict[str, Any]:
+    """A plain message of a long transcript, its texts from `texts`."""
+    role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool", "assistant", "tool"]))
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": "call_1", "content": draw(texts)}
+    if role != "assistant":
+        return {"role": role, "content": draw(texts)}
+    message: dict[str, Any] = {"role": "assistant", "content": draw(st.one_of(texts, st.none()))}
+    calls = draw(st.integers(0, 2))
+    if calls or draw(st.booleans()):
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            for i in range(calls)
+        ]
+    for name in ("refusal", "reasoning_content"):
+        if draw(st.booleans()):
+            message[name] = draw(st.one_of(texts, st.none()))
+    return message
+
+
+@st.composite
+def _agent_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A long transcript with text, and a message or two whose text may be empty or blank (what
+    the holds walk looks for), anywhere: among the opening instructions too."""
+    messages = draw(st.lists(_agent_message(), min_size=MIN_MESSAGES, max_size=MIN_MESSAGES + 8))
+    if draw(st.booleans()):
+        opening = st.sampled_from(["rules", " ", ""]).map(lambda text: {"role": "system", "content": text})
+        messages[:0] = draw(st.lists(opening, min_size=1, max_size=2))
+    for _ in range(draw(st.integers(0, 2))):
+        odd = st.one_of(st.sampled_from(_EDGES), _agent_message(_BLANKISH))
+        messages[draw(st.integers(0, len(messages) - 1))] = draw(odd)
+    return messages
+
+
+# the shapes whose text decides whether a message is blank: empty, white, given elsewhere
+_EDGES = [
+    {"role": "assistant", "content": ""},
+    {"role": "assistant", "content": " "},
+    {"role": "assistant", "content": "", "reasoning_content": "r"},
+    {"role": "assistant", "content": "", "reasoning_content": ""},
+    {"role": "assistant", "content": None, "refusal": " "},
+    {"role": "assistant", "content": "", "refusal": "no"},
+    {"role": "assistant", "content": "", "tool_calls": []},
+    {"role": "user", "content": ""},
+    {"role": "user", "content": " \n"},
+    {"role": "system", "content": " "},
+    {"role": "developer", "content": ""},
+    {"role": "tool", "tool_call_id": "call_1", "content": ""},
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_agent_messages())
+def test_what_a_long_transcript_read_typed_holds_is_what_the_holds_walk_finds(messages) -> None:
+    raw = orjson.dumps({"model": "m", "messages": messages})
+    assume(typed_body(raw, "messages", TYPED, 64) is not None)
+    memo = DecodeMemo(8 << 20, min_bytes=0)
+    try:
+        body, items = parse_transcript(
+            raw, "messages", memo, "s", ServerConfig(), value_bound(raw, 0, len(raw)), typed=CODEC.typed_items
+        )
+        request = CODEC.decode(body, {}, SEALER, items).request
+    except ClientError:
+        assume(False)
+    kept = request.messages
+    if len(kept) < MIN_MESSAGES:  # the opening instructions went to `system`: too few to hold
+        assert holds_module._SO_FAR.find(kept, None) == (0, None)
+        return
+    assert holds_module._SO_FAR.find(kept, None)[0] == len(kept)  # held by the decode
+    read = holds(kept)
+    event(f"blank {read.blank}, reasoning {read.reasoning}")
+    holds_module._SO_FAR.clear()
+    assert read == holds(kept)  # walked

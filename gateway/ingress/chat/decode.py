@@ -19,6 +19,7 @@ from gateway.ingress.echo_formats import thinking_blocks, tool_call_signature
 from gateway.ingress.errors import ClientError, invalid, json_path
 from gateway.ingress.memo import Items, fresh_items
 from gateway.ingress.tool_lists import ToolLists
+from gateway.repair.holds import plain_holds
 from gateway.transcript.model import (
     Block,
     CacheControl,
@@ -101,10 +102,11 @@ def decode_request(
         ignored_before = 0
     else:
         system, messages, ignored_before = [*held[0]], [*held[1]], held[2]
+    found: tuple[bool, bool, bool, bool] | None = None  # what repair acts on, read on the way
     if all_typed:
         decoded: list[Decoded] = []
         try:
-            typed_messages(raw_messages, 0, sealer, decoded)
+            found = typed_messages(raw_messages, 0, sealer, decoded)
         finally:  # those decoded before one that raised are kept, as `decode_each` keeps them
             items.kept(0, decoded)
     else:
@@ -126,8 +128,11 @@ def decode_request(
     else:
         messages.extend(rest)
     stats.ignored_tokens += ignored_total  # counted once the messages decoded (an error drops the stats)
-    _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), tuple(messages), ignored_total))  # type: ignore[arg-type]
-    return _request(wire, tools, tuple(system), tuple(messages))
+    kept = tuple(messages)
+    _DECODED.hold((*found_all[:start], *decoded), None, (tuple(system), kept, ignored_total))  # type: ignore[arg-type]
+    if found is not None:
+        plain_holds(kept, *found)
+    return _request(wire, tools, tuple(system), kept)
 
 
 def _short(body: dict[str, Any], raw_messages: list[Any], sealer: Sealer, stats: DecodeStats) -> Request:

@@ -128,12 +128,12 @@ def tool_call(
 
 
 def arguments_ok(args: str) -> bool:
-    """Whether a call's `arguments` are JSON text or blank (what `tool_call` refuses otherwise)."""
-    if args.strip():
-        try:
-            orjson.loads(args)
-        except orjson.JSONDecodeError:
-            return False
+    """Whether a call's `arguments` are JSON text or blank (what `tool_call` refuses otherwise).
+    Parsed first: arguments are almost always JSON text, and blank text never parses."""
+    try:
+        orjson.loads(args)
+    except orjson.JSONDecodeError:
+        return not args.strip()
     return True
 
 
