@@ -119,13 +119,25 @@ def typed_read(
         with _LOCK:
             outsides = _OUTSIDES.get((scope, field), ())
         outside = _outside_of(raw, outsides)
+    decoded = None
     if outside is not None:
         # the same bytes around a list as a body read so: its fields are that body's, and the
         # list between them, decoded alone as one JSON value, is where msgspec would have found it
         # (field_at's walk of that body saw each key once, its list's value starting there)
         listed: Any = memoryview(raw)[len(outside.head) : len(raw) - len(outside.tail)]
         texts: dict[str, Any] = dict(outside.texts)
-    else:
+        try:
+            decoded = decoder.decode(listed)
+        except msgspec.ValidationError:
+            # msgspec validates as it parses: the item refused is in the body's own list (the
+            # value after the same head), which a full read would refuse as well
+            return None
+        except UNREADABLE:
+            # not one list between (a member after it, a second value): only the body's ends
+            # are this outside's. Its own list may still read typed, as it would in a scope
+            # without this outside (what a scope read before must not decide)
+            outside = None
+    if outside is None:
         try:
             texts = FIELDS.decode(raw)
             listed = texts.get(field)
@@ -139,7 +151,7 @@ def typed_read(
     try:
         for name, value in texts.items():
             body[name] = None if name == field else read_field(name, value, typed)
-        body[field] = decoder.decode(listed)
+        body[field] = decoder.decode(listed) if decoded is None else decoded
     except (orjson.JSONDecodeError, *UNREADABLE):
         return None
     check_fields_depth(body, texts, max_depth, field)
