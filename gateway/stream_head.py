@@ -18,13 +18,11 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http import HttpVersion11
 from aiohttp.http_writer import StreamWriter
 
-from gateway.browser import CORS_ORIGIN
 from gateway.security import SERVER_HEADER
 from gateway.state import stream_response
-from gateway.whole_answer import header_lines, json_answer, rfc822_formatted_time
+from gateway.whole_answer import header_lines, json_answer, plain_request, rfc822_formatted_time
 
 StreamAnswer = Callable[[web.BaseRequest, Mapping[str, str], bool], web.StreamResponse]
 
@@ -50,12 +48,8 @@ def stream_answer_for(app: web.Application, json: Callable[..., web.StreamRespon
 def stream_head(request: web.BaseRequest, headers: Mapping[str, str], at_once: bool) -> web.StreamResponse:
     """A 200 stream with the gateway's `headers` (its Content-Type included), its head sent with
     the first write, or at `prepare` when `at_once`."""
-    if (
-        request.version == HttpVersion11
-        and request.keep_alive
-        and ("Origin" not in request.headers or request.get(CORS_ORIGIN) is None)
-        and "Content-Type" in headers  # else aiohttp adds its own, after Transfer-Encoding
-    ):
+    # without a Content-Type aiohttp adds its own, after Transfer-Encoding
+    if plain_request(request) and "Content-Type" in headers:
         lines = header_lines(headers, _FORMS, _FRAMING)
         if lines is not None:
             return StreamHead(lines, headers, at_once)

@@ -86,16 +86,22 @@ def json_answer_for(app: web.Application) -> JsonAnswer:
     return json_answer if own else json_response
 
 
+def plain_request(request: web.BaseRequest) -> bool:
+    """Whether a pre-built head can answer `request` (whole or streamed): HTTP/1.1 kept alive, with
+    no CORS origin to echo (aiohttp's path writes the Connection and CORS headers otherwise)."""
+    # without an Origin header the guard found no CORS origin (gateway/browser.py `check_origin`)
+    return (
+        request.version == HttpVersion11
+        and request.keep_alive
+        and ("Origin" not in request.headers or request.get(CORS_ORIGIN) is None)
+    )
+
+
 def json_answer(request: web.BaseRequest, headers: Mapping[str, str], body: bytes) -> web.StreamResponse:
     """A 200 JSON answer with the gateway's `headers`: written as one block when the request allows
     it, else aiohttp's Response. For an app whose only prepare hook is the gateway's own
     (`json_answer_for`)."""
-    # without an Origin header the guard found no CORS origin (gateway/browser.py `check_origin`)
-    if (
-        request.version == HttpVersion11
-        and request.keep_alive
-        and ("Origin" not in request.headers or request.get(CORS_ORIGIN) is None)
-    ):
+    if plain_request(request):
         lines = header_lines(headers, _FORMS, _FRAMING)
         if lines is not None:
             return WholeJson(lines, body)
