@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -312,10 +313,54 @@ def test_the_image_installs_the_locked_dependencies_with_hashes(dockerfile):
 def test_ci_tests_the_locked_and_the_newest_allowed_dependencies():
     script = (ROOT / ".ci" / "run").read_text()
     assert "--require-hashes --no-deps -r runtime.lock" in script
-    assert "--upgrade --upgrade-strategy eager -e '.[dev]'" in script
-    # the locked pass in the foreground, its status kept; the newest pass's tests the last command
-    # of the background job that installs it, whose status `wait` collects; either fails the run
+    # the newest venv: the project's requirements and its dev extra (what `-e '.[dev]'` would
+    # install), each the newest allowed, then the project itself
+    assert "project['dependencies'] + project['optional-dependencies']['dev']" in script
+    assert '--upgrade --upgrade-strategy eager -r "$newest_reqs"' in script
+    assert ".venv-newest/bin/python -m pip install --quiet --no-deps -e ." in script
+    # the locked pass in two processes, the rest in the foreground, its status kept, and the real
+    # agent apps (the rest of the suite) the last command of a background job; the newest pass's
+    # tests the last command of the background job that installs it. `wait` collects each
+    # background job's status; any of the three fails the run
     assert len(re.findall(r"^run_tests\b[^\n]*\|\| locked=\$\?$", script, re.M)) == 1
+    assert re.search(r'^run_tests -m "not clients" \|\| locked=\$\?$', script, re.M)
+    assert re.search(r'^  run_tests -m clients[^\n]*\n\) >"\$clients_tests_log" 2>&1 &$', script, re.M)
     assert re.search(r'^  run_tests -m "not clients"[^\n]*\n\) >"\$newest_log" 2>&1 &$', script, re.M)
+    assert 'wait "$clients_tests_pid" || clients_tests=$?' in script
     assert 'wait "$newest_pid" || newest=$?' in script
-    assert '[ "$locked" -ne 0 ] || [ "$newest" -ne 0 ]' in script
+    assert '[ "$locked" -ne 0 ] || [ "$clients_tests" -ne 0 ] || [ "$newest" -ne 0 ]' in script
+
+
+def test_ci_installs_the_browser_beside_the_venvs_and_runs_the_ui_test_after_it():
+    script = (ROOT / ".ci" / "run").read_text()
+    # a background job from the start, not a step between the installs and the tests
+    assert re.search(r'^  bash \.ci/install-browser >"\$browser_log" 2>&1 \|\| status=\$\?$', script, re.M)
+    assert script.index(".ci/install-browser") < script.index("python3 -m venv .venv\n")
+    # each pass that runs the UI test (both `not clients` passes) waits for it first
+    newest = script[script.index("newest_log=$(mktemp)") :]
+    assert newest.index("await_browser") < newest.index('run_tests -m "not clients"')
+    assert re.search(r'^await_browser\nstamp "locked: the rest"\nlocked=0\nrun_tests -m "not clients"', script, re.M)
+
+
+def _job_functions() -> str:
+    script = (ROOT / ".ci" / "run").read_text()
+    return "\n".join(
+        re.search(rf"^{name}\(\) \{{.*?^\}}$|^{name}\(\) \{{[^\n]*\}}$", script, re.M | re.S).group(0)
+        for name in ("job_status", "finish_job", "await_job")
+    )
+
+
+@pytest.mark.parametrize("status", [0, 1, 3])
+def test_ci_reads_a_sibling_jobs_status_once_it_ended(status):
+    # the job ends after the reader started waiting: the reader gets its status, not a guess
+    run = subprocess.run(
+        ["bash", "-c", _job_functions() + f"""
+f=$(job_status)
+( sleep 0.2; finish_job "$f" {status} ) &
+await_job "$f"; echo "status=$?"
+rm -f "$f"
+"""],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"status={status}"
