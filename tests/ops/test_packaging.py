@@ -312,12 +312,12 @@ def test_the_image_installs_the_locked_dependencies_with_hashes(dockerfile):
 
 def test_ci_tests_the_locked_and_the_newest_allowed_dependencies():
     script = (ROOT / ".ci" / "run").read_text()
-    assert "--require-hashes --no-deps -r runtime.lock" in script
+    assert '"$uv" pip install --quiet --python .venv/bin/python --require-hashes --no-deps -r runtime.lock' in script
     # the newest venv: the project's requirements and its dev extra (what `-e '.[dev]'` would
     # install), each the newest allowed, then the project itself
     assert "project['dependencies'] + project['optional-dependencies']['dev']" in script
-    assert '--upgrade --upgrade-strategy eager -r "$newest_reqs"' in script
-    assert ".venv-newest/bin/python -m pip install --quiet --no-deps -e ." in script
+    assert '"$uv" pip install --quiet --python .venv-newest/bin/python --upgrade -r "$newest_reqs"' in script
+    assert '"$uv" pip install --quiet --python .venv-newest/bin/python --no-deps -e .' in script
     # the locked pass in two processes, the rest in the foreground, its status kept, and the real
     # agent apps (the rest of the suite) the last command of a background job; the newest pass's
     # tests the last command of the background job that installs it. `wait` collects each
@@ -329,6 +329,18 @@ def test_ci_tests_the_locked_and_the_newest_allowed_dependencies():
     assert 'wait "$clients_tests_pid" || clients_tests=$?' in script
     assert 'wait "$newest_pid" || newest=$?' in script
     assert '[ "$locked" -ne 0 ] || [ "$clients_tests" -ne 0 ] || [ "$newest" -ne 0 ]' in script
+
+
+def test_ci_installs_with_a_hash_pinned_uv():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert ".venv-ci/bin/python -m pip install --quiet --require-hashes -r .ci/tools.lock" in script
+    lock = (ROOT / ".ci" / "tools.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", lock, re.M)
+    assert [name for name, _ in pins] == ["uv"]
+    # a hash for each file of the release, the manylinux x86_64 wheel this machine takes among them
+    assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}", lock)) >= 10
+    # every install of the project's venvs goes through it, none through pip
+    assert not re.search(r"\.venv(-newest)?/bin/python -m pip install|^python -m pip install", script, re.M)
 
 
 def test_ci_installs_the_browser_beside_the_venvs_and_runs_the_ui_test_after_it():
