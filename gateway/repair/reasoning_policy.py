@@ -94,6 +94,21 @@ def apply_reasoning_policy(
         if message.role is not assistant:
             keep(message)
             continue
+        if drops and len(message.blocks) == 2:
+            # an agent's turn from a Chat client, half of a long transcript: reasoning without a
+            # token (never the target's own: dropped, strict or not) and one call without meta
+            # (kept), made as the walk below makes it, without its list and a closure's call a block
+            thought, call = message.blocks
+            if (
+                type(thought) is reasoning_kind
+                and thought.meta is None
+                and type(call) is call_kind
+                and call.meta is None
+            ):
+                repairs.append(DROPPED)
+                changed_any = True
+                keep(Message(assistant, (call,)))
+                continue
         blocks: list[Block] = []
         changed = False
         as_text = False

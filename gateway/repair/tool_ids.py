@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
+from functools import lru_cache
 from itertools import islice
 
 from gateway.transcript.model import NATIVE_ID, Block, Message, Role, ToolCall, ToolResult, replace
@@ -106,9 +108,56 @@ def _as_they_are(walk: tuple[Message, ...], pattern: re.Pattern[str], max_len: i
     if None in ids:
         return None
     distinct = list(dict.fromkeys(ids))
-    if distinct and (max(map(len, distinct)) > max_len or not all(map(pattern.fullmatch, distinct))):
+    if distinct and not all_fit(distinct, pattern, max_len):
         return None
     return distinct
+
+
+# a pattern that is one character class repeated, as every format but Kimi's is (`^[...]+$`,
+# `^[...]{1,N}$`, `^[...]{N}$`); a class with an escape, a bracket or any other form is not read
+# here (`class_run` None: each id is matched alone)
+_CLASS_RUN = re.compile(r"\^(\[[^\[\]\\]+\])(?:(\+)|\{([0-9]+)(,[0-9]+)?\})\$")
+
+
+@lru_cache(maxsize=64)
+def class_run(pattern: str) -> tuple[bytes, int, int] | None:
+    """For a pattern that is one character class repeated, the ASCII characters the class takes
+    (and a line feed, the separator `all_fit` joins ids with, which the class must not take) and
+    the least and the most it repeats; None for any other pattern."""
+    found = _CLASS_RUN.fullmatch(pattern)
+    if found is None:
+        return None
+    one = re.compile(found[1])
+    if one.fullmatch("\n"):
+        return None
+    taken = bytes(c for c in range(128) if one.fullmatch(chr(c)))
+    if found[2]:  # `+`
+        return taken + b"\n", 1, sys.maxsize
+    least = int(found[3])
+    return taken + b"\n", least, int(found[4][1:]) if found[4] else least
+
+
+def all_fit(ids: list[str], pattern: re.Pattern[str], max_len: int) -> bool:
+    """Whether every one of `ids` (not empty) is at most `max_len` long and fully matches
+    `pattern`. An ASCII id list checked against a class run is joined by line feeds and its
+    characters deleted by `bytes.translate` (a 1,000-message turn's 454 ids: one C pass over
+    13 KB where a `fullmatch` a call cost ~0.1 ms); anything else is matched id by id."""
+    longest = max(map(len, ids))
+    if longest > max_len:
+        return False
+    run = class_run(pattern.pattern)
+    if run is not None:
+        joined = "\n".join(ids)
+        if joined.isascii():
+            taken, least, most = run
+            return (
+                longest <= most
+                and min(map(len, ids)) >= least
+                # no id holds the separator: each line is one id
+                and joined.count("\n") == len(ids) - 1
+                and not joined.encode().translate(None, taken)
+            )
+    return all(map(pattern.fullmatch, ids))
 
 
 def _walk(

@@ -2,8 +2,21 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gateway.repair.reasoning_policy import apply_reasoning_policy
-from gateway.transcript.model import NATIVE_ID, Continuity, Message, Reasoning, Role, Text, ToolCall, replace
+from gateway.transcript.model import (
+    NATIVE_ID,
+    Continuity,
+    Message,
+    Reasoning,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+    replace,
+)
 from gateway.transcript.target import Capabilities, Target, ToolIdRule
 
 CAPS = Capabilities(ToolIdRule(".*", 64, "prefixed", "call_"), reasoning_replay=True)
@@ -89,3 +102,35 @@ def test_strict_mode_replays_no_token_but_keeps_what_carries_none():
     )
     assert [r.kind for r in repairs] == ["reasoning_dropped"]
     assert apply_reasoning_policy(out, CLAUDE, caps, strict=True) == (out, [])
+
+
+_MARK = ToolResult("mark", "passed through")  # an assistant's result block: the walk keeps it as it is
+_REASONING = [Reasoning("r"), Reasoning("r", OWN), Reasoning("g", GEMINI)]
+_CALLS = [ToolCall("c", "f", "{}"), ToolCall("c", "f", "{}", GEMINI), ToolCall("c", "f", "{}", OWN)]
+_BLOCKS = st.sampled_from([*_REASONING, *_CALLS, Text("t"), Text("t", GEMINI)])
+_MESSAGES = st.lists(
+    st.one_of(
+        # a reasoning block and a call (the short way's shape, its meta or not), other blocks
+        st.tuples(st.sampled_from(_REASONING), st.sampled_from(_CALLS)),
+        st.lists(_BLOCKS, min_size=1, max_size=3),
+    ).map(lambda blocks: Message(Role.ASSISTANT, tuple(blocks)))
+    | st.just(Message(Role.USER, (Text("u"),))),
+    max_size=8,
+)
+
+
+@given(_MESSAGES, st.sampled_from(["drop", "as_text"]), st.booleans(), st.booleans())
+def test_an_agents_reasoning_and_call_turn_comes_out_as_the_walk_of_its_blocks_makes_it(
+    messages, policy, strict, replay
+):
+    """A reasoning-and-call turn is made without the block walk; the walk's outcome for the same
+    blocks is read from the turn with a result block after them (which the walk keeps as it is,
+    and which takes the turn off the short way)."""
+    target = dataclasses.replace(CLAUDE, reasoning_policy=policy)
+    caps = dataclasses.replace(CAPS, reasoning_replay=replay)
+    out, repairs = apply_reasoning_policy(tuple(messages), target, caps, strict)
+    marked = tuple(Message(m.role, (*m.blocks, _MARK)) if m.role is Role.ASSISTANT else m for m in messages)
+    walked, walked_repairs = apply_reasoning_policy(marked, target, caps, strict)
+    unmarked = [Message(m.role, tuple(b for b in m.blocks if b is not _MARK)) for m in walked]
+    assert out == tuple(m for m in unmarked if m.blocks)
+    assert repairs == walked_repairs

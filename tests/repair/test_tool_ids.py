@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gateway.repair.tool_ids import project_tool_ids
@@ -193,3 +193,57 @@ def test_the_projection_matches_the_one_id_at_a_time_fold_for_every_rule(steps):
         messages = tuple(messages)
         got, back, changed = project_tool_ids(messages, TARGET, rule)
         assert (got, back, changed) == _reference(messages, TARGET, rule)
+
+
+# every provider's id format, and class runs of each form `class_run` reads (or refuses)
+ID_PATTERNS = [
+    r"^[A-Za-z0-9_.:-]{1,64}$",
+    r"^[a-zA-Z0-9_-]+$",
+    r"^functions\.[\w-]+:\d+$",
+    r"^[a-zA-Z0-9]{9}$",
+    r"^[A-Za-z0-9_.:-]{1,40}$",
+    r"^[a-z]{0,3}$",
+    r"^[^x]+$",
+    r"^[^x\n]{2,5}$",
+    "^[^x\n]{2,5}$",  # a line feed itself in the class: read, its ASCII only
+    r"^[\w]+$",
+]
+# ids of those characters and the ones at their edges: a line feed (the joined check's
+# separator), non-ASCII, a dot, a colon, brackets
+ID_CHARS = st.sampled_from(list("aZ09_-.:x\n\r é[]\\") + ["functions.f:1"])
+# most ids of an agent's turn fit: lists of them only, or with others among them
+FITTING = st.lists(st.sampled_from("aZ09_-"), min_size=1, max_size=12).map("".join)
+ID = st.one_of(FITTING, st.lists(ID_CHARS, max_size=12).map("".join))
+
+
+@example(r"^[a-zA-Z0-9_-]+$", ["ab", "a\nb"], 64)  # an id holding the separator
+@example(r"^[a-zA-Z0-9_-]+$", ["ab", ""], 64)  # an empty id
+@example(r"^[a-z]{0,3}$", ["", "ab"], 64)  # one its pattern takes
+@example(r"^[A-Za-z0-9_.:-]{1,40}$", ["a" * 41], 64)  # longer than its pattern takes
+@example(r"^[a-zA-Z0-9]{9}$", ["a" * 9, "b" * 8], 64)  # shorter
+@example(r"^[a-zA-Z0-9]{9}$", ["a" * 9, "b" * 9], 64)
+@example(r"^[a-zA-Z0-9_-]+$", ["ab", "é"], 64)  # not ASCII
+@example("^[^x\n]{2,5}$", ["éa"], 64)  # not ASCII, taken by its class
+@given(
+    st.sampled_from(ID_PATTERNS),
+    st.one_of(
+        st.lists(FITTING, min_size=1, max_size=8, unique=True),
+        st.lists(ID, min_size=1, max_size=8, unique=True),
+    ),
+    st.sampled_from([3, 9, 40, 64, 128]),
+)
+def test_ids_checked_at_once_fit_exactly_when_each_fits_alone(pattern, ids, max_len):
+    from gateway.repair.tool_ids import all_fit
+
+    compiled = re.compile(pattern)
+    alone = max(map(len, ids)) <= max_len and all(compiled.fullmatch(i) for i in ids)
+    assert all_fit(ids, compiled, max_len) is alone
+
+
+def test_every_plain_provider_format_is_checked_at_once():
+    from gateway.repair.tool_ids import class_run
+
+    assert all(class_run(p) is not None for p in ID_PATTERNS[:2] + ID_PATTERNS[3:6])
+    assert class_run(r"^functions\.[\w-]+:\d+$") is None  # Kimi's: matched id by id
+    assert class_run(r"^[^x]+$") is None  # its class takes a line feed
+    assert class_run("^[^x\n]{2,5}$") is not None

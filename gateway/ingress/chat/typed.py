@@ -20,9 +20,8 @@ import msgspec
 from orjson import JSONDecodeError, loads
 
 from gateway.ingress.chat.plain import assistant_message, tool_call
-from gateway.ingress.reasoning_details import plain_blocks
 from gateway.ingress.typed_items import TypedItems
-from gateway.transcript.model import REASONING_EFFORTS, Message, Role, Text, ToolCall, ToolResult
+from gateway.transcript.model import REASONING_EFFORTS, Message, Reasoning, Role, Text, ToolCall, ToolResult
 from gateway.transcript.seal import Sealer
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
@@ -97,6 +96,35 @@ def typed_messages(
             results = True
             append((Message(_TOOL, (ToolResult(msg.tool_call_id, msg.content, False, (), None),)), 0))  # type: ignore[union-attr]
         elif kind is Assistant:
+            listed = msg.tool_calls  # type: ignore[union-attr]
+            if listed and len(listed) == 1:
+                # an agent's turn (454 of a cold 1,000-message turn's messages), read here where
+                # two calls a message went to `_assistant` and `plain_blocks`: one call (no
+                # duplicate id to look for), `tool_call`'s checks inline (it raises its error),
+                # its blocks never empty (`plain_end` finds nothing to refuse)
+                call = listed[0]
+                function = call.function
+                arguments = function.arguments
+                try:  # `arguments_ok` inline: its call and blank check were a third of 454 calls
+                    loads(arguments)
+                except JSONDecodeError:
+                    if arguments.strip():
+                        tool_call(call.id, function.name, arguments, None, set(), f"messages[{index}]", 0)
+                block = ToolCall(call.id, function.name, arguments or "{}", None)
+                text = msg.content or msg.refusal or ""  # type: ignore[union-attr]
+                said = msg.reasoning_content  # type: ignore[union-attr]
+                # `plain_blocks`: the reasoning, the text, the call
+                if said:
+                    reasoning = True
+                    thought = Reasoning(said, None)
+                    blocks = (thought, Text(text), block) if text else (thought, block)
+                else:
+                    blocks = (Text(text), block) if text else (block,)
+                append((Message(_ASSISTANT, blocks), 0))
+                calls = True
+                if text and text.isspace():
+                    blank = True
+                continue
             append(_assistant(msg, index, sealer))  # type: ignore[arg-type]
             # the blocks `_assistant` made: reasoning, then text, then calls (`plain_blocks`)
             if msg.tool_calls:  # type: ignore[union-attr]
@@ -133,22 +161,8 @@ def typed_message(msg: PlainMessage, index: int, sealer: Sealer) -> tuple[Messag
 
 
 def _assistant(msg: Assistant, index: int, sealer: Sealer) -> tuple[Message, int]:
+    """An assistant message of no call or several (`typed_messages` reads a one-call turn itself)."""
     calls = msg.tool_calls
-    if calls and len(calls) == 1:
-        # an agent's turn: one call (no duplicate id to look for), `tool_call`'s checks inline
-        # (half of a long transcript's messages; `tool_call` raises its error) and its blocks
-        # never empty (`plain_end` finds nothing to refuse)
-        call = calls[0]
-        function = call.function
-        arguments = function.arguments
-        try:  # `arguments_ok` inline: its call and blank check were a third of checking 454 calls
-            loads(arguments)
-        except JSONDecodeError:
-            if arguments.strip():
-                tool_call(call.id, function.name, arguments, None, set(), f"messages[{index}]", 0)  # raises
-        block = ToolCall(call.id, function.name, arguments or "{}", None)
-        text = msg.content or msg.refusal or ""
-        return Message(_ASSISTANT, plain_blocks(text, (block,), msg.reasoning_content)), 0
     where = f"messages[{index}]"
     if not calls:
         return assistant_message(msg.content, msg.refusal, msg.reasoning_content, (), where, sealer)
