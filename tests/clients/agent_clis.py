@@ -12,14 +12,13 @@ HOME), points the CLI at the gateway and turns off what would reach the internet
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.clients.node_clis import (
@@ -27,11 +26,9 @@ from tests.clients.node_clis import (
     DEFAULT_INSTALL_ROOT,
     ClientInstallError,
     Finished,
-    Node,
     _base_env,
     _one,
     _platform_tag,
-    install_node,
     install_pinned,
     run_cli,
 )
@@ -45,8 +42,7 @@ AIDER_INSTALL_TIMEOUT = 900.0
 class Agents:
     root: Path
     opencode: Path
-    qwen: Path  # qwen-code's entry script, run with `node`
-    node: Node = field(default_factory=Node.on_path)
+    qwen: Path  # qwen-code's entry script, run with node
 
 
 def locate_agents(root: Path) -> Agents:
@@ -67,10 +63,7 @@ def install_agents(install_root: Path | None = None) -> Agents:
     # `npm install` on the lock, not `npm ci`: qwen-code's clipboard addon lists per-platform
     # packages that the registry does not serve, so no lock can name them and `npm ci` refuses
     # the lock as out of sync; every package the lock does name installs at its pinned version
-    agents = install_pinned(
-        AGENTS_DIR, "agents", locate_agents, install_root, command=("install", "--no-save")
-    )
-    return dataclasses.replace(agents, node=install_node(install_root))
+    return install_pinned(AGENTS_DIR, "agents", locate_agents, install_root, command=("install", "--no-save"))
 
 
 def install_aider(install_root: Path | None = None) -> Path:
@@ -132,13 +125,12 @@ class QwenCode:
                 # heap (as GEMINI_CLI_NO_RELAUNCH for Gemini CLI): each relaunch loaded and
                 # compiled the whole bundle a second time
                 "QWEN_CODE_NO_RELAUNCH": "true",
-                **dict(self.agents.node.env),
             }
         )
         return env
 
     async def run(self, prompt: str, cwd: Path, model: str, continue_session: bool = False) -> Finished:
-        argv = [self.agents.node.executable, str(self.agents.qwen)]
+        argv = [shutil.which("node") or "node", str(self.agents.qwen)]
         if continue_session:
             argv.append("-c")  # the most recent session of this home and working directory
         argv += ["-p", prompt, "--yolo", "-o", "json"]

