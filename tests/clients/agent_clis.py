@@ -172,7 +172,6 @@ class OpenCode:
             "small_model": f"gateway/{small_model}",
         }
         (config_dir / "opencode.json").write_text(json.dumps(config))
-        plugin_sdk_installed(config_dir)
         env = _base_env(self.home)
         # nothing that reaches for the internet: update checks, the models.dev catalogue, default
         # plugins, language-server downloads, sharing, Claude Code's skills and prompts
@@ -197,25 +196,6 @@ class OpenCode:
             argv.append("-c")  # continue the last session
         argv.append(prompt)
         return await run_cli(argv, self.env(model, small_model), cwd)
-
-
-# opencode's version, which is also the version of the plugin SDK it puts in its config directory
-OPENCODE_VERSION = json.loads((AGENTS_DIR / "package.json").read_text())["dependencies"]["opencode-ai"]
-PLUGIN_SDK = "@opencode-ai/plugin"
-
-
-def plugin_sdk_installed(config_dir: Path) -> None:
-    """At start opencode checks that its config directory's dependencies are installed (a
-    node_modules, and every package.json dependency and its own plugin SDK in package-lock.json)
-    and otherwise installs the SDK from registry.npmjs.org in the background, for the user's
-    plugins. `opencode run` exits before that install ends, so in a fresh home every invocation
-    began it again: a registry fetch and a dependency resolution (about a CPU-second) that no test
-    uses (none has a plugin). This is the directory as that check finds it complete."""
-    (config_dir / "node_modules").mkdir(exist_ok=True)
-    dependencies = {PLUGIN_SDK: OPENCODE_VERSION}
-    (config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
-    lock = {"lockfileVersion": 3, "packages": {"": {"dependencies": dependencies}}}
-    (config_dir / "package-lock.json").write_text(json.dumps(lock))
 
 
 @dataclass

@@ -120,9 +120,6 @@ async def test_one_opencode_session_runs_its_bash_tool_on_every_family_and_retur
             assert_opencode_done(finished, work, n)
             last_tool_result_went_up(stack, family, n)
         assert_clean(stack)
-        # its config directory's dependency check passed (agent_clis.plugin_sdk_installed): no run
-        # began installing its plugin SDK from the registry (npm's cache is where that starts)
-        assert not (home / ".npm").exists(), "opencode went to the npm registry"
         last = orjson.dumps(stack.hub.states["anthropic"].requests[-1].body).decode()
         assert all(f"hi{n}" in last for n in range(len(ORDER) + 1)), "the whole history came back"
 
