@@ -121,6 +121,10 @@ class QwenCode:
                 "OPENAI_BASE_URL": self.base_url,
                 "OPENAI_MODEL": model,
                 "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+                # the same program in one node process, not relaunched in another with a bigger
+                # heap (as GEMINI_CLI_NO_RELAUNCH for Gemini CLI): each relaunch loaded and
+                # compiled the whole bundle a second time
+                "QWEN_CODE_NO_RELAUNCH": "true",
             }
         )
         return env
