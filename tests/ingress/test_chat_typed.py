@@ -39,58 +39,66 @@ _plain_texts = st.sampled_from(
 ) | st.text(max_size=5)
 
 
+# The strategies a composite draws from, built once: a strategy built inside a draw is validated
+# again at every draw (about a quarter of these tests' CPU); the same strategies, the same draws.
+_ROLES = st.sampled_from(["system", "developer", "user", "assistant", "tool", "assistant"])
+_CALL_IDS = st.sampled_from(["call_1", "call_2"])
+_PLAIN_OR_NONE = st.one_of(_plain_texts, st.none())
+_CALL_NAMES = st.sampled_from(["read", "édit"])
+_ARGUMENTS = st.sampled_from(['{"path": "a.py"}', "", " \n", "\u00a0", "{bad", "[1]", " 7 ", "1 2"])
+_IDS_AT = [st.sampled_from([f"call_{i}", "call_0"]) for i in range(2)]
+_ZERO_TO_TWO = st.integers(0, 2)
+
+
 @st.composite
 def _plain_message(draw: st.DrawFn) -> dict[str, Any]:
     """Mostly the shapes the typed path reads (so that whole bodies of them are drawn)."""
-    role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool", "assistant"]))
+    role = draw(_ROLES)
     message: dict[str, Any] = {"role": role}
     if role == "tool":
-        message["tool_call_id"] = draw(st.sampled_from(["call_1", "call_2"]))
+        message["tool_call_id"] = draw(_CALL_IDS)
     if role != "assistant" or draw(st.booleans()):
-        message["content"] = draw(st.one_of(_plain_texts, st.none()) if role == "assistant" else _plain_texts)
+        message["content"] = draw(_PLAIN_OR_NONE if role == "assistant" else _plain_texts)
     if role == "assistant":
         if draw(st.booleans()):
             calls = []
-            for i in range(draw(st.integers(0, 2))):
-                function: dict[str, Any] = {"name": draw(st.sampled_from(["read", "édit"]))}
+            for i in range(draw(_ZERO_TO_TWO)):
+                function: dict[str, Any] = {"name": draw(_CALL_NAMES)}
                 if draw(st.booleans()):
-                    function["arguments"] = draw(
-                        st.sampled_from(
-                            ['{"path": "a.py"}', "", " \n", "\u00a0", "{bad", "[1]", " 7 ", "1 2"]
-                        )
-                    )
-                call: dict[str, Any] = {
-                    "id": draw(st.sampled_from([f"call_{i}", "call_0"])),
-                    "function": function,
-                }
+                    function["arguments"] = draw(_ARGUMENTS)
+                call: dict[str, Any] = {"id": draw(_IDS_AT[i]), "function": function}
                 if draw(st.booleans()):
                     call["type"] = "function"
                 calls.append(call)
             message["tool_calls"] = calls
         for name in ("refusal", "reasoning_content"):
-            if draw(st.integers(0, 2)) == 0:
-                message[name] = draw(st.one_of(_plain_texts, st.none()))
+            if draw(_ZERO_TO_TWO) == 0:
+                message[name] = draw(_PLAIN_OR_NONE)
     return message
 
 
+_PLAIN_MESSAGE = _plain_message()
 _ODD = st.sampled_from(["", None, 5, [], {}, "custom", [{"type": "text", "text": "t"}]])
-_ADDED = ["name", "cache_control", "type", "strict", "extra_content", "content", "tool_call_id", "refusal"]
+_ADDED = st.sampled_from(
+    ["name", "cache_control", "type", "strict", "extra_content", "content", "tool_call_id", "refusal"]
+)
+_ZERO_TO_THREE = st.integers(0, 3)
 
 
 @st.composite
 def _near_plain(draw: st.DrawFn) -> dict[str, Any]:
     """A plain message with one edit (a value of another type or an empty one, a key added or
     taken away), in it or in its call: the edge of what the Structs accept."""
-    message = draw(_plain_message())
+    message = draw(_PLAIN_MESSAGE)
     places: list[dict[str, Any]] = [message]
-    if message["role"] == "assistant" and draw(st.integers(0, 3)):
+    if message["role"] == "assistant" and draw(_ZERO_TO_THREE):
         function = {"name": "read", "arguments": "{}"}
         call = {"id": "call_9", "type": "function", "function": function}
         message["tool_calls"] = [call]
         places += [call, function]
-    edit = draw(st.integers(0, 2))
+    edit = draw(_ZERO_TO_TWO)
     if edit == 1:
-        draw(st.sampled_from(places))[draw(st.sampled_from(_ADDED))] = draw(_ODD)
+        draw(st.sampled_from(places))[draw(_ADDED)] = draw(_ODD)
         return message
     target, key = draw(st.sampled_from([(place, key) for place in places for key in sorted(place)]))
     if edit == 0:
@@ -134,20 +142,25 @@ def _dumps(value: Any, style: int) -> bytes:
 # what a member of the body may be written as before the one kept (a duplicate key), or instead
 # of the key's plain spelling
 _EARLIER = st.sampled_from([b'"\xff"', b"1e400", b"[]", b'"m"', b'{"a": 1}', b"1" * 400])
+_PLAIN_MESSAGES = st.lists(_PLAIN_MESSAGE, min_size=0, max_size=6)
+_ANY_MESSAGE = st.one_of(_near_plain(), _message())
+_TWISTS = st.integers(0, 11)
+_LEADING = st.sampled_from([b" ", b"\n", b""])
+_TRAILING = st.sampled_from([b" ", b"\n ", b"x"])
 
 
 @st.composite
 def _body(draw: st.DrawFn) -> bytes:
-    messages = draw(st.lists(_plain_message(), min_size=0, max_size=6))
+    messages = draw(_PLAIN_MESSAGES)
     if not messages or draw(st.booleans()):  # one message of any shape, plain or not, among them
-        messages.insert(draw(st.integers(0, len(messages))), draw(st.one_of(_near_plain(), _message())))
+        messages.insert(draw(st.integers(0, len(messages))), draw(_ANY_MESSAGE))
     head = {"model": "m", **draw(_heads)}
-    style = draw(st.integers(0, 3))
+    style = draw(_ZERO_TO_THREE)
     members = [
         (_dumps(key, style), _dumps(value, style)) for key, value in {**head, "messages": messages}.items()
     ]
     members = draw(st.permutations(members))
-    twist = draw(st.integers(0, 11))
+    twist = draw(_TWISTS)
     if twist == 1:  # a key given twice: the earlier value is one orjson may refuse
         at = draw(st.integers(0, len(members) - 1))
         members.insert(at, (members[at][0], draw(_EARLIER)))
@@ -161,7 +174,7 @@ def _body(draw: st.DrawFn) -> bytes:
     space = b" " if style else b""
     body = b"{" + (b"," + space).join(k + b":" + space + v for k, v in members) + b"}"
     if twist == 4:
-        body = draw(st.sampled_from([b" ", b"\n", b""])) + body + draw(st.sampled_from([b" ", b"\n ", b"x"]))
+        body = draw(_LEADING) + body + draw(_TRAILING)
     return body
 
 
@@ -308,18 +321,21 @@ _MIDDLES = _LISTS | st.sampled_from(
 )
 
 
+_ZERO_TO_FOUR = st.integers(0, 4)
+
+
 @st.composite
 def _outside(draw: st.DrawFn) -> tuple[bytes, bytes]:
     """The bytes of a body before its list and after it: its other fields, some before the list
     and some after, written in one of the clients' styles (a key given twice at times)."""
     head = {"model": "m", **draw(_heads)}
-    style = draw(st.integers(0, 3))
+    style = draw(_ZERO_TO_THREE)
     members = [
         _dumps(key, style) + b":" + (b" " if style else b"") + _dumps(value, style)
         for key, value in head.items()
     ]
     members = draw(st.permutations(members))
-    if members and draw(st.integers(0, 4)) == 0:
+    if members and draw(_ZERO_TO_FOUR) == 0:
         members.append(draw(st.sampled_from(members)))
     cut = draw(st.integers(0, len(members)))
     comma = b", " if style else b","
@@ -381,18 +397,21 @@ def test_an_agents_next_conversation_is_read_without_its_fields_read_again_in_it
 
 _TEXTS = st.sampled_from(["hi", "x y"])
 _BLANKISH = st.sampled_from(["", " ", "\n\t", "hi"])
+_AGENT_ROLES = st.sampled_from(["system", "developer", "user", "assistant", "tool", "assistant", "tool"])
+_OR_NONE = {texts: st.one_of(texts, st.none()) for texts in (_TEXTS, _BLANKISH)}
 
 
 @st.composite
 def _agent_message(draw: st.DrawFn, texts: st.SearchStrategy[str] = _TEXTS) -> dict[str, Any]:
     """A plain message of a long transcript, its texts from `texts`."""
-    role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool", "assistant", "tool"]))
+    role = draw(_AGENT_ROLES)
     if role == "tool":
         return {"role": "tool", "tool_call_id": "call_1", "content": draw(texts)}
     if role != "assistant":
         return {"role": role, "content": draw(texts)}
-    message: dict[str, Any] = {"role": "assistant", "content": draw(st.one_of(texts, st.none()))}
-    calls = draw(st.integers(0, 2))
+    or_none = _OR_NONE[texts]
+    message: dict[str, Any] = {"role": "assistant", "content": draw(or_none)}
+    calls = draw(_ZERO_TO_TWO)
     if calls or draw(st.booleans()):
         message["tool_calls"] = [
             {"id": f"call_{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
@@ -400,7 +419,7 @@ def _agent_message(draw: st.DrawFn, texts: st.SearchStrategy[str] = _TEXTS) -> d
         ]
     for name in ("refusal", "reasoning_content"):
         if draw(st.booleans()):
-            message[name] = draw(st.one_of(texts, st.none()))
+            message[name] = draw(or_none)
     return message
 
 
@@ -408,13 +427,11 @@ def _agent_message(draw: st.DrawFn, texts: st.SearchStrategy[str] = _TEXTS) -> d
 def _agent_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A long transcript with text, and a message or two whose text may be empty or blank (what
     the holds walk looks for), anywhere: among the opening instructions too."""
-    messages = draw(st.lists(_agent_message(), min_size=MIN_MESSAGES, max_size=MIN_MESSAGES + 8))
+    messages = draw(_AGENT_LIST)
     if draw(st.booleans()):
-        opening = st.sampled_from(["rules", " ", ""]).map(lambda text: {"role": "system", "content": text})
-        messages[:0] = draw(st.lists(opening, min_size=1, max_size=2))
-    for _ in range(draw(st.integers(0, 2))):
-        odd = st.one_of(st.sampled_from(_EDGES), _agent_message(_BLANKISH))
-        messages[draw(st.integers(0, len(messages) - 1))] = draw(odd)
+        messages[:0] = draw(_OPENINGS)
+    for _ in range(draw(_ZERO_TO_TWO)):
+        messages[draw(st.integers(0, len(messages) - 1))] = draw(_ODD_AGENT_MESSAGE)
     return messages
 
 
@@ -433,6 +450,13 @@ _EDGES = [
     {"role": "developer", "content": ""},
     {"role": "tool", "tool_call_id": "call_1", "content": ""},
 ]
+_AGENT_LIST = st.lists(_agent_message(), min_size=MIN_MESSAGES, max_size=MIN_MESSAGES + 8)
+_OPENINGS = st.lists(
+    st.sampled_from(["rules", " ", ""]).map(lambda text: {"role": "system", "content": text}),
+    min_size=1,
+    max_size=2,
+)
+_ODD_AGENT_MESSAGE = st.one_of(st.sampled_from(_EDGES), _agent_message(_BLANKISH))
 
 
 @settings(max_examples=300, deadline=None)
