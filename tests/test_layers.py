@@ -26,6 +26,7 @@ LAYERS = {
     "exchange": 4,
     "books": 4,  # a finished request's bookkeeping, held and done in batches (gateway/books.py)
     "answering": 4,  # the exchange after its commit point (gateway/answering.py)
+    "stream_relay": 4,  # a streamed answer relayed event by event (gateway/stream_relay.py)
     "inspector": 4,
     "state": 4,
     "access_log": 4,

@@ -1,7 +1,7 @@
-"""Gateway configuration: the TOML schema and its validation (`schema`), loading with flags and
-environment layered over the file (`loading`), secret lookup (`secrets`), and the resolved config
-rendered back as TOML (`describe`). This package is the only reader of the environment for
-configuration or secrets; its public names are re-exported here."""
+"""Gateway configuration: the TOML schema and its validation (`schema`, its fields' value types
+in `values`), loading with flags and environment layered over the file (`loading`), secret lookup
+(`secrets`), and the resolved config rendered back as TOML (`describe`). This package is the only
+reader of the environment for configuration or secrets; its public names are re-exported here."""
 
 from gateway.config.describe import describe
 from gateway.config.loading import config_from_dict, load_config, model_names

@@ -11,7 +11,6 @@ in its own dialect: another target's output is never spliced in.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import random
 import time
@@ -31,6 +30,7 @@ from gateway.routing.answer import Answer, Attempt, EventStream, IdMapper, mint_
 from gateway.routing.attempt import commits, run_attempt
 from gateway.routing.backoff import RetryBudget, backoff_delay
 from gateway.routing.cooldown import HealthBook, Ticket
+from gateway.routing.failures import AllTargetsFailed, Failure, failure_class
 from gateway.routing.router import Plan, Router
 from gateway.routing.sessions import CAPABILITY, COOLDOWN, UNHEALTHY, SessionMemory
 from gateway.transcript.events import CONTEXT_OVERFLOW, ErrorCategory, UpstreamError
@@ -58,32 +58,7 @@ __all__ = [
 log = logging.getLogger("gateway")
 
 
-class Failure(enum.Enum):
-    RETRY = "retry"  # the target may serve a little later: fail over now, retry after a backoff
-    NEXT = "next"  # this target cannot serve this request, another may: fail over, no retry
-    REJECTED = "rejected"  # a continuity / pairing 400: repair strictly, same target once more
-    FINAL = "final"  # the request itself is at fault: the client gets the error at once
-
-
-# not retryable on the same target, but another target may well serve the request. 401/403/404
-# are final as the routing issue specifies (the client sees them at once; 401/403 still take the
-# target out of service, so the next request goes elsewhere); quota and a broken upstream answer
-# say nothing about the request, so the next target is tried.
-_NEXT_TARGET_CATEGORIES = frozenset({ErrorCategory.QUOTA, ErrorCategory.PROTOCOL})
-# failures that happened before any provider saw the request: another target may serve it
-_NEXT_TARGET_TYPES = frozenset({"encode_error", "missing_api_key"})
-_REJECTION_CATEGORIES = frozenset({ErrorCategory.CONTINUITY, ErrorCategory.PAIRING})
 _RETRIED = Repair("retried_after_rejection")
-
-
-def failure_class(error: UpstreamError) -> Failure:
-    if error.retryable:
-        return Failure.RETRY
-    if error.category in _NEXT_TARGET_CATEGORIES or error.type in _NEXT_TARGET_TYPES:
-        return Failure.NEXT
-    if error.category in _REJECTION_CATEGORIES:
-        return Failure.REJECTED
-    return Failure.FINAL
 
 
 def _break_reason(home: Target, attempts: list[Attempt]) -> str | None:
@@ -94,13 +69,6 @@ def _break_reason(home: Target, attempts: list[Attempt]) -> str | None:
         return None
     error = tried[-1].error
     return CAPABILITY if error is not None and error.type == "encode_error" else UNHEALTHY
-
-
-class AllTargetsFailed(Exception):
-    def __init__(self, attempts: list[Attempt], final: UpstreamError) -> None:
-        super().__init__(final.message)
-        self.attempts = attempts
-        self.final = final
 
 
 # (provider, group overrides) pairs whose merged timeouts are kept (config objects: a bound only

@@ -10,7 +10,8 @@ import itertools
 import re
 from typing import Any
 
-from gateway.simulators.anthropic_shapes import Invalid, check_shape
+from gateway.simulators.anthropic_blocks import Invalid
+from gateway.simulators.anthropic_shapes import check_shape
 from gateway.simulators.base import Rejection, SimulatorState
 from gateway.simulators.structured import objects_closed, recursive
 

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.simulators import chat_family as cf
 from gateway.simulators import chat_render as cr
+from gateway.simulators import chat_shapes as cs
 from gateway.simulators.base import Rejection, SimulatorState
 
 THINKING_MODELS = frozenset({"deepseek-reasoner"})
@@ -61,19 +62,19 @@ def _serde_expected(expected: str) -> str:
     return f"expected {variants[0]}" if len(variants) == 1 else f"expected one of {', '.join(variants)}"
 
 
-def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
+def shape_rejection(issue: cs.ShapeIssue) -> Rejection:
     # DeepSeek deserializes with serde: 422 "Failed to deserialize the JSON body into the target type"
     if issue.kind == "empty":
         return _invalid("Empty input messages")  # unverified wording
     if issue.kind == "missing":
         where, detail = issue.path[:-1], f"missing field `{issue.path[-1]}`"
     elif issue.kind == "type":
-        where, detail = issue.path, f"invalid type: {cf.json_type_name(issue.got)}, expected {issue.expected}"
+        where, detail = issue.path, f"invalid type: {cs.json_type_name(issue.got)}, expected {issue.expected}"
     elif issue.kind == "value":
         where, detail = issue.path[:-1], f"unknown variant `{issue.got}`, {_serde_expected(issue.expected)}"
     else:
         raise ValueError(f"unknown shape issue {issue.kind!r}")
-    prefix = f"{cf.dotted(where)}: " if where else ""
+    prefix = f"{cs.dotted(where)}: " if where else ""
     return _invalid(f"Failed to deserialize the JSON body into the target type: {prefix}{detail}", 422)
 
 

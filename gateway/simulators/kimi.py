@@ -9,6 +9,7 @@ from aiohttp import web
 
 from gateway.simulators import chat_family as cf
 from gateway.simulators import chat_render as cr
+from gateway.simulators import chat_shapes as cs
 from gateway.simulators.base import Rejection, SimulatorState
 
 NATIVE_ID = re.compile(r"^functions\.[\w-]+:\d+$")
@@ -47,14 +48,14 @@ def _invalid(message: str) -> Rejection:
     return Rejection(400, message, INVALID)
 
 
-def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
+def shape_rejection(issue: cs.ShapeIssue) -> Rejection:
     # unverified wordings: Moonshot prefixes request problems with "Invalid request: "
-    path = cf.dotted(issue.path)
+    path = cs.dotted(issue.path)
     if issue.kind == "missing":
         return _invalid(f"Invalid request: {path} is required")
     if issue.kind == "type":
         return _invalid(
-            f"Invalid request: {path} must be {issue.expected}, got {cf.json_type_name(issue.got)}"
+            f"Invalid request: {path} must be {issue.expected}, got {cs.json_type_name(issue.got)}"
         )
     if issue.kind == "value":
         return _invalid(f"Invalid request: {path} must be one of {issue.expected}, got '{issue.got}'")

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.simulators import chat_family as cf
 from gateway.simulators import chat_render as cr
+from gateway.simulators import chat_shapes as cs
 from gateway.simulators.base import Rejection, SimulatorState
 
 TOOL_CALL_ID = re.compile(r"^[a-zA-Z0-9]{9}$")
@@ -43,13 +44,13 @@ PARAMS = frozenset(
 )
 
 _PYDANTIC_TYPES = {
-    cf.STRING: ("string_type", "Input should be a valid string"),
-    cf.CONTENT: ("string_type", "Input should be a valid string"),
-    cf.ARRAY: ("list_type", "Input should be a valid list"),
-    cf.OBJECT: ("dict_type", "Input should be a valid dictionary"),
-    cf.BOOLEAN: ("bool_type", "Input should be a valid boolean"),
-    cf.NUMBER: ("float_type", "Input should be a valid number"),
-    cf.INTEGER: ("int_type", "Input should be a valid integer"),
+    cs.STRING: ("string_type", "Input should be a valid string"),
+    cs.CONTENT: ("string_type", "Input should be a valid string"),
+    cs.ARRAY: ("list_type", "Input should be a valid list"),
+    cs.OBJECT: ("dict_type", "Input should be a valid dictionary"),
+    cs.BOOLEAN: ("bool_type", "Input should be a valid boolean"),
+    cs.NUMBER: ("float_type", "Input should be a valid number"),
+    cs.INTEGER: ("int_type", "Input should be a valid integer"),
 }
 
 
@@ -77,9 +78,9 @@ def reasoning_effort(c: cf.Conversation) -> Rejection | None:
     return None
 
 
-def _validation(path: cf.Path, error_type: str, message: str) -> Rejection:
+def _validation(path: cs.Path, error_type: str, message: str) -> Rejection:
     # 422 pydantic validation error; the body renders `param` back into a `loc` list
-    return Rejection(422, message, "invalid_request_error", cf.dotted(path), error_type)
+    return Rejection(422, message, "invalid_request_error", cs.dotted(path), error_type)
 
 
 def _pydantic_literal(expected: str) -> str:
@@ -87,7 +88,7 @@ def _pydantic_literal(expected: str) -> str:
     return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
 
 
-def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
+def shape_rejection(issue: cs.ShapeIssue) -> Rejection:
     if issue.kind == "missing":
         return _validation(issue.path, "missing", "Field required")
     if issue.kind == "type":
@@ -139,7 +140,7 @@ def thinking_chunks(c: cf.Conversation) -> Rejection | None:
         for p, part in enumerate(content if isinstance(content, list) else ()):
             if part["type"] != "thinking":
                 continue
-            path: cf.Path = ("messages", i, "content", p, "thinking")
+            path: cs.Path = ("messages", i, "content", p, "thinking")
             inner = part.get("thinking")
             if not isinstance(inner, list):
                 return _validation(path, "list_type", "Input should be a valid list")

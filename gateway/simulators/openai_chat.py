@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.simulators import chat_family as cf
 from gateway.simulators import chat_render as cr
+from gateway.simulators import chat_shapes as cs
 from gateway.simulators import structured as struct
 from gateway.simulators.base import Rejection, SimulatorState
 from gateway.simulators.reasoning_rules import openai_effort_problem
@@ -62,12 +63,12 @@ def _invalid(message: str, param: str | None = None, code: str | None = None) ->
     return Rejection(400, message, "invalid_request_error", param, code)
 
 
-def shape_rejection(issue: cf.ShapeIssue) -> Rejection:
-    path = cf.dotted(issue.path)
+def shape_rejection(issue: cs.ShapeIssue) -> Rejection:
+    path = cs.dotted(issue.path)
     if issue.kind == "missing":
         return _invalid(f"Missing required parameter: '{path}'.", path, "missing_required_parameter")
     if issue.kind == "type":
-        got = cf.json_type_name(issue.got)
+        got = cs.json_type_name(issue.got)
         return _invalid(
             f"Invalid type for '{path}': expected {issue.expected}, but got {got} instead.",
             path,
@@ -189,7 +190,7 @@ def response_format(c: cf.Conversation) -> Rejection | None:
     if not isinstance(fmt, dict):
         return _invalid(
             "Invalid type for 'response_format': expected an object, but got "
-            f"{cf.json_type_name(fmt)} instead.",
+            f"{cs.json_type_name(fmt)} instead.",
             "response_format",
             "invalid_type",
         )

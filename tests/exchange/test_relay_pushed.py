@@ -14,9 +14,9 @@ from aiohttp.client_exceptions import ClientConnectionResetError
 from aiohttp.http_writer import StreamWriter
 from multidict import CIMultiDict
 
-from gateway.answering import Relay
 from gateway.providers.base import HttpRequest
 from gateway.routing.answer import EventStream, IdMapper
+from gateway.stream_relay import Relay
 from gateway.transcript.assembler import Assembler, AssemblyError
 from gateway.transcript.events import (
     BlockDelta,

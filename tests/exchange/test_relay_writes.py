@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from gateway.answering import Relay, body_frames
 from gateway.routing.answer import EventStream, IdMapper
+from gateway.stream_relay import Relay, body_frames
 from gateway.transcript.assembler import Assembler
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event, Finish
 from gateway.transcript.model import StopReason

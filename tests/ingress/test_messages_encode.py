@@ -8,7 +8,8 @@ import pytest
 from gateway.ingress.base import Inbound, Reply
 from gateway.ingress.errors import ClientError, anthropic_error
 from gateway.ingress.messages.codec import CODEC, Context
-from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, fold, message_json
+from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder
+from gateway.ingress.messages.fold import fold, message_json
 from gateway.transcript.assembler import fold as fold_turn
 from gateway.transcript.events import (
     BlockDelta,

@@ -1,5 +1,5 @@
 """A streamed answer's body read as the relay reads it (gateway/routing/answer.py `poll`,
-gateway/answering.py): `Upstream.take`, awaiting the connection's future when nothing is in yet,
+gateway/stream_relay.py): `Upstream.take`, awaiting the connection's future when nothing is in yet,
 or (`pushed`) told of each arrival through `Upstream.on_arrival` (the push relay) and taking
 again then."""
 

@@ -14,10 +14,10 @@ from aiohttp.http_writer import HttpVersion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.answering import body_frames
 from gateway.security import restrict_response_headers
 from gateway.state import stream_response
 from gateway.stream_head import StreamHead, stream_answer_for, stream_head
+from gateway.stream_relay import body_frames
 from gateway.whole_answer import json_answer_for
 from tests.security.test_whole_answer import GATEWAY_HEADERS, LINE, NAMES, OWN_NAMES, VALUES, _app, _request
 

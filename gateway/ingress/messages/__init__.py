@@ -1,2 +1,2 @@
 """The Anthropic Messages dialect: wire models (`wire`), decoding into the canonical transcript
-(`decode`), the stream encoder and the Message fold (`encode`), and the codec (`codec`)."""
+(`decode`), the stream encoder (`encode`), the Message fold (`fold`), and the codec (`codec`)."""

@@ -25,7 +25,8 @@ from gateway.ingress.errors import anthropic_error
 from gateway.ingress.memo import Items
 from gateway.ingress.messages import wire as w
 from gateway.ingress.messages.decode import TYPED_TOOLS, Decoded, Validated, decode_request, validate
-from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder, message_json
+from gateway.ingress.messages.encode import MessageEvents, MessagesStreamEncoder
+from gateway.ingress.messages.fold import message_json
 from gateway.ingress.messages.models import anthropic_client, anthropic_model_list
 from gateway.transcript.events import BlockKind
 from gateway.transcript.model import AssistantTurn, Continuity
