@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 from aiohttp.client_exceptions import ClientConnectionResetError
 from aiohttp.http_writer import StreamWriter
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from gateway.answering import Relay
@@ -314,3 +316,40 @@ async def test_each_arrival_is_taken_once_and_more_than_one_takes_worth_whole():
     assert await asyncio.wait_for(task, 10) is None
     assert stack.client.text().endswith(b"<d>")
     assert stack.connection._sink is None  # noqa: SLF001
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"b", b"cc", b"x" * 5000]), min_size=1, max_size=20),
+    st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=20),
+    st.booleans(),
+)
+def test_any_split_of_the_arrivals_reaches_the_client_whole_and_in_order(
+    lines: list[bytes], cuts: list[int], end_alone: bool
+) -> None:
+    # arrivals of one line or many (past one take's bound), the end with the last bytes or
+    # alone: each line once, in order, and the relay ends with the answer
+    async def run() -> None:
+        stack = Stack()
+        task = await stack.relaying()
+        rest = [line + b"\n" for line in lines]
+        arrivals = []
+        for cut in cuts:
+            if not rest:
+                break
+            arrivals.append(body(*rest[:cut]))
+            rest = rest[cut:]
+        if rest:
+            arrivals.append(body(*rest))
+        if end_alone:
+            arrivals.append(END)
+        else:
+            arrivals[-1] += END
+        for arrival in arrivals:
+            stack.arrive(arrival)
+            await asyncio.sleep(0)
+        assert await asyncio.wait_for(task, 10) is None
+        assert stack.client.text() == b"<a>" + b"".join(b"<%b>" % line for line in lines)
+        assert stack.connection._sink is None  # noqa: SLF001
+
+    asyncio.run(run())
