@@ -229,33 +229,34 @@ class Relay:
             await stream.aclose()
         return None
 
-    def _step(self) -> None:
-        """An arrival while pushed: every batch now in relayed, until the upstream has nothing
-        more in (the connection calls again at the next arrival) or the relay must stop pushing
-        (the answer's end, its failure, a full client buffer): then `run` is woken. Never
+    def _step(self) -> bool:
+        """An arrival while pushed: one batch of what is in relayed; True to be called again at
+        once if anything is left to take (the connection knows: no second poll per arrival to
+        find nothing), else at the next arrival. Once the relay must stop pushing (the answer's
+        end, its failure, a full client buffer) `run` is woken and the step says False. Never
         raises into the connection: what a step raises, `run` raises."""
         done = self._done
         stream = self._stream
         assert done is not None and stream is not None and self._frame is not None
         try:
-            poll, frame, protocol = stream.poll, self._frame, self._protocol
-            while type(batch := poll()) is list:
+            batch = stream.poll()
+            if type(batch) is list:
                 data = self._handle(batch)
                 if data:
-                    frame(data)
-                if self._failed is not None or self._broken is not None or protocol.writing_paused:
-                    break
-            else:
-                if batch is not None:  # nothing more in (LATER): pushed again at the next arrival
-                    return
+                    self._frame(data)
+                if self._failed is None and self._broken is None and not self._protocol.writing_paused:
+                    return True
+            elif batch is not None:  # nothing in (LATER): pushed again at the next arrival
+                return False
         except Exception as exc:
             stream.on_arrival(None)
             if not done.done():
                 done.set_exception(exc)
-            return
+            return False
         stream.on_arrival(None)
         if not done.done():
             done.set_result(None)
+        return False
 
     def _handle(self, batch: list[Event]) -> bytes:
         """A batch's events to the assembler and in the client's dialect: the bytes to write

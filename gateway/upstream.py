@@ -79,7 +79,8 @@ class Upstream:
 
     __slots__ = (
         "_session", "_request", "_timeouts", "_stream", "_response", "_headers", "_timed",
-        "_watched", "_waiting", "_overdue", "_heading", "_last", "_clock", "_take", "__weakref__",
+        "_watched", "_waiting", "_pushed", "_overdue", "_heading", "_last", "_clock", "_take",
+        "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -100,6 +101,9 @@ class Upstream:
         # the idle watchdog of `take` (see there)
         self._watched = False  # in the client's book of idle watchdogs (`check_idle`)
         self._waiting = False
+        # a sink hears of the arrivals (`on_arrival`): between two, the stream waits for the
+        # upstream, whatever the last take found (its reader takes once per arrival)
+        self._pushed = False
         self._overdue = False
         self._heading = False  # a stream waiting for its headers (the watchdog bounds that too)
         self._last = 0.0
@@ -234,7 +238,8 @@ class Upstream:
 
         The `idle` limit between chunks is a lazy watchdog rather than a timer per chunk: one timer
         per `idle` period checks the time of the last chunk. When it expires while the stream
-        waits for the upstream (a future handed out and not yet followed by a take) it fails the
+        waits for the upstream (a future handed out and not yet followed by a take, or a sink
+        set: `on_arrival`) it fails the
         read with the error a stall gives (the same text, metric and client event as the wait for
         the headers)."""
         response = self._response
@@ -265,12 +270,15 @@ class Upstream:
         self._waiting = True
         return chunk
 
-    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+    def on_arrival(self, sink: Callable[[], object] | None) -> None:
         """Have `sink` called at each arrival (bytes, the end, a failure) instead of awaiting the
-        future `take` hands out; None: back to futures. The idle watchdog holds alike: between a
-        take that found nothing and the next one, the stream waits for the upstream."""
+        future `take` hands out; None: back to futures (`Connection.on_arrival`: a sink that
+        returns a true value is called again while anything is left to take). The idle
+        watchdog holds alike: while a sink is set the stream waits for the upstream (its reader
+        sets None before it waits for anything else, a slow client)."""
         response = self._response
         assert response is not None
+        self._pushed = sink is not None
         response.on_arrival(sink)
 
     def _watch(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
@@ -296,7 +304,7 @@ class Upstream:
             due = self._last + self._timeouts.idle
         if loop.time() < due:
             self._watch(due, loop)
-        elif self._waiting:
+        elif self._waiting or self._pushed:
             response.fail(read_timeout())
         else:
             self._overdue = True

@@ -106,7 +106,7 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         # who hears of arrivals in place of a waiter (`on_arrival`), and a wake-up held while
         # llhttp parses one read (heard once, after it)
-        self._sink: Callable[[], None] | None = None
+        self._sink: Callable[[], object] | None = None
         self._feeding = False
         self._woken = False
 
@@ -130,7 +130,12 @@ class Connection(asyncio.Protocol):
             self._feeding = False
         if self._woken:  # every body piece of this read, or its end, told at once
             self._woken = False
-            self._notify()
+            sink = self._sink
+            if sink is None:
+                self._notify()
+            else:  # `_notify`'s push inline: a streamed chunk's one call less
+                while sink() and (self._chunks or self.complete or self._error is not None):
+                    pass
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -269,10 +274,12 @@ class Connection(asyncio.Protocol):
                 self._transport.resume_reading()
         return chunk
 
-    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+    def on_arrival(self, sink: Callable[[], object] | None) -> None:
         """Call `sink` (never raising) at each arrival of the answer (bytes, its end, its
         failure: once per socket read) instead of waking an awaited future; None: back to
-        futures. A relay pushed this way takes and writes in the connection's own callback."""
+        futures. A relay pushed this way takes and writes in the connection's own callback. A
+        sink that returns a true value took once and is called again at once while anything is
+        left to take; one that returns a false value hears of the next arrival."""
         self._sink = sink
 
     def fail(self, error: BaseException) -> None:
@@ -332,7 +339,11 @@ class Connection(asyncio.Protocol):
     def _notify(self) -> None:
         sink = self._sink
         if sink is not None:
-            sink()
+            # called again at once while it took and something is left to take (more than one
+            # take's worth, the answer's end, its failure): a pushed reader takes once per call,
+            # never a second time only to find nothing in
+            while sink() and (self._chunks or self.complete or self._error is not None):
+                pass
             return
         waiter = self._waiter
         if waiter is not None:

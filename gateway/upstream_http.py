@@ -295,7 +295,7 @@ class Response:
         assert connection is not None
         return connection.take
 
-    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+    def on_arrival(self, sink: Callable[[], object] | None) -> None:
         """`sink` hears of each arrival in place of `take`'s futures (`Connection.on_arrival`)."""
         connection = self._connection
         assert connection is not None

@@ -224,7 +224,7 @@ class EventStream:
             events = [StreamError(failure.error)]
         return self._watch(self._map(events))
 
-    def on_arrival(self, sink: Callable[[], None] | None) -> None:
+    def on_arrival(self, sink: Callable[[], object] | None) -> None:
         """Have the upstream call `sink` at each arrival instead of waking the future `poll`
         handed out (`Upstream.on_arrival`): a relay then polls from there; None: back to
         futures. Nothing once the stream was released."""

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 from aiohttp.client_exceptions import ClientConnectionResetError
 from aiohttp.http_writer import StreamWriter
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from gateway.providers.base import HttpRequest
@@ -28,7 +30,7 @@ from gateway.transcript.events import (
     Finish,
 )
 from gateway.transcript.model import StopReason
-from gateway.upstream import UPSTREAM_READ_BUFFER, Timeouts, Upstream, client_session
+from gateway.upstream import MAX_STREAM_CHUNK, UPSTREAM_READ_BUFFER, Timeouts, Upstream, client_session
 from gateway.upstream_connection import Connection
 from gateway.upstream_http import Response
 from tests.routing.test_event_stream import TARGET
@@ -277,3 +279,77 @@ async def test_a_client_gone_while_pushed_raises_the_writes_error():
     with pytest.raises(ClientConnectionResetError):
         await task
     assert stack.socket.aborted, "the upstream answer abandoned: the provider stops"
+
+
+async def test_a_stall_after_a_pushed_arrival_ends_the_relay_with_the_idle_timeout():
+    # the arrival's one take found bytes and nothing more was taken: while pushed, the stream
+    # waits for the upstream all the same
+    stack = Stack(idle=0.05)
+    task = await stack.relaying()
+    stack.arrive(body(b"b\n"))
+    error = await asyncio.wait_for(task, 10)
+    assert error is not None and error.category is ErrorCategory.TIMEOUT
+    assert stack.client.text() == b"<a><b>"
+    assert stack.socket.aborted
+
+
+async def test_each_arrival_is_taken_once_and_more_than_one_takes_worth_whole():
+    stack = Stack()
+    task = await stack.relaying()
+    takes = []
+    take = stack.connection.take
+
+    def counted(n: int) -> object:
+        takes.append(n)
+        return take(n)
+
+    stack.upstream._take = counted  # noqa: SLF001 - the connection's take, as the stream holds it
+    stack.arrive(body(b"b\n"))
+    stack.arrive(body(b"c\n"))
+    assert takes == [MAX_STREAM_CHUNK] * 2, "one take an arrival: none only to find nothing in"
+    line = b"x" * 99 + b"\n"
+    big = line * (MAX_STREAM_CHUNK // len(line) + 50)  # over one take's bound, in one read
+    stack.arrive(body(big))
+    assert len(takes) == 4, "taken again at once while more was in"
+    assert stack.client.text() == b"<a><b><c>" + b"".join(b"<%b>" % line[:-1] for _ in big.splitlines())
+    stack.arrive(body(b"d\n") + END)  # the last bytes and the end in one read
+    assert await asyncio.wait_for(task, 10) is None
+    assert stack.client.text().endswith(b"<d>")
+    assert stack.connection._sink is None  # noqa: SLF001
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"b", b"cc", b"x" * 5000]), min_size=1, max_size=20),
+    st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=20),
+    st.booleans(),
+)
+def test_any_split_of_the_arrivals_reaches_the_client_whole_and_in_order(
+    lines: list[bytes], cuts: list[int], end_alone: bool
+) -> None:
+    # arrivals of one line or many (past one take's bound), the end with the last bytes or
+    # alone: each line once, in order, and the relay ends with the answer
+    async def run() -> None:
+        stack = Stack()
+        task = await stack.relaying()
+        rest = [line + b"\n" for line in lines]
+        arrivals = []
+        for cut in cuts:
+            if not rest:
+                break
+            arrivals.append(body(*rest[:cut]))
+            rest = rest[cut:]
+        if rest:
+            arrivals.append(body(*rest))
+        if end_alone:
+            arrivals.append(END)
+        else:
+            arrivals[-1] += END
+        for arrival in arrivals:
+            stack.arrive(arrival)
+            await asyncio.sleep(0)
+        assert await asyncio.wait_for(task, 10) is None
+        assert stack.client.text() == b"<a>" + b"".join(b"<%b>" % line for line in lines)
+        assert stack.connection._sink is None  # noqa: SLF001
+
+    asyncio.run(run())
