@@ -343,6 +343,12 @@ def test_ci_installs_with_a_hash_pinned_uv():
     assert not re.search(r"\.venv(-newest)?/bin/python -m pip install|^python -m pip install", script, re.M)
 
 
+def test_ci_writes_and_reuses_bytecode_whatever_the_machine_says():
+    script = (ROOT / ".ci" / "run").read_text()
+    unset = script.index("\nunset PYTHONDONTWRITEBYTECODE\n")
+    assert unset < script.index("python3 -m venv") and unset < script.index("python3 -c")
+
+
 def test_ci_installs_the_browser_beside_the_venvs_and_runs_the_ui_test_after_it():
     script = (ROOT / ".ci" / "run").read_text()
     # a background job from the start, not a step between the installs and the tests
