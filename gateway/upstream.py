@@ -239,9 +239,8 @@ class Upstream:
         The `idle` limit between chunks is a lazy watchdog rather than a timer per chunk: one timer
         per `idle` period checks the time of the last chunk. When it expires while the stream
         waits for the upstream (a future handed out and not yet followed by a take, or a sink
-        set: `on_arrival`) it fails the
-        read with the error a stall gives (the same text, metric and client event as the wait for
-        the headers)."""
+        set: `on_arrival`) it fails the read with the error a stall gives (the same text, metric
+        and client event as the wait for the headers)."""
         response = self._response
         assert response is not None
         clock = self._clock

@@ -130,12 +130,7 @@ class Connection(asyncio.Protocol):
             self._feeding = False
         if self._woken:  # every body piece of this read, or its end, told at once
             self._woken = False
-            sink = self._sink
-            if sink is None:
-                self._notify()
-            else:  # `_notify`'s push inline: a streamed chunk's one call less
-                while sink() and (self._chunks or self.complete or self._error is not None):
-                    pass
+            self._notify()
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows

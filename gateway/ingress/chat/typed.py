@@ -20,8 +20,9 @@ import msgspec
 from orjson import JSONDecodeError, loads
 
 from gateway.ingress.chat.plain import assistant_message, tool_call
+from gateway.ingress.reasoning_details import plain_blocks
 from gateway.ingress.typed_items import TypedItems
-from gateway.transcript.model import REASONING_EFFORTS, Message, Reasoning, Role, Text, ToolCall, ToolResult
+from gateway.transcript.model import REASONING_EFFORTS, Message, Role, Text, ToolCall, ToolResult
 from gateway.transcript.seal import Sealer
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
@@ -99,9 +100,9 @@ def typed_messages(
             listed = msg.tool_calls  # type: ignore[union-attr]
             if listed and len(listed) == 1:
                 # an agent's turn (454 of a cold 1,000-message turn's messages), read here where
-                # two calls a message went to `_assistant` and `plain_blocks`: one call (no
-                # duplicate id to look for), `tool_call`'s checks inline (it raises its error),
-                # its blocks never empty (`plain_end` finds nothing to refuse)
+                # a call a message went to `_assistant`: one call (no duplicate id to look for),
+                # `tool_call`'s checks inline (it raises its error), its blocks never empty
+                # (`plain_end` finds nothing to refuse)
                 call = listed[0]
                 function = call.function
                 arguments = function.arguments
@@ -113,14 +114,9 @@ def typed_messages(
                 block = ToolCall(call.id, function.name, arguments or "{}", None)
                 text = msg.content or msg.refusal or ""  # type: ignore[union-attr]
                 said = msg.reasoning_content  # type: ignore[union-attr]
-                # `plain_blocks`: the reasoning, the text, the call
                 if said:
                     reasoning = True
-                    thought = Reasoning(said, None)
-                    blocks = (thought, Text(text), block) if text else (thought, block)
-                else:
-                    blocks = (Text(text), block) if text else (block,)
-                append((Message(_ASSISTANT, blocks), 0))
+                append((Message(_ASSISTANT, plain_blocks(text, (block,), said)), 0))
                 calls = True
                 if text and text.isspace():
                     blank = True
