@@ -26,11 +26,23 @@ _JSON = st.recursive(
 )
 _SPACE = st.sampled_from(["", "", " ", "\n  ", "\t"])
 _KEYS = st.sampled_from(["model", "tools", "messages\u00e9", "n", "msgs"])
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_STYLES = st.sampled_from(["compact", "spaced", "ascii"])
+_OTHERS = st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0])
+_HELD_ITEMS = st.lists(_JSON, min_size=1, max_size=5)
+_TWICE_ITEMS = st.lists(_JSON, max_size=2)
+_FIELD_ITEMS = st.lists(_JSON, max_size=3)
+_OTHER_ITEMS = st.lists(_JSON, max_size=6)
+_MORE_ITEMS = st.lists(_JSON, min_size=1, max_size=3)
+_AT = st.integers(0, 3)
+_KINDS = st.sampled_from(["after", "after", "same", "edited", "other", "twice"])
+_EDIT_BYTES = st.sampled_from(b'0 ,"]}[{a.e')
 
 
 def _text(value: Any, draw: Any) -> str:
     """`value` as JSON text, compact, spaced out or with its keys escaped."""
-    style = draw(st.sampled_from(["compact", "spaced", "ascii"]))
+    style = draw(_STYLES)
     if style == "compact":
         return orjson.dumps(value).decode()
     if style == "spaced":
@@ -52,7 +64,7 @@ def _body(draw: Any, listed: str, others: list[tuple[str, Any]], at: int, twice:
     fields = [f'"{k}"{draw(_SPACE)}:{draw(_SPACE)}{_text(v, draw)}' for k, v in others]
     fields.insert(min(at, len(fields)), f'"messages"{draw(_SPACE)}:{draw(_SPACE)}{listed}')
     if twice:
-        fields.append(f'"messages":{draw(_list_text(draw(st.lists(_JSON, max_size=2))))}')
+        fields.append(f'"messages":{draw(_list_text(draw(_TWICE_ITEMS)))}')
     spaces = [draw(_SPACE) for _ in range(2)]
     return ("{" + spaces[0] + ("," + draw(_SPACE)).join(fields) + spaces[1] + "}").encode()
 
@@ -61,33 +73,31 @@ def _body(draw: Any, listed: str, others: list[tuple[str, Any]], at: int, twice:
 def _turns(draw: Any) -> tuple[bytes, bytes, list[Any], str]:
     """A held body and the next one: the held list's text with items after it, or the same list,
     or byte edits of it, or another list; the other fields the same or drawn again."""
-    held_items = draw(st.lists(_JSON, min_size=1, max_size=5))
+    held_items = draw(_HELD_ITEMS)
     held_list = draw(_list_text(held_items))
-    others = draw(st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0]))
-    at = draw(st.integers(0, 3))
+    others = draw(_OTHERS)
+    at = draw(_AT)
     held = draw(_body(held_list, others, at, False))
-    kind = draw(st.sampled_from(["after", "after", "same", "edited", "other", "twice"]))
+    kind = draw(_KINDS)
     if kind == "other":
-        text = draw(_list_text(draw(st.lists(_JSON, max_size=6))))
+        text = draw(_list_text(draw(_OTHER_ITEMS)))
     elif kind == "same":
         text = held_list
     else:
-        more = draw(_list_text(draw(st.lists(_JSON, min_size=1, max_size=3))))
+        more = draw(_list_text(draw(_MORE_ITEMS)))
         end = last_item_end(held_list.encode())
         text = held_list.encode()[:end].decode() + draw(_SPACE) + "," + more[1:]
     raw = draw(
         _body(
             text,
-            others
-            if draw(st.booleans())
-            else draw(st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0])),
+            others if draw(st.booleans()) else draw(_OTHERS),
             at,
             kind == "twice",
         )
     )
     if kind == "edited":
         cut = draw(st.integers(0, len(raw) - 1))
-        raw = raw[:cut] + bytes([draw(st.sampled_from(b'0 ,"]}[{a.e'))]) + raw[cut + 1 :]
+        raw = raw[:cut] + bytes([draw(_EDIT_BYTES)]) + raw[cut + 1 :]
     return held, raw, held_items, kind
 
 
@@ -157,10 +167,10 @@ def test_a_comparison_made_says_where_the_held_list_is(turn):
 
 @given(st.data())
 def test_a_fields_place_is_found_by_its_key_and_the_values_before_it(data):
-    others = data.draw(st.lists(st.tuples(_KEYS, _JSON), max_size=3, unique_by=lambda kv: kv[0]))
-    listed = data.draw(_list_text(data.draw(st.lists(_JSON, max_size=3))))
+    others = data.draw(_OTHERS)
+    listed = data.draw(_list_text(data.draw(_FIELD_ITEMS)))
     twice = data.draw(st.booleans())
-    raw = data.draw(_body(listed, others, data.draw(st.integers(0, 3)), twice))
+    raw = data.draw(_body(listed, others, data.draw(_AT), twice))
     at = field_at(raw, FIELDS.decode(raw), "messages")
     if twice:
         assert at is None  # a key given twice: the value read is not the first one's
