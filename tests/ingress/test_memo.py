@@ -61,11 +61,22 @@ texts = st.sampled_from(
     ["", " ", "Hello.", "Let me look.", "done\n", "x" * 300, "caf\u00e9 \u2603", "ok \U0001f600 " * 20]
 )
 ids = st.sampled_from(CALL_IDS)
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_CHAT_ROLES = st.sampled_from(["user", "assistant", "assistant", "tool", "system", "developer"])
+_TEXT_OR_NONE = st.one_of(st.none(), texts)
+_CALLS = st.lists(ids, max_size=2, unique=True)
+_TOOL_NAMES = st.sampled_from(["tool_0", "tool_1"])
+_TOKENS = st.sampled_from([None, "sealed", "forged"])
+_KINDS = st.sampled_from(KINDS)
+_ANTHROPIC_ROLES = st.sampled_from(["user", "user", "assistant"])
+_ONE_TO_THREE = st.integers(1, 3)
+_SIGNATURES = st.sampled_from(["", "raw-anthropic-signature", _sealed("gemini"), "gw1.Zm9yZ2Vk"])
 
 
 @st.composite
 def chat_message(draw: Any) -> dict[str, Any]:
-    role = draw(st.sampled_from(["user", "assistant", "assistant", "tool", "system", "developer"]))
+    role = draw(_CHAT_ROLES)
     if role in ("user", "system", "developer"):
         if draw(st.booleans()):
             return {"role": role, "content": draw(texts)}
@@ -75,22 +86,22 @@ def chat_message(draw: Any) -> dict[str, Any]:
         return {"role": role, "content": [part]}
     if role == "tool":
         return {"role": "tool", "tool_call_id": draw(ids), "content": draw(texts)}
-    message: dict[str, Any] = {"role": "assistant", "content": draw(st.one_of(st.none(), texts))}
-    calls = draw(st.lists(ids, max_size=2, unique=True))
+    message: dict[str, Any] = {"role": "assistant", "content": draw(_TEXT_OR_NONE)}
+    calls = draw(_CALLS)
     if calls:
         message["tool_calls"] = [
             {
                 "id": call,
                 "type": "function",
-                "function": {"name": draw(st.sampled_from(["tool_0", "tool_1"])), "arguments": '{"q": 1}'},
+                "function": {"name": draw(_TOOL_NAMES), "arguments": '{"q": 1}'},
             }
             for call in calls
         ]
     if draw(st.booleans()):
         message["reasoning_content"] = draw(texts)
-    token = draw(st.sampled_from([None, "sealed", "forged"]))
+    token = draw(_TOKENS)
     if token is not None:
-        kind = draw(st.sampled_from(KINDS))
+        kind = draw(_KINDS)
         blob = _sealed(kind) if token == "sealed" else "gw1.bm90LWEtdmFsaWQtYmxvYg"
         message["reasoning_details"] = [{"type": "reasoning.encrypted", "data": blob, "index": 0}]
     return message
@@ -98,12 +109,12 @@ def chat_message(draw: Any) -> dict[str, Any]:
 
 @st.composite
 def anthropic_message(draw: Any) -> dict[str, Any]:
-    role = draw(st.sampled_from(["user", "user", "assistant"]))
+    role = draw(_ANTHROPIC_ROLES)
     if role == "user":
         if draw(st.booleans()):
             return {"role": "user", "content": draw(texts)}
         blocks: list[dict[str, Any]] = []
-        for _ in range(draw(st.integers(1, 3))):
+        for _ in range(draw(_ONE_TO_THREE)):
             if draw(st.booleans()):
                 blocks.append({"type": "tool_result", "tool_use_id": draw(ids), "content": draw(texts)})
             else:
@@ -111,11 +122,11 @@ def anthropic_message(draw: Any) -> dict[str, Any]:
         return {"role": "user", "content": blocks}
     blocks = []
     if draw(st.booleans()):
-        signature = draw(st.sampled_from(["", "raw-anthropic-signature", _sealed("gemini"), "gw1.Zm9yZ2Vk"]))
+        signature = draw(_SIGNATURES)
         blocks.append({"type": "thinking", "thinking": draw(texts), "signature": signature})
     if draw(st.booleans()):
         blocks.append({"type": "text", "text": draw(texts) or "ok"})
-    for call in draw(st.lists(ids, max_size=2, unique=True)):
+    for call in draw(_CALLS):
         blocks.append({"type": "tool_use", "id": call, "name": "tool_0", "input": {"q": 1}})
     return {"role": "assistant", "content": blocks or draw(texts)}
 
@@ -556,6 +567,12 @@ BROKEN = [
 ]
 
 
+_SESSION_TURNS = st.integers(2, 6)
+_SESSION_STEPS = st.sampled_from(["append", "append", "edit", "truncate", "tenant", "broken", "bytes"])
+_BROKEN_MESSAGES = st.sampled_from(BROKEN)
+_BAD_BYTES = st.sampled_from([b'{"role":"user","content":"\xff"}', b'{"role":"user","content":"a",}'])
+
+
 @st.composite
 def sessions(draw: Any, message: Any) -> list[tuple[str, bytes]]:
     """The requests of agent sessions as the gateway gets them: (tenant, body bytes), turn after
@@ -564,8 +581,8 @@ def sessions(draw: Any, message: Any) -> list[tuple[str, bytes]]:
     messages = draw(st.lists(message, min_size=1, max_size=6))
     tenant = "alice"
     out = []
-    for _ in range(draw(st.integers(2, 6))):
-        step = draw(st.sampled_from(["append", "append", "edit", "truncate", "tenant", "broken", "bytes"]))
+    for _ in range(draw(_SESSION_TURNS)):
+        step = draw(_SESSION_STEPS)
         if step == "append":
             messages = [*messages, *draw(st.lists(message, min_size=1, max_size=3))]
         elif step == "edit":
@@ -577,16 +594,14 @@ def sessions(draw: Any, message: Any) -> list[tuple[str, bytes]]:
             tenant = "bob" if tenant == "alice" else "alice"
         body = {"model": "m", "max_tokens": 64, "messages": messages, "tools": TOOLS}
         if step == "broken":
-            body["messages"] = [*messages, draw(st.sampled_from(BROKEN))]
+            body["messages"] = [*messages, draw(_BROKEN_MESSAGES)]
         raw = orjson.dumps(body)
         if draw(st.booleans()):
             import json
 
             raw = json.dumps(body, indent=1).encode()
         if step == "bytes":  # a new message with bytes that are not UTF-8, or a trailing comma
-            bad = draw(
-                st.sampled_from([b'{"role":"user","content":"\xff"}', b'{"role":"user","content":"a",}'])
-            )
+            bad = draw(_BAD_BYTES)
             raw = raw[: raw.rindex(b"]")] + b"," + bad + raw[raw.rindex(b"]") :]
         out.append((tenant, raw))
     return out
