@@ -21,45 +21,63 @@ _texts = st.sampled_from(["", "hi", " ", "Step 1: look at a file"])
 _odd = st.sampled_from([None, 5, True, [], {}, [{"type": "text", "text": "part"}]])
 _ids = st.sampled_from(["call_1", "call_2", "", 7])
 _args = st.sampled_from(['{"path": "a.py"}', "", "  ", "{not json", "[1]", 5])
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_names = st.sampled_from(["tool_01", "read", 3])
+_call_types = st.sampled_from(["function", "custom", 1])
+_roles = st.sampled_from(["system", "developer", "user", "assistant", "tool", "robot", 1])
+_contents = st.one_of(_texts, _odd)
+_optional = st.one_of(_texts, st.sampled_from([None, 3]))
+_unread_keys = st.sampled_from(["name", "cache_control", "thinking_blocks", "audio"])
+_not_messages = st.sampled_from(["text", 3, None, []])
+# a value of one of these is 0 at one draw in 3, 6, 10, 20 or 30
+_one_in_3 = st.integers(0, 2)
+_one_in_6 = st.integers(0, 5)
+_one_in_10 = st.integers(0, 9)
+_one_in_20 = st.integers(0, 19)
+_one_in_30 = st.integers(0, 29)
 
 
 @st.composite
 def _call(draw: st.DrawFn) -> dict[str, Any]:
     function: dict[str, Any] = {}
     if draw(st.booleans()):
-        function["name"] = draw(st.sampled_from(["tool_01", "read", 3]))
+        function["name"] = draw(_names)
     if draw(st.booleans()):
         function["arguments"] = draw(_args)
-    if draw(st.integers(0, 9)) == 0:
+    if draw(_one_in_10) == 0:
         function["strict"] = True
     call: dict[str, Any] = {"id": draw(_ids), "function": function}
     if draw(st.booleans()):
-        call["type"] = draw(st.sampled_from(["function", "custom", 1]))
-    if draw(st.integers(0, 9)) == 0:
+        call["type"] = draw(_call_types)
+    if draw(_one_in_10) == 0:
         call["extra_content"] = {"google": {"thought_signature": "sig"}}
-    if draw(st.integers(0, 19)) == 0:
+    if draw(_one_in_20) == 0:
         del call["function"]
     return call
 
 
+_calls = st.one_of(st.lists(_call(), max_size=3), _odd)
+
+
 @st.composite
 def _message(draw: st.DrawFn) -> Any:
-    role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool", "robot", 1]))
+    role = draw(_roles)
     message: dict[str, Any] = {"role": role}
-    if draw(st.integers(0, 5)) > 0:
-        message["content"] = draw(st.one_of(_texts, _odd))
-    if role == "tool" or draw(st.integers(0, 9)) == 0:
+    if draw(_one_in_6) > 0:
+        message["content"] = draw(_contents)
+    if role == "tool" or draw(_one_in_10) == 0:
         message["tool_call_id"] = draw(_ids)
     if role == "assistant":
         if draw(st.booleans()):
-            message["tool_calls"] = draw(st.one_of(st.lists(_call(), max_size=3), _odd))
+            message["tool_calls"] = draw(_calls)
         for name in ("refusal", "reasoning_content"):
-            if draw(st.integers(0, 2)) == 0:
-                message[name] = draw(st.one_of(_texts, st.sampled_from([None, 3])))
-    if draw(st.integers(0, 9)) == 0:
-        message[draw(st.sampled_from(["name", "cache_control", "thinking_blocks", "audio"]))] = None
-    if draw(st.integers(0, 29)) == 0:
-        return draw(st.sampled_from(["text", 3, None, []]))
+            if draw(_one_in_3) == 0:
+                message[name] = draw(_optional)
+    if draw(_one_in_10) == 0:
+        message[draw(_unread_keys)] = None
+    if draw(_one_in_30) == 0:
+        return draw(_not_messages)
     return message
 
 
