@@ -64,22 +64,38 @@ metas = st.builds(
     ),
 )
 
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_two_words_at_most = st.lists(words, max_size=2)
+_item_numbers = st.integers(0, 10**6)
+_foreign_metas = st.none() | metas.filter(lambda m: m.kind != "openai_responses")
+_texts_after_meta = st.just("") | words
+_metas_or_none = st.none() | metas
+_blocks = st.lists(st.sampled_from(["reasoning", "text", "empty", "call"]), min_size=1, max_size=6)
+_call_names = st.sampled_from(["search", "apply_patch"])
+_steps = st.lists(st.sampled_from(["user", "assistant", "system"]), min_size=1, max_size=8)
+_details = st.sampled_from([None, "low", "high"])
+_filenames = st.none() | st.just("a.pdf")
+
 
 @st.composite
 def reasoning(draw: st.DrawFn) -> Reasoning:
     if draw(st.booleans()):  # OpenAI Responses' own reasoning item
-        summary = draw(st.lists(words, max_size=2))
+        summary = draw(_two_words_at_most)
         data = {
-            "id": f"rs_{draw(st.integers(0, 10**6))}",
+            "id": f"rs_{draw(_item_numbers)}",
             "encrypted_content": draw(tokens),
             "summary": summary,
         }
         return Reasoning(
             "\n\n".join(summary), Continuity("openai", "openai", "openai_responses", "gpt-5", data)
         )
-    meta = draw(st.none() | metas.filter(lambda m: m.kind != "openai_responses"))
-    text = draw(words if meta is None else st.just("") | words)
+    meta = draw(_foreign_metas)
+    text = draw(words if meta is None else _texts_after_meta)
     return Reasoning(text, meta)
+
+
+_reasoning = reasoning()
 
 
 class Ids:
@@ -97,13 +113,11 @@ def assistant(draw: st.DrawFn, ids: Ids, rich: bool) -> tuple[Message, list[Tool
     a Chat Completions message has one text, before its calls, and no custom calls."""
     blocks: list[Block] = []
     texts = 0
-    for what in draw(
-        st.lists(st.sampled_from(["reasoning", "text", "empty", "call"]), min_size=1, max_size=6)
-    ):
+    for what in draw(_blocks):
         if what == "reasoning":
-            blocks.append(draw(reasoning()))
+            blocks.append(draw(_reasoning))
         elif what == "text" and (rich or (texts == 0 and not any(type(b) is ToolCall for b in blocks))):
-            blocks.append(Text(draw(words), draw(st.none() | metas)))
+            blocks.append(Text(draw(words), draw(_metas_or_none)))
             texts += 1
         elif what == "empty" and (rich or texts == 1):
             # e.g. Gemini's signature part after the text (Chat Completions joins a message's
@@ -115,9 +129,9 @@ def assistant(draw: st.DrawFn, ids: Ids, rich: bool) -> tuple[Message, list[Tool
             blocks.append(
                 ToolCall(
                     ids(),
-                    draw(st.sampled_from(["search", "apply_patch"])),
+                    draw(_call_names),
                     arguments,
-                    draw(st.none() | metas),
+                    draw(_metas_or_none),
                     custom,
                 )
             )
@@ -130,15 +144,15 @@ def assistant(draw: st.DrawFn, ids: Ids, rich: bool) -> tuple[Message, list[Tool
 @st.composite
 def transcripts(draw: st.DrawFn, rich: bool) -> Request:
     ids = Ids()
-    system = tuple(Text(t) for t in draw(st.lists(words, max_size=2)))
+    system = tuple(Text(t) for t in draw(_two_words_at_most))
     messages: list[Message] = []
-    for step in draw(st.lists(st.sampled_from(["user", "assistant", "system"]), min_size=1, max_size=8)):
+    for step in draw(_steps):
         if step == "user" or not messages:
             parts: list[Block] = [Text(draw(words))]
             if draw(st.booleans()):
-                parts.append(Image(PNG, draw(st.sampled_from([None, "low", "high"]))))
+                parts.append(Image(PNG, draw(_details)))
             if rich and draw(st.booleans()):
-                parts.append(Document(PDF, "application/pdf", draw(st.none() | st.just("a.pdf"))))
+                parts.append(Document(PDF, "application/pdf", draw(_filenames)))
             messages.append(Message(Role.USER, tuple(parts)))
         elif step == "system":
             messages.append(Message(Role.SYSTEM, (Text(draw(words)),)))
