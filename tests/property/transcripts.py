@@ -397,39 +397,58 @@ def _issuers(strict: bool) -> tuple[str, ...]:
     return (*ISSUERS, "any_issuer") if strict else ISSUERS
 
 
+# The strategies the composites below draw from, built once: a strategy built inside a draw is
+# built and validated again at every draw; the same strategies, the same draws.
+_OPENS = st.integers(0, 4)
+_STEPS = st.lists(steps, min_size=1, max_size=14)
+_ISSUERS = {strict: st.sampled_from(_issuers(strict)) for strict in (False, True)}
+_TOOL_SETS = st.sampled_from([(), TOOLS])
+_MODES = [None, ToolChoice(ToolChoiceMode.AUTO), ToolChoice(ToolChoiceMode.NONE)]
+# the tool choices there are without tools, and with them
+_TOOL_CHOICES = {
+    False: st.sampled_from(_MODES),
+    True: st.sampled_from(
+        [*_MODES, ToolChoice(ToolChoiceMode.REQUIRED), ToolChoice(ToolChoiceMode.TOOL, "search")]
+    ),
+}
+_SYSTEMS = st.sampled_from(["", "You are terse."])
+_MAX_TOKENS = st.sampled_from([None, 512, 1024, 1025, 9000])
+_TEMPERATURES = st.sampled_from([None, 0.5])
+_EFFORTS = st.sampled_from([None, *REASONING_EFFORTS])
+
+
 @st.composite
 def requests(draw: st.DrawFn, target: Target, strict: bool) -> Request:
     builder = Builder(target, strict)
-    issuers = _issuers(strict)
-    if draw(st.integers(0, 4)):  # mostly, the conversation opens with the user's question
+    if draw(_OPENS):  # mostly, the conversation opens with the user's question
         builder.apply(("user", "What is the weather in Paris?", False))
-    for step in draw(st.lists(steps, min_size=1, max_size=14)):
+    for step in draw(_STEPS):
         if strict and step[0] == "assistant" and draw(st.booleans()):
             specs = [
-                BlockSpec(s.what, draw(st.sampled_from(issuers)), s.text, s.name, s.args, s.reuse)
-                for s in step[1]
+                BlockSpec(s.what, draw(_ISSUERS[strict]), s.text, s.name, s.args, s.reuse) for s in step[1]
             ]
             step = (step[0], specs, step[2], step[3])
         builder.apply(step)
-    tools = draw(st.sampled_from([(), TOOLS]))
-    modes = [None, ToolChoice(ToolChoiceMode.AUTO), ToolChoice(ToolChoiceMode.NONE)]
-    if tools:
-        modes += [ToolChoice(ToolChoiceMode.REQUIRED), ToolChoice(ToolChoiceMode.TOOL, "search")]
+    tools = draw(_TOOL_SETS)
     return Request(
         model="group",
         messages=tuple(builder.messages),
-        system=draw(st.sampled_from(["", "You are terse."])),
+        system=draw(_SYSTEMS),
         tools=tools,
-        tool_choice=draw(st.sampled_from(modes)),
-        max_tokens=draw(st.sampled_from([None, 512, 1024, 1025, 9000])),
-        temperature=draw(st.sampled_from([None, 0.5])),
-        reasoning_effort=draw(st.sampled_from([None, *REASONING_EFFORTS])),
+        tool_choice=draw(_TOOL_CHOICES[bool(tools)]),
+        max_tokens=draw(_MAX_TOKENS),
+        temperature=draw(_TEMPERATURES),
+        reasoning_effort=draw(_EFFORTS),
     )
 
 
 # -- transcripts already valid for the target ---------------------------------------------------
 
 clean_texts = st.sampled_from(["Checking.", "Here is the forecast.", "All done", "Ünïcødé ✓"])
+_ROUNDS = st.integers(1, 3)
+_TOOL_STEPS = st.integers(0, 2)
+_CALLS = st.lists(st.tuples(st.sampled_from(TOOL_NAMES), arguments), min_size=1, max_size=3)
+_CALL_TEXTS = st.sampled_from(["", "Let me check."])
 
 
 @st.composite
@@ -443,13 +462,13 @@ def valid_requests(draw: st.DrawFn, target: Target, needs_reasoning_on_calls: bo
     caps = get_adapter(target.kind).capabilities
     builder = Builder(target, strict=False)
     builder.images_anywhere = False
-    rounds = draw(st.integers(1, 3))
+    rounds = draw(_ROUNDS)
     for n in range(rounds):
         builder.apply(("user", draw(clean_texts), draw(st.booleans())))
-        for _ in range(draw(st.integers(0, 2))):
+        for _ in range(draw(_TOOL_STEPS)):
             reasoning = needs_reasoning_on_calls or (replays and draw(st.booleans()))
-            calls = draw(st.lists(st.tuples(st.sampled_from(TOOL_NAMES), arguments), min_size=1, max_size=3))
-            text = draw(st.sampled_from(["", "Let me check."]))
+            calls = draw(_CALLS)
+            text = draw(_CALL_TEXTS)
             builder.messages.append(builder.own_turn(reasoning, text, calls, False))
             split = draw(st.booleans()) and not (caps.merge_tool_runs or caps.merge_user_turns)
             builder.messages.extend(builder.complete(split))
