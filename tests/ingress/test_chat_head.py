@@ -48,16 +48,26 @@ _OWN: dict[str, list[Any]] = {
 }
 
 
+# The strategies `heads` draws from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_MODELS = st.sampled_from(["m", "m", "", None, 1]) | st.text(max_size=3)
+_ONE_IN_10 = st.integers(0, 9)
+_OWN_NAMES = st.lists(st.sampled_from(sorted(_OWN)), max_size=5, unique=True)
+_ONE_IN_5 = st.integers(0, 4)
+_OWN_VALUES = {name: st.sampled_from(values) for name, values in _OWN.items()}
+_ANY_VALUES = _ANY | st.floats(allow_nan=False, allow_infinity=False) | st.integers()
+
+
 @st.composite
 def heads(draw: st.DrawFn) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": draw(st.sampled_from(["m", "m", "", None, 1]) | st.text(max_size=3))}
-    if draw(st.integers(0, 9)) == 0:
+    body: dict[str, Any] = {"model": draw(_MODELS)}
+    if draw(_ONE_IN_10) == 0:
         del body["model"]
-    for name in draw(st.lists(st.sampled_from(sorted(_OWN)), max_size=5, unique=True)):
-        if draw(st.integers(0, 4)):
-            body[name] = draw(st.sampled_from(_OWN[name]))
+    for name in draw(_OWN_NAMES):
+        if draw(_ONE_IN_5):
+            body[name] = draw(_OWN_VALUES[name])
         else:
-            body[name] = draw(_ANY | st.floats(allow_nan=False, allow_infinity=False) | st.integers())
+            body[name] = draw(_ANY_VALUES)
     body["messages"] = [{"role": "user", "content": "Hi."}]
     return body
 

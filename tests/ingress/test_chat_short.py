@@ -71,10 +71,15 @@ def _outcome(body: dict[str, Any], general: bool) -> Any:
     return request, stats.ignored_tokens
 
 
+# built once, not at every draw (a strategy built in a draw is validated again each time)
+_HEADS = heads()
+_MESSAGES = st.lists(_message() | _SPECIAL, min_size=1, max_size=MIN_MESSAGES - 1)
+
+
 @st.composite
 def _bodies(draw: st.DrawFn) -> dict[str, Any]:
-    body = draw(heads())
-    body["messages"] = draw(st.lists(_message() | _SPECIAL, min_size=1, max_size=MIN_MESSAGES - 1))
+    body = draw(_HEADS)
+    body["messages"] = draw(_MESSAGES)
     tools = draw(_TOOLS)
     if tools is not None or draw(st.booleans()):
         body["tools"] = tools
