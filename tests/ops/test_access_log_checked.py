@@ -35,29 +35,41 @@ NOT_HEX = TEXT.filter(lambda value: not value or not set(value) <= set("01234567
 TS = "2026-11-27T10:03:27.525+00:00"
 
 
+# The strategies `records` draws from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_USAGES = st.none() | st.builds(Usage, *(st.integers(0, 10**9) for _ in range(5)))
+_REQUEST_IDS = MINTED | NOT_HEX
+_STATUSES = st.integers(0, 599)
+_DURATIONS = st.floats(0, 1e6)
+_TTFTS = st.none() | st.floats(0, 1e6)
+_ATTEMPTS = st.lists(st.builds(AttemptOutcome, TEXT, TEXT), max_size=3)
+_REPAIRS = st.lists(st.tuples(TEXT, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
+_IGNORED = st.integers(0, 10**6)
+_COSTS = st.none() | st.floats(0, 1e4)
+_TRACE_IDS = MINTED | st.just("")
+
+
 @st.composite
 def records(draw: st.DrawFn) -> RequestRecord:
-    usage = draw(st.none() | st.builds(Usage, *(st.integers(0, 10**9) for _ in range(5))))
+    usage = draw(_USAGES)
     return RequestRecord(
         draw(TEXT),
-        request_id=draw(MINTED | NOT_HEX),
+        request_id=draw(_REQUEST_IDS),
         session=draw(TEXT),
         model=draw(TEXT),
         provider=draw(TEXT),
         outcome=draw(TEXT),
-        status=draw(st.integers(0, 599)),
-        duration=draw(st.floats(0, 1e6)),
-        ttft=draw(st.none() | st.floats(0, 1e6)),
+        status=draw(_STATUSES),
+        duration=draw(_DURATIONS),
+        ttft=draw(_TTFTS),
         upstream_model=draw(TEXT),
-        attempts=draw(st.lists(st.builds(AttemptOutcome, TEXT, TEXT), max_size=3)),
-        repairs=draw(
-            st.lists(st.tuples(TEXT, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
-        ),
+        attempts=draw(_ATTEMPTS),
+        repairs=draw(_REPAIRS),
         usage=usage,
-        ignored_tokens=draw(st.integers(0, 10**6)),
-        cost_usd=draw(st.none() | st.floats(0, 1e4)),
+        ignored_tokens=draw(_IGNORED),
+        cost_usd=draw(_COSTS),
         key=draw(TEXT),
-        trace_id=draw(MINTED | st.just("")),
+        trace_id=draw(_TRACE_IDS),
     )
 
 

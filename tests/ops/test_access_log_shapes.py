@@ -33,30 +33,42 @@ COUNT = st.integers(min_value=0, max_value=2**63 - 1)
 ODD = COUNT | st.floats(min_value=0, max_value=1e20) | st.booleans()
 
 
+# The strategies `records` draws from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_ENDPOINTS = st.sampled_from(["chat_completions", "anthropic_messages"])
+_REQUEST_IDS = st.builds(new_request_id)
+_SESSIONS = st.sampled_from(["", "sess_1", "sess_2"])
+_OUTCOMES = st.sampled_from(["ok", "upstream_error"])
+_STATUSES = st.sampled_from([0, 200, 400, 502])
+_DURATIONS = st.floats(min_value=0, max_value=1e9, allow_nan=False)
+_TTFTS = st.none() | st.floats(min_value=0, max_value=1e6, allow_nan=False)
+_ATTEMPTS = st.lists(st.builds(AttemptOutcome, NAMES, NAMES), max_size=3)
+_REPAIRS = st.lists(st.tuples(NAMES, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
+_USAGES = st.none() | st.builds(Usage, COUNT, COUNT, COUNT, COUNT, COUNT) | st.builds(Usage, *[ODD] * 5)
+_IGNORED = st.integers(0, 10**6)
+_TRACE_IDS = st.just("") | _REQUEST_IDS
+
+
 @st.composite
 def records(draw: st.DrawFn) -> RequestRecord:
     return RequestRecord(
-        draw(st.sampled_from(["chat_completions", "anthropic_messages"])),
-        request_id=draw(st.builds(new_request_id)),
-        session=draw(st.sampled_from(["", "sess_1", "sess_2"])),
+        draw(_ENDPOINTS),
+        request_id=draw(_REQUEST_IDS),
+        session=draw(_SESSIONS),
         model=draw(NAMES),
         provider=draw(NAMES),
-        outcome=draw(st.sampled_from(["ok", "upstream_error"])),
-        status=draw(st.sampled_from([0, 200, 400, 502])),
-        duration=draw(st.floats(min_value=0, max_value=1e9, allow_nan=False)),
-        ttft=draw(st.none() | st.floats(min_value=0, max_value=1e6, allow_nan=False)),
+        outcome=draw(_OUTCOMES),
+        status=draw(_STATUSES),
+        duration=draw(_DURATIONS),
+        ttft=draw(_TTFTS),
         upstream_model=draw(NAMES),
-        attempts=draw(st.lists(st.builds(AttemptOutcome, NAMES, NAMES), max_size=3)),
-        repairs=draw(
-            st.lists(st.tuples(NAMES, st.builds(Repair, st.sampled_from(sorted(REPAIR_KINDS)))), max_size=3)
-        ),
-        usage=draw(
-            st.none() | st.builds(Usage, COUNT, COUNT, COUNT, COUNT, COUNT) | st.builds(Usage, *[ODD] * 5)
-        ),
-        ignored_tokens=draw(st.integers(0, 10**6)),
+        attempts=draw(_ATTEMPTS),
+        repairs=draw(_REPAIRS),
+        usage=draw(_USAGES),
+        ignored_tokens=draw(_IGNORED),
         cost_usd=draw(FIGURE),
         key=draw(NAMES),
-        trace_id=draw(st.just("") | st.builds(new_request_id)),
+        trace_id=draw(_TRACE_IDS),
     )
 
 
