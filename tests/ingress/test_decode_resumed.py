@@ -24,6 +24,14 @@ _SYSTEM = st.fixed_dictionaries(
         "content": st.sampled_from(["", "Be brief.", "Rules."]),
     }
 )
+# The strategies the tests draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_OPENINGS = st.lists(_SYSTEM, max_size=2)
+_MORE_TURNS = st.integers(0, 6)
+_TURNS = st.integers(2, 5)
+_CHAT_STEPS = st.sampled_from(["append", "append", "append", "edit", "back"])
+_CHAT_MESSAGE = chat_message()
+_CHAT_APPENDED = st.lists(_CHAT_MESSAGE | _SYSTEM, min_size=1, max_size=3)
 
 
 def _raw(messages: list[dict[str, Any]]) -> bytes:
@@ -36,17 +44,16 @@ def test_a_resumed_decode_is_the_decode_from_the_start(data):
     """Turns that append messages (system ones among them, empty or not: where they go depends on
     what came before), edit one or go back: each decoded through the memo (resumed where a
     turn before left off) as a decode from the start with nothing held decodes it."""
-    opening = data.draw(st.lists(_SYSTEM, max_size=2))
-    messages = [*opening, *agent_messages(20 + data.draw(st.integers(0, 6)), f"resumed{len(opening)}")]
+    opening = data.draw(_OPENINGS)
+    messages = [*opening, *agent_messages(20 + data.draw(_MORE_TURNS), f"resumed{len(opening)}")]
     memo = DecodeMemo(8 << 20)
-    for _ in range(data.draw(st.integers(2, 5))):
-        step = data.draw(st.sampled_from(["append", "append", "append", "edit", "back"]))
+    for _ in range(data.draw(_TURNS)):
+        step = data.draw(_CHAT_STEPS)
         if step == "append":
-            more = st.lists(chat_message() | _SYSTEM, min_size=1, max_size=3)
-            messages = [*messages, *data.draw(more)]
+            messages = [*messages, *data.draw(_CHAT_APPENDED)]
         elif step == "edit":
             at = data.draw(st.integers(len(opening) + 2, len(messages) - 1))
-            messages = [*messages[:at], data.draw(chat_message()), *messages[at + 1 :]]
+            messages = [*messages[:at], data.draw(_CHAT_MESSAGE), *messages[at + 1 :]]
         else:
             messages = messages[: data.draw(st.integers(len(opening) + 18, len(messages)))]
         warm = _decode(CHAT, _raw(messages), memo)
@@ -84,6 +91,10 @@ def test_an_agents_next_turns_decode_only_their_new_messages(monkeypatch):
 
 
 _PREFILL = st.sampled_from([{"role": "assistant", "content": ""}, {"role": "assistant", "content": []}])
+_MESSAGES_STEPS = st.sampled_from(["append", "append", "prefill", "edit", "back"])
+_ANTHROPIC_MESSAGE = anthropic_message()
+_MESSAGES_APPENDED = st.lists(_ANTHROPIC_MESSAGE, min_size=1, max_size=3)
+_EDITED = _ANTHROPIC_MESSAGE | _PREFILL
 
 
 def _messages_body(messages: list[dict[str, Any]]) -> bytes:
@@ -100,15 +111,15 @@ def test_a_resumed_messages_decode_is_the_decode_from_the_start(data):
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} of resumed"} for i in range(20)
     ]
     memo = DecodeMemo(8 << 20)
-    for _ in range(data.draw(st.integers(2, 5))):
-        step = data.draw(st.sampled_from(["append", "append", "prefill", "edit", "back"]))
+    for _ in range(data.draw(_TURNS)):
+        step = data.draw(_MESSAGES_STEPS)
         if step == "append":
-            messages = [*messages, *data.draw(st.lists(anthropic_message(), min_size=1, max_size=3))]
+            messages = [*messages, *data.draw(_MESSAGES_APPENDED)]
         elif step == "prefill":
             messages = [*messages, data.draw(_PREFILL)]
         elif step == "edit":
             at = data.draw(st.integers(1, len(messages) - 1))
-            messages = [*messages[:at], data.draw(anthropic_message() | _PREFILL), *messages[at + 1 :]]
+            messages = [*messages[:at], data.draw(_EDITED), *messages[at + 1 :]]
         else:
             messages = messages[: data.draw(st.integers(17, len(messages)))]
         warm = _decode(MESSAGES, _messages_body(messages), memo)

@@ -37,17 +37,30 @@ RESPONSES_TOOLS = [
     for i in range(2)
 ]
 
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_ITEM_KINDS = st.sampled_from(
+    ["user", "user", "assistant", "system", "reasoning", "call", "call", "output", "output"]
+    + ["custom", "reference", "tools", "bad"]
+)
+_SYSTEM_ROLES = st.sampled_from(["system", "developer"])
+_MESSAGE_IDS = st.sampled_from(["msg_1", "msg_2"])
+_TOKENS = st.sampled_from([None, "sealed", "forged", "native", "carrier"])
+_REASONING_IDS = st.sampled_from(["rs_1", "rs_2"])
+_SEALED_KINDS = st.sampled_from(["anthropic", "gemini"])
+_ITEM_NAMES = st.sampled_from(["tool_0", "tool_1", "read"])
+_ARGUMENTS = st.sampled_from(['{"q": 1}', "", "not json"])
+_OUTPUT_TYPES = st.sampled_from(["function_call_output", "custom_tool_call_output"])
+_REFERENCES = st.sampled_from(["msg_1", "rs_1", "msg_kept"])
+_ADDED_TOOLS = st.sampled_from(["extra", "tool_0"])
+_UNKNOWN_TYPES = st.sampled_from(["computer_call", "no_such_item"])
+
 
 @st.composite
 def responses_item(draw: Any) -> dict[str, Any]:
-    kind = draw(
-        st.sampled_from(
-            ["user", "user", "assistant", "system", "reasoning", "call", "call", "output", "output"]
-            + ["custom", "reference", "tools", "bad"]
-        )
-    )
+    kind = draw(_ITEM_KINDS)
     if kind in ("user", "system"):
-        role = "user" if kind == "user" else draw(st.sampled_from(["system", "developer"]))
+        role = "user" if kind == "user" else draw(_SYSTEM_ROLES)
         if draw(st.booleans()):
             return {"role": role, "content": draw(texts)}
         return {"type": "message", "role": role, "content": [{"type": "input_text", "text": draw(texts)}]}
@@ -58,14 +71,14 @@ def responses_item(draw: Any) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": draw(texts), "annotations": []}],
         }
         if draw(st.booleans()):
-            item["id"] = draw(st.sampled_from(["msg_1", "msg_2"]))
+            item["id"] = draw(_MESSAGE_IDS)
         return item
     if kind == "reasoning":
-        token = draw(st.sampled_from([None, "sealed", "forged", "native", "carrier"]))
+        token = draw(_TOKENS)
         item = {"type": "reasoning", "summary": [{"type": "summary_text", "text": draw(texts)}]}
-        item["id"] = draw(st.sampled_from(["rs_1", "rs_2"]))
+        item["id"] = draw(_REASONING_IDS)
         if token == "sealed":
-            item["encrypted_content"] = _sealed(draw(st.sampled_from(["anthropic", "gemini"])))
+            item["encrypted_content"] = _sealed(draw(_SEALED_KINDS))
         elif token == "forged":
             item["encrypted_content"] = "gw1.bm90LWEtdmFsaWQtYmxvYg"
         elif token == "native":
@@ -75,41 +88,47 @@ def responses_item(draw: Any) -> dict[str, Any]:
         return item
     if kind in ("call", "custom"):
         item = {"type": "function_call" if kind == "call" else "custom_tool_call", "call_id": draw(calls)}
-        item["name"] = draw(st.sampled_from(["tool_0", "tool_1", "read"]))
+        item["name"] = draw(_ITEM_NAMES)
         if draw(st.booleans()):
             item["namespace"] = "fs"
         if kind == "call":
-            item["arguments"] = draw(st.sampled_from(['{"q": 1}', "", "not json"]))
+            item["arguments"] = draw(_ARGUMENTS)
         else:
             item["input"] = draw(texts)
         return item
     if kind == "output":
-        kind = draw(st.sampled_from(["function_call_output", "custom_tool_call_output"]))
+        kind = draw(_OUTPUT_TYPES)
         return {"type": kind, "call_id": draw(calls), "output": draw(texts)}
     if kind == "reference":
-        return {"type": "item_reference", "id": draw(st.sampled_from(["msg_1", "rs_1", "msg_kept"]))}
+        return {"type": "item_reference", "id": draw(_REFERENCES)}
     if kind == "tools":
-        name = draw(st.sampled_from(["extra", "tool_0"]))  # tool_0 again: refused as a duplicate
+        name = draw(_ADDED_TOOLS)  # tool_0 again: refused as a duplicate
         return {"type": "additional_tools", "tools": [{"type": "function", "name": name}]}
-    return {"type": draw(st.sampled_from(["computer_call", "no_such_item"]))}
+    return {"type": draw(_UNKNOWN_TYPES)}
+
+
+_CONTENT_KINDS = st.sampled_from(["user", "model", "model", "response", "response", "bad"])
+_CALLED = st.lists(calls, max_size=2, unique=True)
+_TOOL_NAMES = st.sampled_from(["tool_0", "tool_1"])
+_SIGNATURES = st.sampled_from([None, "raw-signature", "sealed", "forged"])
+_RESPONSE_ROLES = st.sampled_from(["user", "function"])
+_BAD_ROLES = st.sampled_from(["system", "tool"])
 
 
 @st.composite
 def gemini_content(draw: Any) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["user", "model", "model", "response", "response", "bad"]))
+    kind = draw(_CONTENT_KINDS)
     if kind == "user":
         return {"role": "user", "parts": [{"text": draw(texts)}]}
     if kind == "model":
         parts: list[dict[str, Any]] = []
         if draw(st.booleans()):
             parts.append({"text": draw(texts), "thought": True})
-        for call in draw(st.lists(calls, max_size=2, unique=True)):
-            part: dict[str, Any] = {
-                "functionCall": {"name": draw(st.sampled_from(["tool_0", "tool_1"])), "args": {}}
-            }
+        for call in draw(_CALLED):
+            part: dict[str, Any] = {"functionCall": {"name": draw(_TOOL_NAMES), "args": {}}}
             if draw(st.booleans()):
                 part["functionCall"]["id"] = f"tool_0__{call}"
-            signature = draw(st.sampled_from([None, "raw-signature", "sealed", "forged"]))
+            signature = draw(_SIGNATURES)
             if signature == "sealed":
                 part["thoughtSignature"] = base64.b64encode(_sealed("anthropic").encode()).decode()
             elif signature == "forged":
@@ -120,16 +139,16 @@ def gemini_content(draw: Any) -> dict[str, Any]:
         return {"role": "model", "parts": parts or [{"text": draw(texts)}]}
     if kind == "response":
         response: dict[str, Any] = {
-            "name": draw(st.sampled_from(["tool_0", "tool_1"])),
+            "name": draw(_TOOL_NAMES),
             "response": {"output": "ok"},
         }
         if draw(st.booleans()):
             response["id"] = draw(calls)
         return {
-            "role": draw(st.sampled_from(["user", "function"])),
+            "role": draw(_RESPONSE_ROLES),
             "parts": [{"functionResponse": response}],
         }
-    return {"role": draw(st.sampled_from(["system", "tool"])), "parts": [{"text": "x"}]}
+    return {"role": draw(_BAD_ROLES), "parts": [{"text": "x"}]}
 
 
 def _responses_base(count: int, seed: str) -> list[dict[str, Any]]:
@@ -173,9 +192,13 @@ def _gemini_body(contents: list[dict[str, Any]]) -> bytes:
 
 
 DIALECTS = {
-    "responses": (RESPONSES, responses_item, _responses_base, _responses_body, responses_items),
-    "gemini": (GENERATE, gemini_content, _gemini_base, _gemini_body, gemini_decode),
+    "responses": (RESPONSES, responses_item(), _responses_base, _responses_body, responses_items),
+    "gemini": (GENERATE, gemini_content(), _gemini_base, _gemini_body, gemini_decode),
 }
+# what each dialect's turn appends
+_APPENDED = {dialect: st.lists(drawn[1], min_size=1, max_size=3) for dialect, drawn in DIALECTS.items()}
+_TURNS = st.integers(2, 5)
+_STEPS = st.sampled_from(["append", "append", "append", "edit", "back"])
 
 
 def _same(warm: Any, cold: Any) -> None:
@@ -193,13 +216,13 @@ def _session(data: Any, dialect: str, outbound: bool) -> None:
     long = data.draw(st.booleans())
     items = base(LONG_TRANSCRIPT + 4 if long else 20, f"{dialect}{long}")
     memo = DecodeMemo(8 << 20)
-    for _ in range(data.draw(st.integers(2, 5))):
-        step = data.draw(st.sampled_from(["append", "append", "append", "edit", "back"]))
+    for _ in range(data.draw(_TURNS)):
+        step = data.draw(_STEPS)
         if step == "append":
-            items = [*items, *data.draw(st.lists(drawn(), min_size=1, max_size=3))]
+            items = [*items, *data.draw(_APPENDED[dialect])]
         elif step == "edit":
             at = data.draw(st.integers(2, len(items) - 1))
-            items = [*items[:at], data.draw(drawn()), *items[at + 1 :]]
+            items = [*items[:at], data.draw(drawn), *items[at + 1 :]]
         else:
             items = items[: data.draw(st.integers(17, len(items)))]
         raw = body(items)
