@@ -60,35 +60,43 @@ values = st.recursive(
     max_leaves=40,
 )
 
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws.
+_FIRSTS = st.one_of(st.sampled_from(ODD_NUMBERS + ODD_STRINGS), values)
+_BETWEEN = st.lists(st.tuples(KEYS, values), max_size=3)
+
 
 @st.composite
 def shadowed(draw: st.DrawFn) -> bytes:
     """An object whose key comes twice, the value it keeps last: what the first value holds is
     read by the whole parse only (here an odd one, that orjson may refuse)."""
     key, space = draw(KEYS), draw(SPACE)
-    first = draw(st.one_of(st.sampled_from(ODD_NUMBERS + ODD_STRINGS), values))
+    first = draw(_FIRSTS)
     first = draw(st.sampled_from([first, b"[" + first + b"]", b'{"k":' + first + b"}"]))
-    between = draw(st.lists(st.tuples(KEYS, values), max_size=3))
+    between = draw(_BETWEEN)
     return _object([(key, first), *between, (key, draw(values))], space)
+
+
+_SHADOWED = shadowed()
+_BODIES = st.one_of(
+    st.builds(_object, st.lists(st.tuples(KEYS, st.one_of(values, _SHADOWED)), max_size=6), SPACE),
+    _SHADOWED,
+    st.builds(_array, st.lists(values, max_size=6), SPACE),
+    values,
+)
+_NEAR_VALID = st.integers(0, 3)
+_EDIT_BYTES = st.sampled_from([b"", b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\xff", b"0", b"e"])
+_DROPPED = st.integers(0, 1)
 
 
 @st.composite
 def documents(draw: st.DrawFn) -> bytes:
-    body = draw(
-        st.one_of(
-            st.builds(_object, st.lists(st.tuples(KEYS, st.one_of(values, shadowed())), max_size=6), SPACE),
-            shadowed(),
-            st.builds(_array, st.lists(values, max_size=6), SPACE),
-            values,
-        )
-    )
+    body = draw(_BODIES)
     body = draw(SPACE) + body + draw(SPACE)
-    if draw(st.integers(0, 3)) == 0:  # near-valid: one byte dropped, changed or added
+    if draw(_NEAR_VALID) == 0:  # near-valid: one byte dropped, changed or added
         at = draw(st.integers(0, len(body)))
-        byte = draw(
-            st.sampled_from([b"", b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\xff", b"0", b"e"])
-        )
-        body = body[:at] + byte + body[at + draw(st.integers(0, 1)) :]
+        byte = draw(_EDIT_BYTES)
+        body = body[:at] + byte + body[at + draw(_DROPPED) :]
     return body
 
 
