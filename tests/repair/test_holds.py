@@ -64,30 +64,38 @@ def _meta(target_kind: str) -> st.SearchStrategy[Continuity | None]:
     )
 
 
+# The strategies the composites draw from, built once: a strategy built inside a draw is built and
+# validated again at every draw; the same strategies, the same draws. (`_meta`'s are built per
+# block: the Continuity each holds is a block's own.)
+_CACHE = st.sampled_from([None, CACHE])
+_TEXT = st.sampled_from(["", " ", "\n", "Hello.", "Done. ", "x"])
+_USER_KINDS = ["text", "image", "document"]
+_ASSISTANT_KINDS = ["reasoning", "call", "custom_call", "server_call", "server_result", "cited"]
+_KINDS = {
+    Role.USER: st.sampled_from(_USER_KINDS),
+    Role.ASSISTANT: st.sampled_from(_USER_KINDS + _ASSISTANT_KINDS),
+    Role.TOOL: st.sampled_from(["result", "result_media"]),
+}
+_CALL_NUMBERS = st.integers(0, 3)
+
+
 @st.composite
 def _block(draw: st.DrawFn, role: Role, target_kind: str, serial: int) -> Block:
     meta = _meta(target_kind)
-    cache = st.sampled_from([None, CACHE])
-    text = st.sampled_from(["", " ", "\n", "Hello.", "Done. ", "x"])
-    kinds = ["text", "image", "document"]
-    if role is Role.ASSISTANT:
-        kinds += ["reasoning", "call", "custom_call", "server_call", "server_result", "cited"]
-    if role is Role.TOOL:
-        kinds = ["result", "result_media"]
-    kind = draw(st.sampled_from(kinds))
-    call_id = f"call_{draw(st.integers(0, 3))}"
+    kind = draw(_KINDS[role])
+    call_id = f"call_{draw(_CALL_NUMBERS)}"
     if kind == "text":
-        return Text(draw(text), draw(meta), draw(cache))
+        return Text(draw(_TEXT), draw(meta), draw(_CACHE))
     if kind == "cited":
-        return Text(draw(text), citations=(Citation("https://example.com", "t", "c", draw(meta)),))
+        return Text(draw(_TEXT), citations=(Citation("https://example.com", "t", "c", draw(meta)),))
     if kind == "image":
-        return Image("https://example.com/a.png", None, draw(cache))
+        return Image("https://example.com/a.png", None, draw(_CACHE))
     if kind == "document":
-        return Document("https://example.com/a.pdf", "application/pdf", "a", draw(cache))
+        return Document("https://example.com/a.pdf", "application/pdf", "a", draw(_CACHE))
     if kind == "reasoning":
-        return Reasoning(draw(text), draw(meta))
+        return Reasoning(draw(_TEXT), draw(meta))
     if kind in ("call", "custom_call"):
-        return ToolCall(call_id, "search", '{"q": "x"}', draw(meta), kind == "custom_call", draw(cache))
+        return ToolCall(call_id, "search", '{"q": "x"}', draw(meta), kind == "custom_call", draw(_CACHE))
     if kind == "server_call":
         return ServerToolCall(f"srv_{serial}", "web_search", '{"query": "q"}', draw(meta))
     if kind == "server_result":
@@ -95,7 +103,14 @@ def _block(draw: st.DrawFn, role: Role, target_kind: str, serial: int) -> Block:
             f"srv_{serial}", "web_search", (Source("https://example.com"),), "r", False, draw(meta)
         )
     images = (Image("https://example.com/b.png"),) if kind == "result_media" else ()
-    return ToolResult(call_id, draw(text), False, images, draw(cache))
+    return ToolResult(call_id, draw(_TEXT), False, images, draw(_CACHE))
+
+
+_MESSAGE_COUNTS = st.integers(1, 6)
+_ROLES = st.sampled_from([Role.USER, Role.USER, Role.ASSISTANT, Role.ASSISTANT, Role.TOOL, Role.SYSTEM])
+_BLOCK_COUNTS = st.integers(0, 3)
+_TOOL_BLOCK_COUNTS = st.integers(1, 3)
+_MAX_TOKENS = st.sampled_from([None, 512, 9000])
 
 
 @st.composite
@@ -104,12 +119,10 @@ def sparse_requests(draw: st.DrawFn, target: Target) -> Request:
     kind possible: blank text, empty messages, cache marks, custom calls, media, server tools,
     reasoning, continuity of several issuers, system messages in place."""
     messages = []
-    for serial in range(draw(st.integers(1, 6))):
-        role = draw(
-            st.sampled_from([Role.USER, Role.USER, Role.ASSISTANT, Role.ASSISTANT, Role.TOOL, Role.SYSTEM])
-        )
+    for serial in range(draw(_MESSAGE_COUNTS)):
+        role = draw(_ROLES)
         block_role = Role.USER if role is Role.SYSTEM else role
-        count = draw(st.integers(0 if role is not Role.TOOL else 1, 3))
+        count = draw(_TOOL_BLOCK_COUNTS if role is Role.TOOL else _BLOCK_COUNTS)
         blocks = tuple(draw(_block(block_role, target.kind, serial)) for _ in range(count))
         if role is Role.SYSTEM:
             blocks = tuple(b for b in blocks if type(b) is Text)
@@ -137,7 +150,7 @@ def sparse_requests(draw: st.DrawFn, target: Target) -> Request:
         tools=tools,
         hosted_tools=hosted,
         provider_options=options,
-        max_tokens=draw(st.sampled_from([None, 512, 9000])),
+        max_tokens=draw(_MAX_TOKENS),
     )
 
 
