@@ -125,6 +125,8 @@ class QwenCode:
                 # heap (as GEMINI_CLI_NO_RELAUNCH for Gemini CLI): each relaunch loaded and
                 # compiled the whole bundle a second time
                 "QWEN_CODE_NO_RELAUNCH": "true",
+                # its usage statistics go to Alibaba Cloud's RUM service (on by default)
+                "QWEN_USAGE_STATISTICS_ENABLED": "false",
             }
         )
         return env
@@ -135,6 +137,31 @@ class QwenCode:
             argv.append("-c")  # the most recent session of this home and working directory
         argv += ["-p", prompt, "--yolo", "-o", "json"]
         return await run_cli(argv, self.env(model), cwd)
+
+
+PLUGIN_PACKAGE = "@opencode-ai/plugin"
+
+
+def provide_plugin_package(config_dir: Path, agents: Agents) -> None:
+    """opencode's config directory with `@opencode-ai/plugin` installed, from the pinned install.
+
+    At every start opencode has its own npm (arborist, in process, in the background) add that
+    package (the API its plugins import) to each config directory, unless the directory already
+    has a node_modules and a package-lock.json naming every dependency its package.json names
+    and the plugin package (opencode's Npm.install). Without this each run asked the npm
+    registry; the package is linked from the pinned install, at the version of opencode itself.
+    """
+    version = json.loads((agents.root / "node_modules" / PLUGIN_PACKAGE / "package.json").read_bytes())[
+        "version"
+    ]
+    dependencies = {PLUGIN_PACKAGE: version}
+    (config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+    lock = {"lockfileVersion": 3, "requires": True, "packages": {"": {"dependencies": dependencies}}}
+    (config_dir / "package-lock.json").write_text(json.dumps(lock))
+    link = config_dir / "node_modules" / PLUGIN_PACKAGE
+    if not link.is_symlink():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(agents.root / "node_modules" / PLUGIN_PACKAGE, target_is_directory=True)
 
 
 @dataclass
@@ -172,6 +199,7 @@ class OpenCode:
             "small_model": f"gateway/{small_model}",
         }
         (config_dir / "opencode.json").write_text(json.dumps(config))
+        provide_plugin_package(config_dir, self.agents)
         env = _base_env(self.home)
         # nothing that reaches for the internet: update checks, the models.dev catalogue, default
         # plugins, language-server downloads, sharing, Claude Code's skills and prompts
@@ -198,6 +226,18 @@ class OpenCode:
         return await run_cli(argv, self.env(model, small_model), cwd)
 
 
+# what aider and litellm need to know of a gateway model group (aider's model metadata file)
+MODEL_METADATA = {
+    "max_input_tokens": 128000,
+    "max_output_tokens": 8192,
+    "max_tokens": 8192,
+    "input_cost_per_token": 0.0,
+    "output_cost_per_token": 0.0,
+    "litellm_provider": "openai",
+    "mode": "chat",
+}
+
+
 @dataclass
 class Aider:
     """`aider --model openai/<group>` against the Chat Completions endpoint at `base_url` (with
@@ -210,11 +250,24 @@ class Aider:
 
     async def run(self, message: str, cwd: Path, model: str, files: list[str]) -> Finished:
         env = _base_env(self.home)
-        env.update({"OPENAI_API_KEY": self.api_key, "OPENAI_API_BASE": self.base_url})
+        env.update(
+            {
+                "OPENAI_API_KEY": self.api_key,
+                "OPENAI_API_BASE": self.base_url,
+                # litellm's price list from its package, not fetched from GitHub at import
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            }
+        )
+        # the model described locally: aider looks a model it does not know up in litellm's
+        # price list, which it otherwise fetches from GitHub (and keeps a day under ~/.aider)
+        metadata = self.home / "model-metadata.json"
+        metadata.write_text(json.dumps({f"openai/{model}": MODEL_METADATA}))
         argv = [
             str(self.executable),
             "--model",
             f"openai/{model}",
+            "--model-metadata-file",
+            str(metadata),
             "--edit-format",
             "whole",
             "--no-git",

@@ -14,7 +14,8 @@ one bundled script, run with node (its package has no install script).
 
 The run helpers build an environment from scratch, never from the caller's: a temporary HOME
 (and CLAUDE_CONFIG_DIR / CODEX_HOME inside it), the base URL and key of the server under test,
-and every switch that keeps the CLIs offline, quiet and deterministic.
+and every switch that keeps the CLIs offline, quiet and deterministic; a run that reaches
+beyond loopback anyway fails (tests/clients/offline.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+from tests.clients import offline
 
 CLIENTS_DIR = Path(__file__).resolve().parent
 PACKAGE_FILES = ("package.json", "package-lock.json")
@@ -211,7 +214,9 @@ def _base_env(home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "TERM": "dumb",
         "NO_COLOR": "1",
-        "NO_PROXY": "127.0.0.1,localhost,::1",
+        # proxy, npm registry and package index at a loopback listener that fails the run when
+        # anything reaches it (tests/clients/offline.py); loopback itself is reached directly
+        **offline.guard().env(),
     }
 
 
@@ -237,6 +242,7 @@ async def run_cli(argv: Sequence[str], env: dict[str, str], cwd: Path, stdin: st
     whole process group is killed."""
     loop = asyncio.get_running_loop()
     started = loop.time()
+    mark = offline.guard().mark()
     proc = await asyncio.create_subprocess_exec(
         *argv,
         env=env,
@@ -254,6 +260,7 @@ async def run_cli(argv: Sequence[str], env: dict[str, str], cwd: Path, stdin: st
             os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
         raise
+    offline.check(mark, argv[0])
     return Finished(
         proc.returncode if proc.returncode is not None else -1,
         out.decode(errors="replace"),

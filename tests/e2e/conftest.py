@@ -17,6 +17,7 @@ from gateway.demo import DEMO_KEY_ENV, demo_config
 from gateway.metrics import Metrics
 from gateway.simulators.base import SimulatorHub
 from tests.redis_server import start_redis
+from tests.sdk_timeout import SDK_TIMEOUT
 
 
 class Stack:
@@ -27,12 +28,15 @@ class Stack:
 
     def client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
-            base_url=f"{self.url}/v1", api_key="client-key-never-forwarded", max_retries=0
+            base_url=f"{self.url}/v1",
+            api_key="client-key-never-forwarded",
+            max_retries=0,
+            timeout=SDK_TIMEOUT,
         )
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
-            base_url=self.url, api_key="client-key-never-forwarded", max_retries=0
+            base_url=self.url, api_key="client-key-never-forwarded", max_retries=0, timeout=SDK_TIMEOUT
         )
 
 

@@ -17,6 +17,7 @@ from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV, FAMILIES, TOOLS
 from gateway.metrics import Metrics
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec, free_port
+from tests.sdk_timeout import SDK_TIMEOUT
 
 KIND = {name: kind for name, kind, _, _ in FAMILIES}
 NAMES = [name for name, _, _, _ in FAMILIES]
@@ -68,7 +69,9 @@ class Gateway:
             self.runner = None
 
     def client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0)
+        return openai.AsyncOpenAI(
+            base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=SDK_TIMEOUT
+        )
 
 
 @asynccontextmanager

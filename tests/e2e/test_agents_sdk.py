@@ -12,6 +12,7 @@ from agents import Agent, Runner, function_tool, set_default_openai_client, set_
 from gateway.demo import FAMILIES
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
 from tests.e2e.gateway_stack import config_with, serve
+from tests.sdk_timeout import SDK_TIMEOUT
 
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 
@@ -35,7 +36,9 @@ async def test_agent_tool_loop_through_the_default_responses_model(name, kind):
             Reply(reasoning="Look it up.", tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]),
             Reply(text="Paris is sunny at 21C."),
         )
-        client = openai.AsyncOpenAI(base_url=gateway.v1, api_key="client-key-never-forwarded", max_retries=0)
+        client = openai.AsyncOpenAI(
+            base_url=gateway.v1, api_key="client-key-never-forwarded", max_retries=0, timeout=SDK_TIMEOUT
+        )
         set_default_openai_client(client, use_for_tracing=False)
         # a model name alone: the SDK's default provider, which speaks the Responses API
         agent = Agent(name="weather", instructions="Answer with the tool.", tools=[get_weather], model=name)

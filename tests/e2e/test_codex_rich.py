@@ -23,6 +23,7 @@ from gateway.simulators.base import Reply, SimulatorHub
 from tests.clients import node_clis
 from tests.e2e.gateway_stack import Gateway, config_with, serve
 from tests.property.transcripts import PNG
+from tests.sdk_timeout import SDK_TIMEOUT
 
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 SEARCH = {
@@ -76,7 +77,9 @@ async def hub():
 
 
 def client(gateway: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.v1, api_key="client-key-never-forwarded", max_retries=0)
+    return openai.AsyncOpenAI(
+        base_url=gateway.v1, api_key="client-key-never-forwarded", max_retries=0, timeout=SDK_TIMEOUT
+    )
 
 
 @pytest.mark.parametrize(("name", "kind"), [("claude", "anthropic"), ("gemini", "gemini")])

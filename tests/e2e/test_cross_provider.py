@@ -92,6 +92,31 @@ async def test_a_machine_stall_while_a_turn_is_recorded_loses_no_turn(hub, redis
     assert len(writes) == 2  # turn 1's record and turn 2's
 
 
+async def test_a_machine_stall_while_turn_1_connects_loses_no_turn(hub, monkeypatch):
+    """What made test_failover_moves_the_next_turn_to_another_family[sqlite-kimi-mistral] fail
+    once in CI ("the openai client timed out on turn 1"), made to happen without the wait: the
+    loop's clock jumps 6 s (the process stood still) right after the client's connect began, past
+    the SDK's default 5 s connect limit. The scenario client's limits are not shorter than that
+    (tests/sdk_timeout.py): the turn is served."""
+    loop = asyncio.get_running_loop()
+    connect, clock = loop.create_connection, loop.time
+    stalled = []
+
+    async def stall_after_the_connect_began(*args, **kwargs):
+        if not stalled:
+            stalled.append(clock())
+            monkeypatch.setattr(loop, "time", lambda: clock() + 6.0)
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "create_connection", stall_after_the_connect_began)
+    hub.states[KIND["kimi"]].push(calls_reply("Paris"))
+    async with running(hub, {"backend": "memory"}) as gw:
+        message, finish, headers = await turn(gw.client(), "fo.kimi.mistral", list(START))
+    assert stalled, "turn 1 connected"
+    assert (finish, headers["x-gateway-provider"]) == ("tool_calls", "kimi")
+    no_rejections(hub)
+
+
 @pytest.mark.parametrize("a,b", PAIRS)
 async def test_round_robin_alternates_families_without_rejections(hub, store, a, b):
     hub.states[KIND[a]].push(calls_reply("Paris"), text_reply())

@@ -15,6 +15,7 @@ import pytest
 
 from gateway.simulators.base import Reply, SimulatorHub, ToolCallSpec
 from tests.e2e.gateway_stack import Gateway, config_with, serve
+from tests.sdk_timeout import SDK_TIMEOUT
 
 TOOLS = [
     {
@@ -35,7 +36,7 @@ FIRST = Reply(
 
 
 def client(gateway: Gateway, key: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.v1, api_key=key, max_retries=0)
+    return openai.AsyncOpenAI(base_url=gateway.v1, api_key=key, max_retries=0, timeout=SDK_TIMEOUT)
 
 
 async def create(sdk: openai.AsyncOpenAI, stream: bool, **options: Any) -> Any:

@@ -13,6 +13,7 @@ import pytest
 from gateway.demo import FAMILIES
 from gateway.simulators.base import Fault, Reply, SimulatorHub, ToolCallSpec
 from tests.e2e.gateway_stack import Gateway, config_with, serve
+from tests.sdk_timeout import SDK_TIMEOUT
 
 FAMILY = [pytest.param(name, kind, id=kind) for name, kind, _, _ in FAMILIES]
 # families whose simulator verifies a replayed continuity token (signature / encrypted reasoning)
@@ -52,7 +53,9 @@ async def gateway(hub):
 
 
 def client(gateway: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.v1, api_key="client-key-never-forwarded", max_retries=0)
+    return openai.AsyncOpenAI(
+        base_url=gateway.v1, api_key="client-key-never-forwarded", max_retries=0, timeout=SDK_TIMEOUT
+    )
 
 
 def first_turn() -> Reply:
@@ -158,8 +161,8 @@ async def test_an_answer_kept_for_one_tenant_is_not_found_by_another(hub):
     config = config_with(hub, auth={"tokens_env": ["TOKEN_A", "TOKEN_B"]})
     async with serve(hub, config, {"TOKEN_A": "token-a", "TOKEN_B": "token-b"}) as gateway:
         hub.states["anthropic"].push(Reply(text="Hi A."))
-        a = openai.AsyncOpenAI(base_url=gateway.v1, api_key="token-a", max_retries=0)
-        b = openai.AsyncOpenAI(base_url=gateway.v1, api_key="token-b", max_retries=0)
+        a = openai.AsyncOpenAI(base_url=gateway.v1, api_key="token-a", max_retries=0, timeout=SDK_TIMEOUT)
+        b = openai.AsyncOpenAI(base_url=gateway.v1, api_key="token-b", max_retries=0, timeout=SDK_TIMEOUT)
         kept = await a.responses.create(model="claude", input="hello")
         with pytest.raises(openai.BadRequestError) as caught:
             await b.responses.create(model="claude", previous_response_id=kept.id, input="and?")

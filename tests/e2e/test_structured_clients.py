@@ -20,6 +20,7 @@ from gateway.config import config_from_dict
 from gateway.demo import DEMO_KEY_ENV, FAMILIES, demo_config
 from gateway.metrics import Metrics
 from gateway.simulators.base import Reply, SimulatorHub
+from tests.sdk_timeout import SDK_TIMEOUT
 
 # (model group, provider kind, how the provider was asked): the demo families, plus an Anthropic
 # model without native JSON outputs (forced answer tool, thinking off) and a Kimi model with them
@@ -50,7 +51,9 @@ class Stack:
         self.clients: list[openai.AsyncOpenAI] = []
 
     def client(self) -> openai.AsyncOpenAI:
-        client = openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0)
+        client = openai.AsyncOpenAI(
+            base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=SDK_TIMEOUT
+        )
         self.clients.append(client)
         return client
 
@@ -135,7 +138,9 @@ async def test_langchain_with_structured_output(stack, name, kind):
     from langchain_openai import ChatOpenAI
 
     script(stack, kind)
-    llm = ChatOpenAI(base_url=f"{stack.url}/v1", api_key="unused", model=name, max_retries=0)
+    llm = ChatOpenAI(
+        base_url=f"{stack.url}/v1", api_key="unused", model=name, max_retries=0, timeout=SDK_TIMEOUT
+    )
     result = await llm.with_structured_output(Weather).ainvoke(PROMPT)
     assert result == Weather(**WEATHER)
     check_upstream_format(name, kind, last_body(stack, kind))

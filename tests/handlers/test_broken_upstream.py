@@ -10,6 +10,7 @@ from aiohttp import web
 from gateway.app import create_app
 from gateway.config import config_from_dict
 from gateway.simulators.base import free_port
+from tests.sdk_timeout import SDK_TIMEOUT
 
 CHUNKS = [
     b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}\n\n',
@@ -86,7 +87,9 @@ async def gateway():
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", gw_port).start()
     try:
-        yield openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{gw_port}/v1", api_key="x", max_retries=0)
+        yield openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{gw_port}/v1", api_key="x", max_retries=0, timeout=SDK_TIMEOUT
+        )
     finally:
         await runner.cleanup()
         await up_runner.cleanup()

@@ -26,6 +26,7 @@ from gateway.state import GatewayState
 from gateway.transcript.events import BlockDelta, BlockKind, BlockStart, Event, StreamError
 from gateway.transcript.model import Message, Request, Role, Text
 from gateway.upstream import client_session
+from tests.sdk_timeout import SDK_TIMEOUT
 
 KEY_ENV = "ROUTING_TEST_KEY"
 KIND = {name: kind for name, kind, _, _ in FAMILIES}
@@ -181,7 +182,9 @@ class Stack:
 
     def client(self) -> openai.AsyncOpenAI:
         """An SDK client (closed with the stack) that does not retry by itself."""
-        client = openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0)
+        client = openai.AsyncOpenAI(
+            base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=SDK_TIMEOUT
+        )
         self._clients.append(client)
         return client
 
