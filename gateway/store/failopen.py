@@ -1,7 +1,8 @@
 """Fail-open wrapper: a store outage costs continuity (a miss), never a request.
 
-Every operation that can wait is bounded by a timeout, every failure becomes a miss or a no-op, and every outcome
-is reported once to `on_op(backend, op, outcome)` (the `gateway_store_operations_total` counter).
+Every operation that can wait is bounded by a timeout, every failure becomes a miss or a no-op,
+and every outcome is reported once to `on_op(backend, op, outcome)` (the
+`gateway_store_operations_total` counter).
 After a failure the wrapper can skip the backend for a short back-off, so a dead remote store does
 not add its connect timeout to every request.
 

@@ -49,9 +49,8 @@ def test_a_draw_maps_its_kept_bytes_in_order_and_draws_again_when_too_few(draws)
         minted = mint_tool_call_id()
     finally:
         secrets.token_bytes = original  # type: ignore[assignment]
-    for count, draw in enumerate([*draws, bytes(answer._DRAWN)], 1):
-        kept = [b for b in draw if b < 248]
-        if len(kept) >= 24:
-            break
-    assert len(calls) == count
-    assert minted == "call_" + "".join(_ALPHABET[b % 62] for b in kept[:24])
+    # the first draw keeping 24 bytes or more names the id, by its first 24 kept bytes
+    kept_each = [[b for b in draw if b < 248] for draw in [*draws, bytes(answer._DRAWN)]]
+    enough = next(at for at, kept in enumerate(kept_each) if len(kept) >= 24)
+    assert len(calls) == enough + 1
+    assert minted == "call_" + "".join(_ALPHABET[b % 62] for b in kept_each[enough][:24])
