@@ -7,6 +7,10 @@ aiohttp ships no client-side SSE decoder; the framing rules (WHATWG event-stream
 
 from __future__ import annotations
 
+# `find`, not `in`, searches a chunk: `bytes.__contains__` tries its operand as a byte value first
+# and formats the TypeError a bytes operand raises before it searches (~1.9k instructions, more
+# than the rest of a chunk's framing)
+
 DEFAULT_MAX_LINE = 4 * 1024 * 1024
 # one event may be split over many data lines: bound the event as a whole too
 DEFAULT_MAX_EVENT = 16 * 1024 * 1024
@@ -40,7 +44,7 @@ class SSEParser:
             and not self._data
             and not self._event
             and chunk.find(b"\n", 6) == end
-            and b"\r" not in chunk
+            and chunk.find(b"\r") < 0
             and end <= self._max_line
             and end - 6 <= self._max_event
         ):
@@ -59,12 +63,12 @@ class SSEParser:
             if whole is not None:
                 return [(name, data.decode("utf-8", "replace")) for name, data in whole]
         buf = self._buf + chunk if self._buf else chunk
-        if b"\n" not in buf and b"\r" not in buf:
+        if buf.find(b"\n") < 0 and buf.find(b"\r") < 0:
             if len(buf) > self._max_line:
                 raise SSELineTooLong(f"SSE line longer than {self._max_line} bytes")
             self._buf = buf
             return []
-        if b"\r" in buf:
+        if buf.find(b"\r") >= 0:
             # a lone trailing \r may be the first half of \r\n: keep it for the next chunk
             keep_cr = buf.endswith(b"\r")
             if keep_cr:
@@ -92,7 +96,7 @@ class SSEParser:
         (`SSEStreamDecoder.on_data`) takes a chunk of several events (a stream's first read: its
         opening and first content; its last: the finish, the usage and [DONE]) without the UTF-8
         decode of each."""
-        if not chunk.endswith(b"\n\n") or b"\r" in chunk or self._buf or self._data or self._event:
+        if not chunk.endswith(b"\n\n") or chunk.find(b"\r") >= 0 or self._buf or self._data or self._event:
             return None
         max_line, max_event = self._max_line, self._max_event
         out: list[tuple[str, bytes]] = []

@@ -1,7 +1,8 @@
 """Fail-open wrapper: a store outage costs continuity (a miss), never a request.
 
-Every operation is bounded by a timeout, every failure becomes a miss or a no-op, and every outcome
-is reported once to `on_op(backend, op, outcome)` (the `gateway_store_operations_total` counter).
+Every operation that can wait is bounded by a timeout, every failure becomes a miss or a no-op,
+and every outcome is reported once to `on_op(backend, op, outcome)` (the
+`gateway_store_operations_total` counter).
 After a failure the wrapper can skip the backend for a short back-off, so a dead remote store does
 not add its connect timeout to every request.
 
@@ -68,6 +69,8 @@ class FailOpenStore:
         self._close_timeout = close_timeout_seconds
         self.backoff_seconds = backoff_seconds
         self._clock = clock
+        # a backend that never suspends (MemoryStore) needs no bound: its timer could never fire
+        self._bounded: bool = getattr(inner, "waits", True)
         self._retry_at = 0.0  # clock value before which get/put are skipped
         # key -> (value, tenant) of writes that failed, oldest first; `_queued_bytes` counts values
         self._queue: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
@@ -137,7 +140,10 @@ class FailOpenStore:
                 raise StoreUnavailable(f"the {self.backend} store is backing off after a failure")
             return [None] * len(keys)
         try:
-            async with LoopTimeBound(self._op_timeout):
+            if self._bounded:
+                async with LoopTimeBound(self._op_timeout):
+                    values = await self.inner.get_many(keys)
+            else:
                 values = await self.inner.get_many(keys)
             if len(values) != len(keys):
                 raise ValueError(f"backend returned {len(values)} values for {len(keys)} keys")
@@ -159,7 +165,10 @@ class FailOpenStore:
             self._enqueue(keys, value, tenant)
             return
         try:
-            async with LoopTimeBound(self._op_timeout):
+            if self._bounded:
+                async with LoopTimeBound(self._op_timeout):
+                    evicted = await self.inner.put(keys, value, tenant=tenant)
+            else:
                 evicted = await self.inner.put(keys, value, tenant=tenant)
         except Exception as exc:
             self._report("put", self._failed("put", exc))

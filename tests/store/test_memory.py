@@ -121,3 +121,25 @@ async def test_lookups_answered_from_the_entries_dict_match_the_cache_s_own(cloc
         await store.put(["g"], b"4")
     assert fast.get_many(["c", "d", "g", "x"]) == slow.get_many(["c", "d", "g", "x"])
     assert list(fast) == list(slow)
+
+
+def test_its_operations_never_suspend_so_the_fail_open_wrapper_arms_no_timer(clock: FakeClock) -> None:
+    """What lets FailOpenStore skip its time bound for this store (`waits = False`): a get or a
+    put, several tenants' and an eviction's included, completes at its coroutine's first step,
+    so no timer could fire while it runs."""
+    from gateway.store.failopen import FailOpenStore
+
+    store = MemoryStore(ttl_seconds=3600, max_entries=2, clock=clock)
+    assert store.waits is False
+
+    def at_once(coroutine):  # type: ignore[no-untyped-def]
+        with pytest.raises(StopIteration) as done:
+            coroutine.send(None)
+        return done.value.value
+
+    assert at_once(store.put(["a", "b", "c"], b"v")) == 1
+    assert at_once(store.put(["t"], b"w", tenant="other")) == 1
+    assert at_once(store.get_many(["a", "b", "c", "t"])) == [None, None, b"v", b"w"]
+    wrapped = FailOpenStore(store)
+    assert at_once(wrapped.put(["d"], b"x")) is None  # no LoopTimeBound: it needs a running loop
+    assert at_once(wrapped.get_many(["d", "c"])) == [b"x", None]
