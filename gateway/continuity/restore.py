@@ -162,6 +162,11 @@ def restore(
     been rewritten since the last turn), each compared with the one held (C speed) before the
     held outcome stands for its message."""
     if not any(records.values()):  # nothing recorded (a conversation the gateway has not served)
+        if keys is not None:
+            # held as the walk's outcome: the conversation's next turn, whose last answer is its
+            # first record, walks only what follows (a 1,000-message warm turn: ~0.15 ms less)
+            context = (session, tenant)
+            _RESTORED.hold(request.messages, context, ((None,) * len(keys), request.messages, (), False))
         return request, []
     if keys is None:
         keys = message_keys(request, session, tenant)
