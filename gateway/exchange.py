@@ -93,6 +93,9 @@ class Exchange:
     ttft: float | None = None
     usage: Usage | None = None
     kept: chain.Kept | None = None  # the kept conversation this request continues
+    # the assistant turns of the routed request (the position its answer takes), counted by
+    # restore's keys: not walked again over a long transcript's messages when the answer is recorded
+    assistants: int = 0
     turn: AssistantTurn | None = None  # the answer, once it completed
     key: str = ""  # the named client key (gateway/limits.py)
     key_refusal: str = ""
@@ -436,26 +439,28 @@ async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> R
 
 
 async def _restore(exchange: Exchange, request: Request) -> Request:
-    request, repairs = await restore_recorded(exchange.state, request, exchange.session, exchange.tenant)
+    state, session, tenant = exchange.state, exchange.session, exchange.tenant
+    request, repairs, exchange.assistants = await restore_recorded(state, request, session, tenant)
     exchange.restored = repairs
     return request
 
 
 async def restore_recorded(
     state: GatewayState, request: Request, session: str, tenant: str
-) -> tuple[Request, tuple[Repair, ...]]:
-    """Recorded turns (with their continuity tokens) back in place of the client's copies. Reads
-    only: the inspector's preview runs it too."""
-    keys, distinct = keyed(request, session, tenant)
+) -> tuple[Request, tuple[Repair, ...], int]:
+    """Recorded turns (with their continuity tokens) back in place of the client's copies, and
+    how many assistant turns the request holds (a restored turn replaces the client's copy: the
+    position its answer takes). Reads only: the inspector's preview runs it too."""
+    keys, distinct = keyed(request, session, tenant)  # a key per assistant turn
     if not distinct:
-        return request, ()
+        return request, (), len(keys)
     wanted = list(distinct)
     records: dict[str, bytes | None] = dict(state.recorder.pending(wanted))
     missing = [k for k in wanted if k not in records] if records else wanted
     if missing:
         records.update(zip(missing, await state.store.get_many(missing), strict=True))
     request, repairs = restore(request, records, session, tenant, keys)
-    return request, tuple(repairs)
+    return request, tuple(repairs), len(keys)
 
 
 def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:

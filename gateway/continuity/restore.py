@@ -76,21 +76,6 @@ def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
     return list(keyed(request, session, tenant)[1])
 
 
-# a conversation's assistant turns so far: its next turn counts only the new messages'
-_ASSISTANTS_SO_FAR = Resumable()
-
-
-def answer_position(request: Request) -> int:
-    """The position the answer to `request` takes among the conversation's assistant turns."""
-    messages = request.messages
-    done, held = _ASSISTANTS_SO_FAR.find(messages, None)
-    position = list(map(_ROLE, messages[done:] if done else messages)).count(_ASSISTANT)
-    if held is not None:
-        position += held
-    _ASSISTANTS_SO_FAR.hold(messages, None, position)
-    return position
-
-
 def _arguments(raw: str) -> str:
     try:
         return orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS).decode()
