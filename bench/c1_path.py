@@ -82,6 +82,11 @@ class _MarkedTransport:
         self._transport.write(data)
         mark("up_end")
 
+    def writelines(self, data: Any) -> None:  # a large body beside its head
+        mark("up")
+        self._transport.writelines(data)
+        mark("up_end")
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 

@@ -71,6 +71,10 @@ def _median(values: Sequence[float]) -> float:
     return percentile(values, 50)
 
 
+def _mean_us(nanoseconds: Sequence[int]) -> float:
+    return round(sum(nanoseconds) / len(nanoseconds) / 1000, 1) if nanoseconds else math.nan
+
+
 def _quantiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": ms(percentile(values, 50)), "p99": ms(percentile(values, 99))}
 
@@ -329,22 +333,34 @@ class Bench:
 
             async def measure(path: Path, size: int = size, reps: int = reps) -> dict[str, list[float]]:
                 cold, warm = [], []
+                # the gateway's CPU per cold and per warm turn (the round's CPU per request mixes
+                # both): read before each turn's write, once the next body is built, so a turn's
+                # figure holds what it left for after its answer (its bookkeeping) too
+                gateway = self.gateways[path.name]() if path.name != DIRECT else []
+                cpu: dict[str, list[int]] = {"cold": [], "warm": []}
                 async with load.client(path, 1) as http:
+                    used = rig.cpu_ns(gateway)
                     for rep in range(reps):
                         seed = f"{path.name[:3]}{size}x{rep}x{time.monotonic_ns() % 10**9}"
                         messages = workloads.agent_messages(size, seed)
                         first = workloads.agent_body("stub-tool", messages, tool_defs)
+                        before, used = used, rig.cpu_ns(gateway)
+                        if rep:
+                            cpu["warm"].append(used - before)
                         took, answer = await load.agent_turn(path, http, first)
                         if answer is None:
                             continue
                         cold.append(took)
                         turn = workloads.next_turn(messages, answer, seed)
-                        took, answer = await load.agent_turn(
-                            path, http, workloads.agent_body("stub-tool", turn, tool_defs)
-                        )
+                        body = workloads.agent_body("stub-tool", turn, tool_defs)
+                        before, used = used, rig.cpu_ns(gateway)
+                        cpu["cold"].append(used - before)
+                        took, answer = await load.agent_turn(path, http, body)
                         if answer is not None:
                             warm.append(took)
-                return {"cold": cold, "warm": warm}
+                    await asyncio.sleep(0.05)  # the last turn's bookkeeping
+                    cpu["warm"].append(rig.cpu_ns(gateway) - used)
+                return {"cold": cold, "warm": warm, "cpu_cold": cpu["cold"], "cpu_warm": cpu["warm"]}
 
             runs, extra = await self.interleaved(2, measure, lambda r: len(r["cold"]) + len(r["warm"]))
             entry: dict[str, Any] = {"repetitions": reps * 2}
@@ -357,6 +373,12 @@ class Bench:
                     "added_us_per_message": {n: round(a * 1000 / size, 2) for n, a in added.items()},
                     "above_floor_p50_ms": {n: round(p50[n] - p50[self.floor], 3) for n in self.above},
                 }
+                cpu = {n: _mean_us([ns for r in runs[n] for ns in r[f"cpu_{kind}"]]) for n in self.variants}
+                entry[kind]["gateway_cpu_us_per_request"] = cpu
+                if self.floor:
+                    entry[kind]["above_floor_cpu_us_per_request"] = {
+                        n: round(cpu[n] - cpu[self.floor], 1) for n in self.above
+                    }
             sizes[str(size)] = {**entry, **extra}
         out: dict[str, Any] = {"sizes": sizes}
         largest, base = max(self.s.sweep), 1000 if 1000 in self.s.sweep else min(self.s.sweep)

@@ -183,6 +183,23 @@ def _cpu_lines(name: str, figure: dict[str, Any], variants: list[str]) -> list[s
     return lines
 
 
+def _turn_cpu_lines(name: str, entry: dict[str, Any], variants: list[str]) -> list[str]:
+    """The gateway's CPU per cold and per warm turn (the line above is their mean), each with
+    its own cost above the floor's: what to set beside that turn's latency above the floor."""
+    if "gateway_cpu_us_per_request" not in entry["cold"]:  # a run from before they were kept
+        return []
+    lines = []
+    for variant in variants:
+        parts = []
+        for kind in ("cold", "warm"):
+            cpu = entry[kind]["gateway_cpu_us_per_request"][variant]
+            above = entry[kind].get("above_floor_cpu_us_per_request", {}).get(variant)
+            parts.append(f"{kind} {cpu:,.0f}" + (f" (floor +{above:,.0f})" if above is not None else ""))
+        who = f" [{variant}]" if len(variants) > 1 else ""
+        lines.append(f"  {name + who:<24} gateway CPU per turn: {', '.join(parts)} us")
+    return lines
+
+
 def _rig_cpu(figure: dict[str, Any], path: str, unit: str) -> str:
     """The stub's and the load generator's CPU per unit while `path` was measured (runs from
     before the rig's figure was kept have none)."""
@@ -235,6 +252,7 @@ def table(results: dict[str, Any]) -> str:
         if name == "sweep":
             for size, entry in fig["sizes"].items():
                 lines += _cpu_lines(f"sweep {size}", entry, variants)
+                lines += _turn_cpu_lines(f"sweep {size}", entry, variants)
         else:
             lines += _cpu_lines(name, fig, variants)
     errors = _errors(figures, variants)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.continuity.recorder import carries_continuity
-from gateway.continuity.restore import answer_position
 from gateway.ingress.base import Inbound, StreamEncoder
 from gateway.ingress.errors import ClientError
 from gateway.ingress.ndjson import NdjsonEncoder, accepts_ndjson
@@ -39,11 +38,13 @@ async def record_turn(exchange: Exchange, inbound: Inbound, request: Request, tu
     the moment it has the last byte, on another connection)."""
     state, tenant = exchange.state, exchange.tenant
     # awaited: in this process a write in flight is read from `pending`, but another replica or
-    # worker sharing the store reads the store itself. A turn with nothing to record (plain
-    # text from a family that issues no continuity) is not placed in its conversation either
+    # worker sharing the store reads the store itself (a store only this process reads is not
+    # waited for: `Recorder.local`). A turn with nothing to record (plain text from a family
+    # that issues no continuity) is not placed in its conversation either
     if carries_continuity(turn.blocks):
-        position = answer_position(request)
-        written = state.recorder.record(turn.blocks, exchange.session, position, tenant)
+        recorder = state.recorder
+        position = exchange.assistants  # the answer's place among the conversation's assistant turns
+        written = recorder.record(turn.blocks, exchange.session, position, tenant, not recorder.local)
         if written is not None:
             await written
     if inbound.keep:  # awaited: the client may continue it the moment it has the answer's end

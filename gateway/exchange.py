@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from gateway import books
 from gateway.access_log import session_hash
 from gateway.answering import answer_stream, answer_whole
 from gateway.continuity import chain
@@ -92,6 +93,9 @@ class Exchange:
     ttft: float | None = None
     usage: Usage | None = None
     kept: chain.Kept | None = None  # the kept conversation this request continues
+    # the assistant turns of the routed request (the position its answer takes), counted by
+    # restore's keys: not walked again over a long transcript's messages when the answer is recorded
+    assistants: int = 0
     turn: AssistantTurn | None = None  # the answer, once it completed
     key: str = ""  # the named client key (gateway/limits.py)
     key_refusal: str = ""
@@ -99,6 +103,11 @@ class Exchange:
     cost_usd: float | None = None  # what the answer cost, once accounted for (GatewayState.observe)
     # what the inspector keeps of it (gateway/inspector): references to what the request made anyway
     raw: bytes = b""  # the body as received
+    # a large body as parsed, unused once decoded: held so that it is freed with the exchange by
+    # its bookkeeping (in the loop's next pass, after the answer's write: gateway/books.py), not
+    # on the answer's way as `_run` returns (a cold 1,000-message body's parse takes ~0.2-0.4 ms
+    # to free: bench/cold_path.py); a smaller one, whose bookkeeping may be held, goes at once
+    parsed: Any = None
     received: Request | None = None  # the client's transcript, decoded (kept history prepended)
     routed: Request | None = None  # ... with recorded continuity restored: what was routed
     error: str = ""  # the client's error message, or the stream's
@@ -190,6 +199,8 @@ async def _run(exchange: Exchange) -> web.StreamResponse:
         values = await values_within_budget(raw, state.config.server, held)
         exchange.offload = offload = Offload() if offloads(values, len(raw)) else None
         body, items = await _parse(exchange, raw, values, held)
+        if len(raw) >= books.LARGE_BODY:
+            exchange.parsed = body
     decode = exchange.codec.decode
     if offload is not None:
         inbound = await offload.run(
@@ -428,26 +439,28 @@ async def _continue(exchange: Exchange, inbound: Inbound, request: Request) -> R
 
 
 async def _restore(exchange: Exchange, request: Request) -> Request:
-    request, repairs = await restore_recorded(exchange.state, request, exchange.session, exchange.tenant)
+    state, session, tenant = exchange.state, exchange.session, exchange.tenant
+    request, repairs, exchange.assistants = await restore_recorded(state, request, session, tenant)
     exchange.restored = repairs
     return request
 
 
 async def restore_recorded(
     state: GatewayState, request: Request, session: str, tenant: str
-) -> tuple[Request, tuple[Repair, ...]]:
-    """Recorded turns (with their continuity tokens) back in place of the client's copies. Reads
-    only: the inspector's preview runs it too."""
-    keys, distinct = keyed(request, session, tenant)
+) -> tuple[Request, tuple[Repair, ...], int]:
+    """Recorded turns (with their continuity tokens) back in place of the client's copies, and
+    how many assistant turns the request holds (a restored turn replaces the client's copy: the
+    position its answer takes). Reads only: the inspector's preview runs it too."""
+    keys, distinct = keyed(request, session, tenant)  # a key per assistant turn
     if not distinct:
-        return request, ()
+        return request, (), len(keys)
     wanted = list(distinct)
     records: dict[str, bytes | None] = dict(state.recorder.pending(wanted))
     missing = [k for k in wanted if k not in records] if records else wanted
     if missing:
         records.update(zip(missing, await state.store.get_many(missing), strict=True))
     request, repairs = restore(request, records, session, tenant, keys)
-    return request, tuple(repairs)
+    return request, tuple(repairs), len(keys)
 
 
 def _headers(exchange: Exchange, answer: Answer) -> dict[str, str]:

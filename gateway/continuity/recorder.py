@@ -1,6 +1,8 @@
 """Record answered turns: the exchange awaits a turn's write before the client gets the answer's
 end (another replica or worker may serve the client's next turn), never before its first bytes;
-shutdown waits (bounded) for the writes still in flight.
+shutdown waits (bounded) for the writes still in flight. A store only this process reads (the
+memory store: one process by config) is not waited for (`local`): `pending` has the turn for this
+process's reads until the write lands.
 
 A client may send its next turn before the store write of the previous answer has landed (an
 agent loop answers a tool call in milliseconds; a redis round trip may take longer). Writes in
@@ -32,18 +34,26 @@ def carries_continuity(blocks: list[Block]) -> bool:
 class Recorder:
     def __init__(self, store: FailOpenStore) -> None:
         self._store = store
+        # only this process reads the store: an answer need not wait for its turn's write (on
+        # loopback, the write's task and the shield cost a 1,000-message turn's answer ~0.1-0.16
+        # ms of its latency: bench/cold_path.py)
+        self.local = store.backend == "memory"
         self._pending: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, bytes] = {}  # key -> record, until its write finished
 
     def record(
-        self, blocks: list[Block], session: str, position: int, tenant: str = ""
+        self, blocks: list[Block], session: str, position: int, tenant: str = "", wait: bool = True
     ) -> asyncio.Future[None] | None:
         """The turn's write (`write`), or None when it carries nothing to record. A caller that
-        awaits it knows every process sharing the store can read the turn."""
+        awaits it knows every process sharing the store can read the turn. `wait` False: written
+        in the background (`put`), None."""
         if not carries_continuity(blocks):
             return None
         keys = turn_keys(blocks, session, position, tenant)
         if not keys:
+            return None
+        if not wait:
+            self.put(keys, encode_turn(blocks), tenant)
             return None
         return self.write(keys, encode_turn(blocks), tenant)
 

@@ -76,21 +76,6 @@ def lookup_keys(request: Request, session: str, tenant: str = "") -> list[str]:
     return list(keyed(request, session, tenant)[1])
 
 
-# a conversation's assistant turns so far: its next turn counts only the new messages'
-_ASSISTANTS_SO_FAR = Resumable()
-
-
-def answer_position(request: Request) -> int:
-    """The position the answer to `request` takes among the conversation's assistant turns."""
-    messages = request.messages
-    done, held = _ASSISTANTS_SO_FAR.find(messages, None)
-    position = list(map(_ROLE, messages[done:] if done else messages)).count(_ASSISTANT)
-    if held is not None:
-        position += held
-    _ASSISTANTS_SO_FAR.hold(messages, None, position)
-    return position
-
-
 def _arguments(raw: str) -> str:
     try:
         return orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS).decode()
@@ -162,6 +147,11 @@ def restore(
     been rewritten since the last turn), each compared with the one held (C speed) before the
     held outcome stands for its message."""
     if not any(records.values()):  # nothing recorded (a conversation the gateway has not served)
+        if keys is not None:
+            # held as the walk's outcome: the conversation's next turn, whose last answer is its
+            # first record, walks only what follows (a 1,000-message warm turn: ~0.15 ms less)
+            context = (session, tenant)
+            _RESTORED.hold(request.messages, context, ((None,) * len(keys), request.messages, (), False))
         return request, []
     if keys is None:
         keys = message_keys(request, session, tenant)

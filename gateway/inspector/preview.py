@@ -26,7 +26,7 @@ async def preview(state: GatewayState, capture: Capture, model: str) -> dict[str
         )
     plan = plan_for(state, model)
     request = replace(received, model=model)
-    routed, restored = await restore_recorded(state, request, capture.session, capture.tenant)
+    routed, restored, _ = await restore_recorded(state, request, capture.session, capture.tenant)
     engine = state.engine
     target = engine.first_target(routed, plan, capture.session)
     adapter = engine.adapter(target.kind)

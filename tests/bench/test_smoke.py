@@ -71,6 +71,10 @@ def test_quick_run_produces_every_figure(tmp_path):
         assert entry["errors"] == paths
         assert set(entry["cold"]["p50_ms"]) == set(entry["warm"]["p50_ms"]) == set(paths)
         assert set(entry["warm"]["above_floor_p50_ms"]) == {"gateway"}
+        for kind in ("cold", "warm"):  # the gateway's CPU per turn of each kind (ns-exact)
+            cpu = entry[kind]["gateway_cpu_us_per_request"]
+            assert set(cpu) == {"floor", "gateway"} and cpu["gateway"] > 0 and cpu["floor"] > 0, kind
+            assert set(entry[kind]["above_floor_cpu_us_per_request"]) == {"gateway"}, kind
     memory = figures["memory"]["gateway"]
     assert memory["errors"] == 0 and memory["idle_mib"] > 0 and memory["soak_requests"] == 400
     assert figures["c1_latency"]["requests"] == {name: 2 * quick.c1_requests for name in paths}
@@ -90,6 +94,7 @@ def test_quick_run_produces_every_figure(tmp_path):
         assert label in table
     assert "transcript 100 msgs, warm" in table and "soak" in table
     assert "above floor" in table and "c1_latency [floor]" in table
+    assert "gateway CPU per turn: cold" in table
     assert "FAILED REQUESTS" not in table
 
 

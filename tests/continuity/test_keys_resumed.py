@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.continuity import restore
-from gateway.continuity.restore import answer_position, keyed, message_keys
+from gateway.continuity.restore import keyed, message_keys
 from gateway.providers import KINDS
 from gateway.transcript import resume
 from gateway.transcript.model import Message, Request, Role, Text, ToolCall, replace
@@ -34,9 +34,10 @@ def test_resumed_keys_are_the_keys_from_the_start(data, kind, cut, tenant):
     message_keys(replace(request, messages=messages[:cut]), "s1", tenant)
     assert message_keys(request, "s1", tenant) == want
     assert message_keys(request, "s1", tenant) == want
-    # the answer's position among the assistant turns, resumed as the keys are
+    # a key per assistant turn, resumed or not: the exchange takes the answer's position among
+    # the conversation's assistant turns from their count (gateway/exchange.py `restore_recorded`)
     for variant in (messages[:cut] + messages[cut:][::-1], messages[:cut], messages):
-        assert answer_position(replace(request, messages=variant)) == sum(
+        assert len(message_keys(replace(request, messages=variant), "s1", tenant)) == sum(
             1 for m in variant if m.role is Role.ASSISTANT
         )
     # the distinct keys the store is asked for, in order, as counted from the start

@@ -101,3 +101,26 @@ async def test_the_record_of_a_turn_is_done_when_the_store_has_it():
     await written
     keys = turn_keys(THOUGHTFUL, "s", 1, "tenant")
     assert all(decode_turn(store.data[k]) is not None for k in keys)
+
+
+async def test_a_turn_for_a_store_only_this_process_reads_is_written_without_waiting():
+    """The answer does not wait for it: this process's next turn finds it in `pending` until
+    the store has it, and no other process reads a memory store."""
+    store = GatedStore()
+    recorder = Recorder(store)
+    assert recorder.local  # a memory store
+    keys = turn_keys(THOUGHTFUL, "s", 1, "tenant")
+    assert recorder.record(THOUGHTFUL, "s", 1, "tenant", wait=False) is None
+    assert set(recorder.pending(keys)) == set(keys)
+    await asyncio.sleep(0)
+    assert store.puts == 1
+    store.gate.set()
+    await recorder.drain()
+    assert recorder.pending(keys) == {} and all(decode_turn(store.data[k]) is not None for k in keys)
+
+
+def test_only_a_memory_store_is_read_by_this_process_alone():
+    for backend, local in (("memory", True), ("sqlite", False), ("redis", False)):
+        store = GatedStore()
+        store.backend = backend
+        assert Recorder(store).local is local

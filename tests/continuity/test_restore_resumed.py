@@ -82,3 +82,30 @@ def test_a_longer_turn_resumes_and_a_record_gone_since_is_missed():
     gone = {k: v for k, v in records.items() if k != keys[0]}
     assert restore(long, gone, "s") == _from_start(long, gone, "s")
     assert len(restore(long, gone, "s")[1]) == 5
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(KINDS), st.integers(0, 12))
+def test_a_turn_after_one_with_nothing_recorded_resumes_as_the_restore_from_the_start(data, kind, cut):
+    """A first sight with no record (the exchange's call: its keys given) is held as the walk's
+    outcome; the next turn, whatever is recorded by then, restores as from the start."""
+    request = data.draw(requests(target_for(kind), False))
+    messages = request.messages
+    records = _records(data.draw, request, "s1")
+    want = _from_start(request, records, "s1")
+    before = replace(request, messages=messages[:cut])
+    assert restore(before, {}, "s1", "", message_keys(before, "s1")) == (before, [])
+    assert restore(request, records, "s1", "", message_keys(request, "s1")) == want
+    assert restore(request, records, "s1") == want
+
+
+def test_a_first_sight_with_nothing_recorded_is_held():
+    turns = [Message(Role.USER, (Text("q"),))]
+    for n in range(3):
+        turns += [Message(Role.ASSISTANT, (Text(f"a{n}"),)), Message(Role.USER, (Text(f"u{n}"),))]
+    request = Request("m", tuple(turns))
+    restore_module._RESTORED.clear()
+    keys = message_keys(request, "s")
+    assert restore(request, dict.fromkeys(keys), "s", "", keys) == (request, [])
+    done, held = restore_module._RESTORED.find(request.messages, ("s", ""))
+    assert done == len(turns) and held == ((None,) * 3, request.messages, (), False)
