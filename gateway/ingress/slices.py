@@ -111,7 +111,7 @@ def field_at(raw: bytes, fields: dict[str, Any], field: str) -> int | None:
         if key is None:
             return None
         text = key.group().rstrip(b" \t\r\n:")
-        if (text[1:-1].decode() if b"\\" not in text else orjson.loads(text)) != name:
+        if (text[1:-1].decode() if text.find(b"\\") < 0 else orjson.loads(text)) != name:
             return None
         pos = key.end()
         if name == field:
