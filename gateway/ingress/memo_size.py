@@ -65,7 +65,7 @@ def bound_size(raw: bytes) -> int:
     """At least what an item decoded from the JSON text `raw` holds, its canonical objects and
     strings (not the key): a string never holds more characters than its JSON literal has bytes,
     one byte each when the text is ASCII without \\u escapes (which can widen a whole string)."""
-    narrow = raw.isascii() and b"\\u" not in raw
+    narrow = raw.isascii() and raw.find(b"\\u") < 0
     chars = len(raw) if narrow else 4 * len(raw)
     values = value_bound(raw, 0, len(raw))
     return chars + _PER_VALUE * values + _PER_ITEM

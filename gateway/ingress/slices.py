@@ -111,7 +111,7 @@ def field_at(raw: bytes, fields: dict[str, Any], field: str) -> int | None:
         if key is None:
             return None
         text = key.group().rstrip(b" \t\r\n:")
-        if (text[1:-1].decode() if b"\\" not in text else orjson.loads(text)) != name:
+        if (text[1:-1].decode() if text.find(b"\\") < 0 else orjson.loads(text)) != name:
             return None
         pos = key.end()
         if name == field:
@@ -146,14 +146,19 @@ def held_list_at(raw: bytes, held: bytes, field: str, at: int, end: int) -> int 
     finds them): at the same place, or where a field before it changed length (Codex switching
     model mid-session) after `raw`'s first `field` key holding a list (as `opening_hash` finds
     it). None: neither."""
-    run = memoryview(held)[at:end]
-    if raw.startswith(run, at):
+    if raw.startswith(memoryview(held)[at:end], at):
         return at
+    return _list_moved_to(raw, held, field, at, end)
+
+
+def _list_moved_to(raw: bytes, held: bytes, field: str, at: int, end: int) -> int | None:
+    """Where `raw`'s first `field` key holding a list has the held run `held[at:end]`, when that
+    is not `at`."""
     found = _list_key(field).search(raw)
     if found is None:
         return None
     start = found.end() - 1
-    return start if start != at and raw.startswith(run, start) else None
+    return start if start != at and raw.startswith(memoryview(held)[at:end], start) else None
 
 
 def shared_with(raw: bytes, held: bytes, values: int, span: tuple[int, int] | None, field: str) -> Shared:
@@ -181,13 +186,28 @@ def went_on(
     and where its last item ends. None: `raw` does not go on so, or is not JSON orjson and
     msgspec read alike. `shared`: what counting `raw`'s values found it shares with `held`
     (`shared_with`), when it did: not compared again."""
+    same = False  # the held run at `at` known to be the list: the bytes up to its end the same
     if shared is not None and shared.held is held and (shared.prefix >= end or shared.span == (at, end)):
-        start = at if shared.prefix >= end else shared.at
+        same = shared.prefix >= end
+        start = at if same else shared.at
     else:
         start = held_list_at(raw, held, field, at, end)
     if start is None:
         return None
-    run = end - at
+    found = _read_on(raw, field, start, end - at)
+    if found is None and start == at and not same:
+        # the run only looked the same at its old place (inside a new item, after a field before
+        # the list changed): where the list's key is
+        moved = _list_moved_to(raw, held, field, at, end)
+        if moved is not None:
+            found = _read_on(raw, field, moved, end - at)
+    return found
+
+
+def _read_on(
+    raw: bytes, field: str, start: int, run: int
+) -> tuple[dict[str, Any], list[Any], int, int] | None:
+    """`went_on`'s read of `raw` with the held run of `run` bytes at `start`."""
     if len(raw) <= start + run:
         return None
     after = _SPACES.match(raw, start + run).end()

@@ -200,3 +200,19 @@ def test_went_on(held: bytes, raw: bytes, new: list[Any] | None):
     assert span is not None
     found = went_on(raw, held, "m", *span)
     assert (found and found[1]) == new if new is not None else found is None
+
+
+@pytest.mark.parametrize("compared", [False, True])
+def test_a_held_run_found_at_its_old_place_by_chance_is_looked_for_by_its_key(compared: bool):
+    # the held list `[[]` (at 16, after a longer opening) reappears at 16 of the new body inside
+    # its second item: that place does not read as the list, the list's key does (hypothesis's
+    # find in test_a_body_goes_on_from_a_held_one_only_when_it_reads_as_the_held_items_and_more)
+    held, raw = b'{\n  "messages": [[]]}', b'{"messages":[[],[[]]]}'
+    span = list_span(held, "messages")
+    assert span == (16, 19) and raw.startswith(held[16:19], 16)
+    shared = shared_with(raw, held, value_bound(held, 0, len(held)), span, "messages") if compared else None
+    found = went_on(raw, held, "messages", *span, shared)
+    assert found is not None
+    fields, new, start, end = found
+    assert (new, start, end) == ([[[]]], 12, 20)
+    assert list_span(raw, "messages") == (start, end)
