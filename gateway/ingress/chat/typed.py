@@ -121,13 +121,23 @@ def typed_messages(
                 if text and text.isspace():
                     blank = True
                 continue
+            text = msg.content or msg.refusal  # type: ignore[union-attr]
+            if text and not listed:
+                # a text answer (45 of a cold 1,000-message turn's): `_assistant`'s blocks, never
+                # empty (nothing to refuse), without its four calls
+                said = msg.reasoning_content  # type: ignore[union-attr]
+                if said:
+                    reasoning = True
+                append((Message(_ASSISTANT, plain_blocks(text, (), said)), 0))
+                if text.isspace():
+                    blank = True
+                continue
             append(_assistant(msg, index, sealer))  # type: ignore[arg-type]
             # the blocks `_assistant` made: reasoning, then text, then calls (`plain_blocks`)
             if msg.tool_calls:  # type: ignore[union-attr]
                 calls = True
             if msg.reasoning_content:  # type: ignore[union-attr]
                 reasoning = True
-            text = msg.content or msg.refusal  # type: ignore[union-attr]
             if text:
                 if text.isspace():
                     blank = True
