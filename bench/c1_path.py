@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import importlib.util
 import inspect
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -246,38 +248,62 @@ def segments(marks: list[Mark]) -> dict[str, list[int]]:
     return found
 
 
-async def measure(args: argparse.Namespace, tmp: Path) -> None:
+@contextlib.asynccontextmanager
+async def served_here(
+    floor: bool, pin: bool, models: list[str], tmp: Path
+) -> AsyncIterator[tuple[int, dict[str, str], rig.Pinning]]:
+    """The stub in a child process and the floor (`floor`) or the gateway (serving `models`) in
+    this one, pinned as bench/run.py pins (this process on a CPU of its own, the stub and the load
+    on the other): unpinned, the load generator often runs on this CPU, woken by the answer's
+    write, and its next request is in before the answered one's bookkeeping ran. Yields the
+    port served, the environment and the pinning; stops both on the way out."""
     stub_port, port = served.free_port(), served.free_port()
     env = {**os.environ, KEY_ENV: "sk-bench-0123456789abcdefghijklmnop"}
-    # pinned as bench/run.py pins (this process on a CPU of its own, the stub and the load on the
-    # other): unpinned, the load generator often runs on this CPU, woken by the answer's write,
-    # and its next request is in before the answered one's bookkeeping ran
-    plan = rig.Pinning.plan(not args.no_pin)
+    plan = rig.Pinning.plan(pin)
     stub_args = rig.python("bench/stub.py", "--port", str(stub_port))
     stub = rig.Child("stub", stub_args, env, plan.rig, tmp / "stub.log")
     stub.wait_ready("stub listening")
     runner: Any = None
-    if args.floor:
-        spec = importlib.util.spec_from_file_location("relay", rig.ROOT / "bench" / "relay.py")
-        assert spec is not None and spec.loader is not None
-        relay = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(relay)
-        serving = asyncio.ensure_future(relay._serve(port, f"http://127.0.0.1:{stub_port}", env[KEY_ENV]))
-        await asyncio.sleep(1.0)
-    else:
-        from gateway.access_log import configure_logging
-        from gateway.app import create_app
-        from gateway.config import load_config
-        from gateway.redaction import secrets_redactor
-        from gateway.serve import start, tune_garbage_collector
+    try:
+        if floor:
+            spec = importlib.util.spec_from_file_location("relay", rig.ROOT / "bench" / "relay.py")
+            assert spec is not None and spec.loader is not None
+            relay = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(relay)
+            serving = asyncio.ensure_future(relay._serve(port, f"http://127.0.0.1:{stub_port}", env[KEY_ENV]))
+            await asyncio.sleep(1.0)
+        else:
+            from gateway.access_log import configure_logging
+            from gateway.app import create_app
+            from gateway.config import load_config
+            from gateway.redaction import secrets_redactor
+            from gateway.serve import start, tune_garbage_collector
 
-        path = tmp / "gateway.toml"
-        path.write_text(gateway_config(port, stub_port, ["stub"], "memory", tmp, None, ""))
-        config = load_config(path, env=env)
-        log_file = (tmp / "gateway.log").open("w")
-        configure_logging(config.server.log_level, secrets_redactor(config, env), log_file)
-        runner = await start(create_app(config, env), config)
-        tune_garbage_collector()
+            path = tmp / "gateway.toml"
+            path.write_text(gateway_config(port, stub_port, models, "memory", tmp, None, ""))
+            config = load_config(path, env=env)
+            log_file = (tmp / "gateway.log").open("w")
+            configure_logging(config.server.log_level, secrets_redactor(config, env), log_file)
+            runner = await start(create_app(config, env), config)
+            tune_garbage_collector()
+        if plan.gateway is not None:
+            os.sched_setaffinity(0, plan.gateway)
+        print(f"this process {rig.describe_cpus(plan.gateway)}, stub and load {rig.describe_cpus(plan.rig)}")
+        yield port, env, plan
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        elif floor:
+            serving.cancel()
+        stub.stop()
+
+
+async def measure(args: argparse.Namespace, tmp: Path) -> None:
+    async with served_here(args.floor, not args.no_pin, ["stub"], tmp) as (port, _, plan):
+        await _measure(args, port, plan)
+
+
+async def _measure(args: argparse.Namespace, port: int, plan: rig.Pinning) -> None:
     body = workloads.small_body("stub", False).decode()
     load = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -286,9 +312,6 @@ async def measure(args: argparse.Namespace, tmp: Path) -> None:
         stdout=asyncio.subprocess.PIPE,
         preexec_fn=None if plan.rig is None else lambda: os.sched_setaffinity(0, plan.rig),
     )
-    if plan.gateway is not None:
-        os.sched_setaffinity(0, plan.gateway)
-    print(f"this process {rig.describe_cpus(plan.gateway)}, stub and load {rig.describe_cpus(plan.rig)}")
     assert load.stdin is not None and load.stdout is not None
 
     async def batch(count: int) -> None:
@@ -316,11 +339,6 @@ async def measure(args: argparse.Namespace, tmp: Path) -> None:
     finally:
         load.stdin.close()
         await load.wait()
-        if runner is not None:
-            await runner.cleanup()
-        else:
-            serving.cancel()
-        stub.stop()
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib.util
 import os
 import statistics
 import sys
@@ -33,8 +32,8 @@ from typing import Any
 import orjson
 from aiohttp import web_protocol
 
-from bench import c1_path, rig, served
-from bench.run import KEY, KEY_ENV, gateway_config
+from bench import c1_path, rig
+from bench.run import KEY
 
 MODEL = "stub-tool"
 # label, wall ns, thread CPU ns
@@ -240,53 +239,16 @@ def report(marks: list[Mark], loads: list[dict[str, Any]], skip: int, fine: bool
 
 
 async def measure(args: argparse.Namespace, tmp: Path) -> None:
-    stub_port, port = served.free_port(), served.free_port()
-    env = {**os.environ, KEY_ENV: "sk-bench-0123456789abcdefghijklmnop"}
-    plan = rig.Pinning.plan(not args.no_pin)
-    stub_args = rig.python("bench/stub.py", "--port", str(stub_port))
-    stub = rig.Child("stub", stub_args, env, plan.rig, tmp / "stub.log")
-    stub.wait_ready("stub listening")
-    runner: Any = None
-    if args.floor:
-        spec = importlib.util.spec_from_file_location("relay", rig.ROOT / "bench" / "relay.py")
-        assert spec is not None and spec.loader is not None
-        relay = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(relay)
-        serving = asyncio.ensure_future(relay._serve(port, f"http://127.0.0.1:{stub_port}", env[KEY_ENV]))
-        await asyncio.sleep(1.0)
-    else:
-        from gateway.access_log import configure_logging
-        from gateway.app import create_app
-        from gateway.config import load_config
-        from gateway.redaction import secrets_redactor
-        from gateway.serve import start, tune_garbage_collector
-
-        path = tmp / "gateway.toml"
-        path.write_text(gateway_config(port, stub_port, [MODEL], "memory", tmp, None, ""))
-        config = load_config(path, env=env)
-        log_file = (tmp / "gateway.log").open("w")
-        configure_logging(config.server.log_level, secrets_redactor(config, env), log_file)
-        runner = await start(create_app(config, env), config)
-        tune_garbage_collector()
-    if plan.gateway is not None:
-        os.sched_setaffinity(0, plan.gateway)
-    print(f"this process {rig.describe_cpus(plan.gateway)}, stub and load {rig.describe_cpus(plan.rig)}")
-    load = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-c", LOAD, str(port), KEY, MODEL, str(args.messages), str(args.turns), str(int(args.warm))),
-        stdout=asyncio.subprocess.PIPE,
-        cwd=rig.ROOT,
-        env={**env, "PYTHONPATH": str(rig.ROOT)},
-        preexec_fn=None if plan.rig is None else lambda: os.sched_setaffinity(0, plan.rig),
-    )
-    try:
+    async with c1_path.served_here(args.floor, not args.no_pin, [MODEL], tmp) as (port, env, plan):
+        load = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-c", LOAD, str(port), KEY, MODEL, str(args.messages), str(args.turns), str(int(args.warm))),
+            stdout=asyncio.subprocess.PIPE,
+            cwd=rig.ROOT,
+            env={**env, "PYTHONPATH": str(rig.ROOT)},
+            preexec_fn=None if plan.rig is None else lambda: os.sched_setaffinity(0, plan.rig),
+        )
         output, _ = await load.communicate()
-    finally:
-        if runner is not None:
-            await runner.cleanup()
-        else:
-            serving.cancel()
-        stub.stop()
     if load.returncode != 0:
         raise SystemExit(f"load generator failed ({load.returncode})")
     loads = orjson.loads(output.splitlines()[-1])

@@ -18,8 +18,9 @@ import argparse
 import gc
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -157,7 +158,9 @@ def measure(step: Callable[[], object], reps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python bench/stream_pieces.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python bench/stream_pieces.py", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--reps", type=int, default=20000)
     args = parser.parse_args()
     figures = {name: measure(step, args.reps) for name, step in STEPS.items()}

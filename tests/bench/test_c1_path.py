@@ -4,24 +4,11 @@ process: it instruments aiohttp's classes for the whole process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from bench import rig
+from tests.bench.scripts import run_script
 
 
 def run(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "bench/c1_path.py", "--rounds", "1", "--requests", "40", "--warm", "10", *args],
-        cwd=rig.ROOT,
-        env={**os.environ, "PYTHONPATH": str(rig.ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return run_script("c1_path.py", "--rounds", "1", "--requests", "40", "--warm", "10", *args)
 
 
 def test_the_gateways_steps_are_each_measured():

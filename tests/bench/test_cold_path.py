@@ -4,11 +4,7 @@ child process: it instruments aiohttp's classes for the whole process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from bench import rig
+from tests.bench.scripts import run_script
 
 SEGMENTS = (
     "load write -> first bytes in",
@@ -22,16 +18,7 @@ SEGMENTS = (
 
 
 def run(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "bench/cold_path.py", "--messages", "40", "--turns", "3", *args],
-        cwd=rig.ROOT,
-        env={**os.environ, "PYTHONPATH": str(rig.ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return run_script("cold_path.py", "--messages", "40", "--turns", "3", *args)
 
 
 def test_a_cold_and_a_warm_turns_segments_are_measured_through_the_gateway():

@@ -19,7 +19,9 @@ def test_the_stream_decodes_to_the_whole_answers_events():
 
 def test_the_stream_and_the_whole_answer_say_the_same():
     lines = [line[6:] for line in stream_pieces.encode().split(b"\n\n") if line.startswith(b"data: {")]
-    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in map(orjson.loads, lines) if c["choices"])
+    text = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in map(orjson.loads, lines) if c["choices"]
+    )
     assert text == orjson.loads(stream_pieces.whole_encode())["choices"][0]["message"]["content"] == "tok "
 
 
