@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +298,19 @@ async def served_here(
         stub.stop()
 
 
+def run_measure(
+    measure: Callable[[argparse.Namespace, Path], Awaitable[None]], args: argparse.Namespace
+) -> None:
+    """`measure(args, tmp)` on uvloop where it is installed (as the gateway serves), `tmp` a
+    temporary directory for the logs and the config."""
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    with tempfile.TemporaryDirectory() as tmp:
+        (uvloop.run if uvloop is not None else asyncio.run)(measure(args, Path(tmp)))
+
+
 async def measure(args: argparse.Namespace, tmp: Path) -> None:
     async with served_here(args.floor, not args.no_pin, ["stub"], tmp) as (port, _, plan):
         await _measure(args, port, plan)
@@ -351,12 +364,7 @@ def main() -> None:
     parser.add_argument("--tail", action="store_true", help="the bookkeeping's own steps too")
     args = parser.parse_args()
     instrument(args.floor, args.tail)
-    try:
-        import uvloop
-    except ImportError:
-        uvloop = None
-    with tempfile.TemporaryDirectory() as tmp:
-        (uvloop.run if uvloop is not None else asyncio.run)(measure(args, Path(tmp)))
+    run_measure(measure, args)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import gc
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -265,12 +264,7 @@ def main() -> None:
     parser.add_argument("--no-pin", action="store_true", help="leave every process unpinned")
     args = parser.parse_args()
     instrument(args.floor)
-    try:
-        import uvloop
-    except ImportError:
-        uvloop = None
-    with tempfile.TemporaryDirectory() as tmp:
-        (uvloop.run if uvloop is not None else asyncio.run)(measure(args, Path(tmp)))
+    c1_path.run_measure(measure, args)
 
 
 if __name__ == "__main__":

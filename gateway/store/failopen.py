@@ -15,6 +15,7 @@ retryable 503 for the client) instead of reading as "no such answer"."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -34,6 +35,9 @@ DEFAULT_CLOSE_TIMEOUT_SECONDS = 5.0
 # failed writes kept for a retry: beyond either bound the oldest are dropped (counted)
 DEFAULT_RETRY_QUEUE_ENTRIES = 10_000
 DEFAULT_RETRY_QUEUE_BYTES = 64 << 20
+# a backend that never suspends (MemoryStore.waits False) gets no time bound: its timer could
+# never fire (stateless, so one serves every operation)
+_UNBOUNDED = contextlib.nullcontext()
 # the first retry waits this long (or the back-off, if longer), doubling up to the max while the
 # backend still fails
 _RETRY_FIRST_SECONDS = 0.25
@@ -140,10 +144,7 @@ class FailOpenStore:
                 raise StoreUnavailable(f"the {self.backend} store is backing off after a failure")
             return [None] * len(keys)
         try:
-            if self._bounded:
-                async with LoopTimeBound(self._op_timeout):
-                    values = await self.inner.get_many(keys)
-            else:
+            async with LoopTimeBound(self._op_timeout) if self._bounded else _UNBOUNDED:
                 values = await self.inner.get_many(keys)
             if len(values) != len(keys):
                 raise ValueError(f"backend returned {len(values)} values for {len(keys)} keys")
@@ -165,10 +166,7 @@ class FailOpenStore:
             self._enqueue(keys, value, tenant)
             return
         try:
-            if self._bounded:
-                async with LoopTimeBound(self._op_timeout):
-                    evicted = await self.inner.put(keys, value, tenant=tenant)
-            else:
+            async with LoopTimeBound(self._op_timeout) if self._bounded else _UNBOUNDED:
                 evicted = await self.inner.put(keys, value, tenant=tenant)
         except Exception as exc:
             self._report("put", self._failed("put", exc))

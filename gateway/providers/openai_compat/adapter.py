@@ -203,16 +203,12 @@ class ChatEncoder:
                             else:
                                 keep({"role": "assistant", "content": None, "tool_calls": [call]})
                             continue
-                        elif kind is text_kind:
+                        elif kind is text_kind and (role is user or role is assistant_role):
                             # its text is the content (`_assistant` keeps no field and no chunk
                             # list for a turn without reasoning and calls); a system message's
                             # goes to `_message`
-                            if role is user:
-                                keep({"role": "user", "content": block.text})
-                                continue
-                            if role is assistant_role:
-                                keep({"role": "assistant", "content": block.text})
-                                continue
+                            keep({"role": role.value, "content": block.text})
+                            continue
                     if role is assistant_role:
                         keep(assistant(item, target))
                     else:
